@@ -1,0 +1,26 @@
+"""qv_dynamics: constrained multibody dynamics in quasi-velocities and projection operators.
+
+Pure math (numpy + Pinocchio); never imports rclpy. Public API (SPEC §4)::
+
+    from qv_dynamics import ConstrainedSystem, quasi_decompose, direct_dynamics, simulate
+"""
+from .errors import (ConvergenceError, DimensionError, ModelError, NonFiniteError, NotPositiveDefiniteError,
+                     QVError, RankDeficiencyError, UnknownNameError)
+from .model import ConstrainedSystem, DynamicsTerms
+from .projection import direct_dynamics, projection
+from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
+
+__all__ = [
+    "ConstrainedSystem", "DynamicsTerms", "QuasiState", "quasi_decompose", "direct_dynamics", "projection",
+    "torque_from_quasi_forces", "simulate",
+    "QVError", "NonFiniteError", "DimensionError", "UnknownNameError", "ModelError", "NotPositiveDefiniteError",
+    "RankDeficiencyError", "ConvergenceError",
+]
+
+
+def __getattr__(name):  # simulate lives in simulator.py, imported lazily (it pulls in more)
+    if name == "simulate":
+        from .simulator import simulate
+
+        return simulate
+    raise AttributeError(name)

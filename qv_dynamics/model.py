@@ -1,0 +1,340 @@
+"""The constrained model: a Pinocchio model of the robot plus its constraints (SPEC §2–§4).
+
+``ConstrainedSystem.evaluate(q, qdot)`` returns the terms every formulation needs::
+
+    M q̈ + h = τ_a − Aᵀλ,   h = C q̇ + g,   Ṁ = C + Cᵀ,   A q̇ = 0,   A q̈ + Ȧq̇ = 0,   Φ(q) = 0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from .constraints import Constraint, parse_constraints
+from .errors import DimensionError, ModelError, UnknownNameError, as_vector
+from .robots import resolve_urdf
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+@dataclass
+class DynamicsTerms:
+    """Everything evaluated at one state (q, q̇). Arrays are owned (safe to keep)."""
+
+    q: np.ndarray
+    qdot: np.ndarray
+    M: np.ndarray          # (n, n) symmetric mass matrix
+    h: np.ndarray          # (n,) C q̇ + g
+    C: np.ndarray          # (n, n) Coriolis matrix, Ṁ = C + Cᵀ
+    g: np.ndarray          # (n,) generalized gravity
+    A: np.ndarray          # (m, n) constraint Jacobian of the active constraints
+    Adot_qdot: np.ndarray  # (m,) Ȧ q̇
+    phi: np.ndarray        # (m,) constraint residual Φ(q)
+    row_labels: list
+
+    @property
+    def n(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.A.shape[0]
+
+
+class ConstrainedSystem:
+    """A robot (Pinocchio model) with holonomic/nonholonomic constraints that can be switched on and off."""
+
+    def __init__(self, model: pin.Model, constraints: Sequence = (), floating_base: bool = False,
+                 name: str = ""):
+        self.model = model
+        self.data = model.createData()
+        self.floating_base = floating_base
+        self.name = name or model.name
+        self.constraints: list[Constraint] = []
+        for c in parse_constraints(constraints):
+            self.add_constraint(c)
+        self._zero_v = np.zeros(model.nv)
+        self._lower = np.tril_indices(model.nv, -1)
+        self._labels_key = None
+        self._labels: list[str] = []
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_urdf(cls, path_or_xml: str, constraints: Sequence = (), floating_base: bool = False,
+                  gravity: Sequence[float] | None = None) -> "ConstrainedSystem":
+        """Load a URDF (file path, XML string, or an example-robot-data name such as ``panda``).
+
+        ``floating_base=True`` adds a free-flyer root joint (q has nq = n + 1 entries: quaternion base).
+        ``gravity`` overrides the world gravity vector (e.g. ``[0, 0, -9810]`` for a URDF in millimetres).
+        """
+        try:
+            src = resolve_urdf(path_or_xml)
+        except FileNotFoundError as exc:
+            raise ModelError(str(exc)) from None
+        root = pin.JointModelFreeFlyer() if floating_base else None
+        try:
+            if src.lstrip().startswith("<"):
+                model = pin.buildModelFromXML(src, root) if root is not None else pin.buildModelFromXML(src)
+            else:
+                model = pin.buildModelFromUrdf(src, root) if root is not None else pin.buildModelFromUrdf(src)
+        except (RuntimeError, ValueError, IndexError) as exc:
+            raise ModelError(f"URDF could not be parsed: {exc}") from None
+        if model.nv == 0:
+            raise ModelError("URDF has no movable joint")
+        if gravity is not None:
+            model.gravity.linear = as_vector("gravity", gravity, 3)
+        return cls(model, constraints, floating_base=floating_base, name=model.name)
+
+    @classmethod
+    def from_yaml(cls, path_or_dict) -> "ConstrainedSystem":
+        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``."""
+        import yaml
+
+        if isinstance(path_or_dict, dict):
+            doc = path_or_dict
+        else:
+            p = Path(path_or_dict)
+            try:
+                doc = yaml.safe_load(p.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise ModelError(f"cannot read {p}: {exc}") from None
+        if not isinstance(doc, dict) or "robot" not in doc:
+            raise ModelError("YAML must have a 'robot' mapping with a 'urdf' entry")
+        robot = doc["robot"] or {}
+        if "urdf" not in robot:
+            raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")
+        return cls.from_urdf(robot["urdf"], doc.get("constraints") or [],
+                             floating_base=bool(robot.get("floating_base", False)),
+                             gravity=robot.get("gravity"))
+
+    def add_constraint(self, spec) -> Constraint:
+        (c,) = parse_constraints([spec])
+        c.frame_id = self.frame_id(c.frame) if c.frame else -1
+        c.frame_b_id = self.frame_id(c.frame_b) if c.frame_b else -1
+        if c.type == "loop_closure" and c.position is None:
+            c.position = np.zeros(3)
+        if c.type == "loop_closure" and c.rotation is None:
+            c.rotation = np.eye(3)
+        names = [k.name for k in self.constraints]
+        if c.name in names:
+            c.name = f"{c.name}#{len(self.constraints)}"
+        self.constraints.append(c)
+        return c
+
+    # ------------------------------------------------------------------ names and sizes
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    n = nv
+
+    @property
+    def m(self) -> int:
+        return sum(c.size for c in self.constraints if c.active)
+
+    @property
+    def joint_names(self) -> list[str]:
+        """Names of the 1-DoF joints in velocity order (the root free-flyer is left out)."""
+        return [self.model.names[j] for j in range(1, self.model.njoints) if self.model.joints[j].nv == 1]
+
+    def joint_v_index(self, name: str) -> int:
+        """Index in q̇ (and τ) of a 1-DoF joint; UnknownNameError if absent."""
+        if not self.model.existJointName(name):
+            raise UnknownNameError(f"unknown joint '{name}'; the model has {self.joint_names}")
+        j = self.model.getJointId(name)
+        return self.model.joints[j].idx_v
+
+    def joint_q_index(self, name: str) -> int:
+        if not self.model.existJointName(name):
+            raise UnknownNameError(f"unknown joint '{name}'; the model has {self.joint_names}")
+        return self.model.joints[self.model.getJointId(name)].idx_q
+
+    def frame_id(self, name: str) -> int:
+        if not self.model.existFrame(name):
+            frames = [f.name for f in self.model.frames]
+            close = [f for f in frames if name.lower() in f.lower() or f.lower() in name.lower()][:8]
+            raise UnknownNameError(f"unknown frame '{name}'" + (f"; did you mean one of {close}?" if close else
+                                                                   f"; the model has {len(frames)} frames"))
+        return self.model.getFrameId(name)
+
+    def constraint(self, name: str) -> Constraint:
+        for c in self.constraints:
+            if c.name == name:
+                return c
+        raise UnknownNameError(f"unknown constraint '{name}'; have {[c.name for c in self.constraints]}")
+
+    def set_active(self, name: str, active: bool = True, reanchor: bool = True) -> None:
+        """Switch a constraint on or off (contact made / lost).
+
+        A point contact or weld without an explicit ``position`` is re-anchored where its frame is at the
+        next evaluation after it is switched on (``reanchor=True``)."""
+        c = self.constraint(name)
+        if active and not c.active and reanchor and c.type in ("point_contact", "weld") \
+                and not c.explicit_target:
+            c.position = None
+            c.rotation = None
+        c.active = bool(active)
+
+    @property
+    def active_constraints(self) -> list[Constraint]:
+        return [c for c in self.constraints if c.active]
+
+    def neutral(self) -> np.ndarray:
+        return pin.neutral(self.model)
+
+    def random_configuration(self, rng: np.random.Generator | None = None) -> np.ndarray:
+        """A random q inside the joint limits (finite limits; ±π for unbounded revolute joints)."""
+        rng = rng or np.random.default_rng()
+        lo = np.where(np.isfinite(self.model.lowerPositionLimit), self.model.lowerPositionLimit, -np.pi)
+        hi = np.where(np.isfinite(self.model.upperPositionLimit), self.model.upperPositionLimit, np.pi)
+        lo = np.maximum(lo, -10.0)
+        hi = np.minimum(hi, 10.0)
+        q = lo + (hi - lo) * rng.random(self.nq)
+        if self.floating_base:
+            q[:3] = rng.normal(size=3) * 0.1
+            quat = rng.normal(size=4)
+            q[3:7] = quat / np.linalg.norm(quat)
+        return q
+
+    def integrate(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
+        """q ⊕ dq on the configuration manifold (quaternion base handled by Pinocchio)."""
+        return pin.integrate(self.model, q, dq)
+
+    def check_q(self, q) -> np.ndarray:
+        q = as_vector("q", q, self.nq)
+        if self.floating_base:
+            nrm = np.linalg.norm(q[3:7])
+            if abs(nrm - 1.0) > 1e-6:
+                raise DimensionError(f"q: base quaternion must have unit norm, has {nrm:.6g}")
+        return q
+
+    # ------------------------------------------------------------------ kinematics
+    def anchor(self, q, force: bool = False) -> None:
+        """Record the current frame positions/orientations as the targets of point contacts and welds
+        that have none (all of them with ``force=True``)."""
+        q = self.check_q(q)
+        pin.framesForwardKinematics(self.model, self.data, q)
+        self._anchor_from_data(force)
+
+    def _anchor_from_data(self, force: bool = False) -> None:
+        for c in self.constraints:
+            if c.type in ("point_contact", "weld"):
+                oMf = self.data.oMf[c.frame_id]
+                if force or c.position is None:
+                    c.position = oMf.translation.copy()
+                if force or c.rotation is None:
+                    c.rotation = oMf.rotation.copy()
+
+    def frame_placement(self, q, frame: str) -> pin.SE3:
+        q = self.check_q(q)
+        pin.framesForwardKinematics(self.model, self.data, q)
+        return self.data.oMf[self.frame_id(frame)].copy()
+
+    def constraint_rows(self, q) -> tuple[np.ndarray, np.ndarray]:
+        """Φ(q) and A(q) only (kinematics, no dynamics): for the position projection q ← q − A⁺Φ."""
+        q = self.check_q(q)
+        pin.computeJointJacobians(self.model, self.data, q)
+        pin.updateFramePlacements(self.model, self.data)
+        self._anchor_from_data(False)
+        phi, A, _ = self._stack(q, None, need_drift=False)
+        return phi, A
+
+    def _frame_motion(self, fid: int, need_drift: bool):
+        J = pin.getFrameJacobian(self.model, self.data, fid, LWA)
+        if not need_drift:
+            return J, None
+        # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
+        acc = pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA)
+        return J, acc.vector
+
+    def _stack(self, q, qdot, need_drift: bool = True):
+        rows_phi, rows_A, rows_d = [], [], []
+        n = self.nv
+        for c in self.constraints:
+            if not c.active:
+                continue
+            if c.type == "custom":
+                phi, A, ad = c.function(q, qdot if qdot is not None else np.zeros(n))
+                phi = np.atleast_1d(np.asarray(phi, float))
+                A = np.atleast_2d(np.asarray(A, float))
+                ad = np.atleast_1d(np.asarray(ad, float))
+                if A.shape != (c.rows, n) or phi.shape != (c.rows,) or ad.shape != (c.rows,):
+                    raise DimensionError(f"custom constraint '{c.name}': expected phi ({c.rows},), A ({c.rows},{n}), "
+                                         f"Adot_qdot ({c.rows},), got {phi.shape}, {A.shape}, {ad.shape}")
+                rows_phi.append(phi)
+                rows_A.append(A)
+                rows_d.append(ad)
+                continue
+            J, d = self._frame_motion(c.frame_id, need_drift)
+            oMf = self.data.oMf[c.frame_id]
+            if c.type == "point_contact":  # the common case, kept short for the 1 kHz loop
+                idx = c.axis_idx
+                rows_phi.append((oMf.translation - c.position)[idx])
+                rows_A.append(J[idx])
+                if need_drift:
+                    rows_d.append(d[idx])
+                continue
+            if c.type == "loop_closure":
+                Jb, db = self._frame_motion(c.frame_b_id, need_drift)
+                oMb = self.data.oMf[c.frame_b_id]
+                J = J - Jb
+                d = None if d is None else d - db
+                err = np.concatenate([oMf.translation - oMb.translation - c.position,
+                                      pin.log3(oMf.rotation @ (oMb.rotation @ c.rotation).T)])
+            else:  # weld
+                err = np.concatenate([oMf.translation - c.position, pin.log3(oMf.rotation @ c.rotation.T)])
+            idx = c.axis_idx
+            rows_phi.append(err[idx])
+            rows_A.append(J[idx])
+            if need_drift:
+                rows_d.append(d[idx])
+        if not rows_A:
+            return np.zeros(0), np.zeros((0, n)), np.zeros(0)
+        phi = np.concatenate(rows_phi)
+        A = np.vstack(rows_A)
+        ad = np.concatenate(rows_d) if need_drift else None
+        return phi, A, ad
+
+    # ------------------------------------------------------------------ dynamics
+    def evaluate(self, q, qdot) -> DynamicsTerms:
+        """M, h, C, g (Pinocchio CRBA / Coriolis / gravity) and A, Ȧq̇, Φ of the active constraints."""
+        q = self.check_q(q)
+        qdot = as_vector("qdot", qdot, self.nv)
+        model, data = self.model, self.data
+        M = pin.crba(model, data, q).copy()
+        M[self._lower] = M.T[self._lower]  # CRBA fills the upper triangle only
+        C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
+        g = pin.computeGeneralizedGravity(model, data, q).copy()
+        h = C @ qdot + g
+        # kinematics with q̈ = 0: frame classical accelerations are then exactly Ȧq̇
+        pin.forwardKinematics(model, data, q, qdot, self._zero_v)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        self._anchor_from_data(False)
+        phi, A, ad = self._stack(q, qdot)
+        return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=C, g=g, A=A, Adot_qdot=ad, phi=phi,
+                             row_labels=self.row_labels)
+
+    @property
+    def row_labels(self) -> list[str]:
+        """One label per active constraint row, e.g. ``contact.z`` (cached while the active set holds)."""
+        key = tuple((c.name, c.active) for c in self.constraints)
+        if key != self._labels_key:
+            self._labels = [lab for c in self.constraints if c.active for lab in c.row_labels]
+            self._labels_key = key
+        return self._labels
+
+    def effort_limits(self) -> np.ndarray:
+        """URDF effort limits per velocity index (inf where none, e.g. the floating base)."""
+        lim = np.array(self.model.effortLimit, dtype=float)
+        lim[lim <= 0] = np.inf
+        if self.floating_base:
+            lim[:6] = 0.0
+        return lim

@@ -1,0 +1,175 @@
+"""Quasi-velocity decomposition of constrained dynamics (paper `aghili-quasi-velocities`, SPEC §2).
+
+With M = QQᵀ (Cholesky), v = Qᵀq̇ (eq. 6a), u = Q⁻¹(τ_a − g) (eq. 6b), Λ = AQ⁻ᵀ = U₁SV₁ᵀ (eq. 9, 11)::
+
+    v̇ = −Γv + u − Λᵀλ                         (eq. 7a, Γ = Q⁻¹CQ⁻ᵀ − Q̇ᵀQ⁻ᵀ)
+    v_r = V₂ᵀv,   K = ½‖v_r‖²                  (eq. 13, 22)
+    v̇_r = −Γ_v v_r + u_v,   Γ_v = V₂ᵀΓV₂        (eq. 17/18a with the SPEC's sign; V₂ kept in the
+                                                 parallel-transport gauge V₂ᵀV̇₂ = 0)
+    ξ = V₁ᵀΛᵀλ = u_ξ + Γ_ξ v_r                  (eq. 20/21)
+    Γ_ξ v_r = −V₁ᵀΓv + V₁ᵀΛ⁺(Ȧq̇ − ΛQ̇ᵀq̇)         (from Λv̇ = −Λ̇v; valid for any basis V₁ of the row space)
+
+Rank: σᵢ counts as non-zero when σᵢ > max(rtol·σ₁, atol) (defaults 1e-9 and 1e-9 in the units of Λ,
+i.e. of A/√mass). Pass ``prev`` (the previous QuasiState) to keep V₁, V₂ continuous: each new basis is
+rotated onto the previous one by orthogonal Procrustes, V ← V·polar(VᵀV_prev). When the rank changes the
+basis is re-seeded and ``rank_changed`` is set.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg.lapack import dtrtri
+
+from .errors import DimensionError, NotPositiveDefiniteError, as_vector
+from .model import DynamicsTerms
+
+RTOL = 1e-9
+ATOL = 1e-9
+
+
+@dataclass
+class QuasiState:
+    """Quasi-variables at one state. Names follow SPEC §4; ``lambda_`` and the u's need ``tau``."""
+
+    Q: np.ndarray
+    Qinv: np.ndarray
+    Qdot: np.ndarray
+    v: np.ndarray
+    Lambda: np.ndarray
+    U1: np.ndarray
+    S: np.ndarray
+    V1: np.ndarray
+    V2: np.ndarray
+    rank: int
+    rank_changed: bool
+    Gamma: np.ndarray
+    Gamma_v: np.ndarray
+    Gamma_xi_vr: np.ndarray
+    v_r: np.ndarray
+    kinetic_energy: float
+    W1: np.ndarray  # V₁ᵀΛ⁺ (r × m): maps constraint-space vectors to ξ-space
+    u: np.ndarray | None = None
+    u_v: np.ndarray | None = None
+    u_xi: np.ndarray | None = None
+    xi: np.ndarray | None = None
+    lambda_: np.ndarray | None = None
+    constraint_force: np.ndarray | None = None  # Aᵀλ = Q V₁ ξ
+    vr_dot: np.ndarray | None = None             # −Γ_v v_r + u_v
+
+    @property
+    def condition(self) -> float:
+        """σ₁/σ_r of Λ (1 when unconstrained): how close the constraints are to a singular pose."""
+        return float(self.S[0] / self.S[-1]) if self.rank else 1.0
+
+    def xi_from_lambda(self, lam: np.ndarray) -> np.ndarray:
+        """ξ = V₁ᵀΛᵀλ for a given multiplier (e.g. the desired λ_d of the force law, eq. 42)."""
+        return self.V1.T @ (self.Lambda.T @ lam)
+
+    def lambda_from_xi(self, xi: np.ndarray) -> np.ndarray:
+        """Minimum-norm λ with V₁ᵀΛᵀλ = ξ: λ = (Λᵀ)⁺V₁ξ = W₁ᵀξ."""
+        return self.W1.T @ xi
+
+
+def _polar(X: np.ndarray) -> np.ndarray:
+    """Orthogonal polar factor of a square matrix (closest rotation/reflection, Procrustes)."""
+    W, _, Zt = np.linalg.svd(X)
+    return W @ Zt
+
+
+def cholesky_factor(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q (lower, M = QQᵀ, eq. 2) and Q⁻¹; NotPositiveDefiniteError if M is not SPD."""
+    try:
+        Q = np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        w = np.linalg.eigvalsh(0.5 * (M + M.T))
+        raise NotPositiveDefiniteError(
+            f"mass matrix is not positive definite (smallest eigenvalue {w[0]:.3g}); "
+            "check link masses/inertias in the URDF") from None
+    Qinv, info = dtrtri(Q, lower=1)
+    if info != 0:
+        raise NotPositiveDefiniteError("Cholesky factor is singular")
+    return Q, Qinv
+
+
+def phi_lower(X: np.ndarray) -> np.ndarray:
+    """Φ(X): strict lower triangle of X plus half its diagonal (so Q⁻¹Q̇ = Φ(Q⁻¹ṀQ⁻ᵀ))."""
+    return X * _phi_mask(X.shape[0])
+
+
+_MASKS: dict[int, np.ndarray] = {}
+
+
+def _phi_mask(n: int) -> np.ndarray:
+    mask = _MASKS.get(n)
+    if mask is None:
+        mask = np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)
+        _MASKS[n] = mask
+    return mask
+
+
+def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState | None = None,
+                    rtol: float = RTOL, atol: float = ATOL) -> QuasiState:
+    """Decompose the state of ``terms`` into quasi-velocities and quasi-forces (SPEC §2)."""
+    n = terms.n
+    qdot = terms.qdot if qdot is None else as_vector("qdot", qdot, n)
+    Q, Qinv = cholesky_factor(terms.M)
+    v = Q.T @ qdot
+    Lam = terms.A @ Qinv.T
+    m = Lam.shape[0]
+    if m:
+        U, s, Vt = np.linalg.svd(Lam)
+        r = int(np.count_nonzero(s > max(rtol * s[0], atol))) if s.size else 0
+    else:
+        U, s, Vt = np.zeros((0, 0)), np.zeros(0), np.eye(n)
+        r = 0
+    V1, V2 = Vt[:r].T, Vt[r:].T
+    U1, S = U[:, :r], s[:r]
+    W1 = (U1 / S).T  # V₁ᵀΛ⁺ = S⁻¹U₁ᵀ for the SVD basis (r × m)
+    rank_changed = prev is not None and (prev.rank != r or prev.V2.shape[0] != n)
+    if prev is not None and not rank_changed:
+        # gauge: keep the bases continuous (no sign flips / in-space rotations between calls)
+        if r < n:
+            V2 = V2 @ _polar(V2.T @ prev.V2)
+        if r:
+            R1 = _polar(V1.T @ prev.V1)
+            V1 = V1 @ R1
+            W1 = R1.T @ W1
+    Mdot = terms.C + terms.C.T
+    Qdot = Q @ phi_lower(Qinv @ Mdot @ Qinv.T)
+    Gamma = Qinv @ terms.C @ Qinv.T - Qdot.T @ Qinv.T
+    Gv = Gamma @ v
+    v_r = V2.T @ v
+    Gamma_v = V2.T @ Gamma @ V2
+    if r:
+        drift = terms.Adot_qdot - Lam @ (Qdot.T @ qdot)
+        Gamma_xi_vr = -V1.T @ Gv + W1 @ drift
+    else:
+        Gamma_xi_vr = np.zeros(0)
+    qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, U1=U1, S=S, V1=V1, V2=V2, rank=r,
+                    rank_changed=bool(rank_changed), Gamma=Gamma, Gamma_v=Gamma_v, Gamma_xi_vr=Gamma_xi_vr,
+                    v_r=v_r, kinetic_energy=0.5 * float(v @ v), W1=W1)
+    if tau is not None:
+        tau = as_vector("tau", tau, n)
+        u = Qinv @ (tau - terms.g)
+        qs.u = u
+        qs.u_v = V2.T @ u
+        qs.u_xi = V1.T @ u
+        qs.xi = qs.u_xi + Gamma_xi_vr
+        qs.lambda_ = W1.T @ qs.xi
+        qs.constraint_force = Q @ (V1 @ qs.xi)
+        qs.vr_dot = -Gamma_v @ v_r + qs.u_v
+    return qs
+
+
+def torque_from_quasi_forces(terms: DynamicsTerms, qs: QuasiState, u_v: np.ndarray,
+                             u_xi: np.ndarray | None = None) -> np.ndarray:
+    """τ_a = g + Q(V₁u_ξ + V₂u_v) (SPEC §2, inverse of eq. 18b/21c)."""
+    if u_v.shape != (qs.V2.shape[1],):
+        raise DimensionError(f"u_v: expected length {qs.V2.shape[1]}, got {u_v.shape}")
+    w = qs.V2 @ u_v
+    if u_xi is not None and qs.rank:
+        if u_xi.shape != (qs.rank,):
+            raise DimensionError(f"u_xi: expected length {qs.rank}, got {u_xi.shape}")
+        w = w + qs.V1 @ u_xi
+    return terms.g + qs.Q @ w

@@ -1,0 +1,69 @@
+"""Locate robot descriptions: the package's own ``urdf/`` folder and ``example-robot-data``."""
+from __future__ import annotations
+
+import os
+import site
+import sys
+from pathlib import Path
+
+#: Short names for robots shipped by example-robot-data (path below its ``robots/`` folder).
+EXAMPLE_ROBOTS = {
+    "panda": "panda_description/urdf/panda.urdf",
+    "ur5": "ur_description/urdf/ur5_robot.urdf",
+    "ur10": "ur_description/urdf/ur10_robot.urdf",
+    "solo12": "solo_description/robots/solo12.urdf",
+    "anymal": "anymal_b_simple_description/robots/anymal.urdf",
+    "talos": "talos_data/robots/talos_reduced.urdf",
+    "talos_full": "talos_data/robots/talos_full_v2.urdf",
+}
+
+
+def example_robot_data_dir() -> Path:
+    """The ``robots/`` folder of example-robot-data (pip ``example-robot-data`` or /opt/openrobots)."""
+    candidates = []
+    env = os.environ.get("EXAMPLE_ROBOT_DATA_DIR")
+    if env:
+        candidates.append(Path(env))
+    for base in list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path:
+        candidates.append(Path(base) / "cmeel.prefix/share/example-robot-data/robots")
+    candidates.append(Path("/opt/openrobots/share/example-robot-data/robots"))
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise FileNotFoundError(
+        "example-robot-data not found: `pip install example-robot-data` or set EXAMPLE_ROBOT_DATA_DIR")
+
+
+def package_share_dir() -> Path:
+    """The folder holding ``urdf/``, ``config/`` and ``launch/``: the source tree or the ament share dir."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "urdf").is_dir():
+        return here
+    try:  # installed with colcon: share/qv_ros
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("qv_ros"))
+    except Exception:  # noqa: BLE001 - ament_index is optional outside ROS
+        prefix = Path(sys.prefix) / "share" / "qv_ros"
+        return prefix
+
+
+def resolve_urdf(name_or_path: str) -> str:
+    """Turn ``panda`` / ``urdf/slider_crank.urdf`` / an absolute path into an existing file path.
+
+    A string holding XML (starts with ``<``) is returned unchanged.
+    """
+    s = str(name_or_path).strip()
+    if s.startswith("<"):
+        return s
+    if s in EXAMPLE_ROBOTS:
+        return str(example_robot_data_dir() / EXAMPLE_ROBOTS[s])
+    p = Path(s).expanduser()
+    if p.is_file():
+        return str(p)
+    for base in (package_share_dir(), package_share_dir() / "urdf"):
+        if (base / s).is_file():
+            return str(base / s)
+        if (base / f"{s}.urdf").is_file():
+            return str(base / f"{s}.urdf")
+    raise FileNotFoundError(f"robot description '{s}' not found (not a file, not one of {sorted(EXAMPLE_ROBOTS)})")

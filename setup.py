@@ -1,0 +1,50 @@
+"""ament_python package qv_ros: the Python packages qv_dynamics and qv_control."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "qv_ros"
+
+
+def share(pattern: str, sub: str):
+    files = sorted(glob(pattern))
+    return (f"share/{package_name}/{sub}", files) if files else None
+
+
+data_files = [
+    ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
+    (f"share/{package_name}", ["package.xml"]),
+]
+for entry in (
+    share("launch/*.launch.py", "launch"),
+    share("urdf/*.urdf", "urdf"),
+    share("urdf/*.xacro", "urdf"),
+    share("urdf/*.md", "urdf"),
+    share("config/*.yaml", "config"),
+    share("config/*.rviz", "config"),
+):
+    if entry:
+        data_files.append(entry)
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(include=["qv_dynamics", "qv_dynamics.*", "qv_control", "qv_control.*"]),
+    data_files=data_files,
+    install_requires=["setuptools", "numpy", "scipy", "pyyaml"],
+    zip_safe=True,
+    maintainer="qv_ros developers",
+    maintainer_email="qv_ros@example.com",
+    description="Quasi-velocity and projection-operator dynamics and hybrid force/motion control for ROS 2",
+    license="BSD-3-Clause",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "qv = qv_control.cli:main",
+            "qv_dynamics_node = qv_dynamics.dynamics_node:main",
+            "qv_sim_node = qv_dynamics.sim_node:main",
+            "qv_mujoco_node = qv_dynamics.mujoco_node:main",
+            "qv_controller_node = qv_control.controller_node:main",
+        ],
+    },
+)
