@@ -15,7 +15,7 @@ import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
 from .errors import DimensionError, ModelError, UnknownNameError, as_vector
-from .robots import resolve_urdf
+from .robots import DEFAULT_LOCKED, resolve_urdf
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
@@ -64,11 +64,14 @@ class ConstrainedSystem:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_urdf(cls, path_or_xml: str, constraints: Sequence = (), floating_base: bool = False,
-                  gravity: Sequence[float] | None = None) -> "ConstrainedSystem":
+                  gravity: Sequence[float] | None = None,
+                  locked_joints: Sequence[str] | None = None) -> "ConstrainedSystem":
         """Load a URDF (file path, XML string, or an example-robot-data name such as ``panda``).
 
         ``floating_base=True`` adds a free-flyer root joint (q has nq = n + 1 entries: quaternion base).
         ``gravity`` overrides the world gravity vector (e.g. ``[0, 0, -9810]`` for a URDF in millimetres).
+        ``locked_joints`` are removed from the model (fixed at their neutral value); the short name
+        ``panda`` locks the two finger joints, so it is the 7-DoF arm (``panda_hand`` keeps them).
         """
         try:
             src = resolve_urdf(path_or_xml)
@@ -82,6 +85,15 @@ class ConstrainedSystem:
                 model = pin.buildModelFromUrdf(src, root) if root is not None else pin.buildModelFromUrdf(src)
         except (RuntimeError, ValueError, IndexError) as exc:
             raise ModelError(f"URDF could not be parsed: {exc}") from None
+        if locked_joints is None and str(path_or_xml) in DEFAULT_LOCKED:
+            locked_joints = DEFAULT_LOCKED[str(path_or_xml)]
+        if locked_joints:
+            ids = []
+            for jn in locked_joints:
+                if not model.existJointName(jn):
+                    raise UnknownNameError(f"locked joint '{jn}' is not in the URDF")
+                ids.append(model.getJointId(jn))
+            model = pin.buildReducedModel(model, ids, pin.neutral(model))
         if model.nv == 0:
             raise ModelError("URDF has no movable joint")
         if gravity is not None:
@@ -108,7 +120,7 @@ class ConstrainedSystem:
             raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")
         return cls.from_urdf(robot["urdf"], doc.get("constraints") or [],
                              floating_base=bool(robot.get("floating_base", False)),
-                             gravity=robot.get("gravity"))
+                             gravity=robot.get("gravity"), locked_joints=robot.get("locked_joints"))
 
     def add_constraint(self, spec) -> Constraint:
         (c,) = parse_constraints([spec])

@@ -9,6 +9,7 @@ from pathlib import Path
 #: Short names for robots shipped by example-robot-data (path below its ``robots/`` folder).
 EXAMPLE_ROBOTS = {
     "panda": "panda_description/urdf/panda.urdf",
+    "panda_hand": "panda_description/urdf/panda.urdf",
     "ur5": "ur_description/urdf/ur5_robot.urdf",
     "ur10": "ur_description/urdf/ur10_robot.urdf",
     "solo12": "solo_description/robots/solo12.urdf",
@@ -16,6 +17,10 @@ EXAMPLE_ROBOTS = {
     "talos": "talos_data/robots/talos_reduced.urdf",
     "talos_full": "talos_data/robots/talos_full_v2.urdf",
 }
+
+
+#: Joints locked by default for a short name (the Panda's fingers: "panda" is the 7-DoF arm).
+DEFAULT_LOCKED = {"panda": ("panda_finger_joint1", "panda_finger_joint2")}
 
 
 def example_robot_data_dir() -> Path:

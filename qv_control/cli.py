@@ -1,0 +1,30 @@
+"""The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, function taking argv); modules are imported only when used
+COMMANDS = {
+    "simulate": ("qv_dynamics.scenarios", "main", "run a built-in constrained-simulation scenario"),
+    "bringup": ("qv_control.bringup", "main", "run sim + dynamics + controller nodes in one process"),
+    "demo": ("qv_control.demo", "main", "the main demo: Panda on a MuJoCo table, force + path"),
+    "inspect": ("qv_dynamics.inspect", "main", "print the quasi-velocity decomposition of a robot"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="qv", description=__doc__)
+    parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[2]}" for k, v in COMMANDS.items()))
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    args = parser.parse_args(argv[:1])
+    module, func, _ = COMMANDS[args.command]
+    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

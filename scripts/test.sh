@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up .venv and run the test suite (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export ROS_AUTOMATIC_DISCOVERY_RANGE=${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}
+export MPLBACKEND=Agg
+exec .venv/bin/python -m pytest -q -p no:cacheprovider test "$@"

@@ -1,0 +1,13 @@
+"""Shared test set-up: import the package from the source tree; keep ROS traffic on this machine."""
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# DDS discovery stays on loopback; each test run gets its own domain so parallel runs do not cross-talk
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+os.environ.setdefault("MPLBACKEND", "Agg")
