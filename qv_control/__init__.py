@@ -1,7 +1,25 @@
 """qv_control: hybrid force/motion control laws (pure numpy) and the controller ROS node.
 
-Each law is a class with ``compute(state, reference) -> tau`` (SPEC §4).
+Each law is a class with ``compute(state, reference) -> tau`` (SPEC §4): the full n-vector of actuator
+torques, gravity included. Build one by name with :func:`make_law` (names in :mod:`qv_control.laws`)::
+
+    from qv_control import make_law, State, Reference
+    law = make_law("quasi_tracking", system, coordinates=["panda_hand.x", "panda_hand.y", "panda_hand.rx",
+                   "panda_hand.ry", "panda_hand.rz", "panda_joint3"], kp=5.0, kd=10.0)
+    tau = law.compute(State(t, q, qdot, lambda_meas), Reference(theta_d, theta_dot_d, theta_ddot_d, lambda_d))
 """
+from .coordinates import MinimalCoordinates
+from .laws import LAWS, make_law, scale_inertias
+from .laws_base import ControlLaw, ForcePI, GainError
+from .laws_projection import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
+from .laws_quasi import QuasiSetpointLaw, QuasiTrackingLaw
+from .references import ReferenceRangeError, SplineReference, TrajectoryReference, validate_reference
+from .saturation import SaturationStatus, saturate
 from .state import Reference, State
 
-__all__ = ["State", "Reference"]
+__all__ = [
+    "State", "Reference", "make_law", "LAWS", "scale_inertias", "ControlLaw", "ForcePI", "GainError",
+    "QuasiTrackingLaw", "QuasiSetpointLaw", "PIDCLaw", "PIDCForceLaw", "PassiveJointLaw", "UncontrollableError",
+    "check_controllability", "MinimalCoordinates", "TrajectoryReference", "SplineReference", "ReferenceRangeError",
+    "validate_reference", "SaturationStatus", "saturate",
+]

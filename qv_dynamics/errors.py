@@ -1,6 +1,8 @@
 """Errors raised on bad input (SPEC §6): each names what was wrong and why."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -32,6 +34,10 @@ class RankDeficiencyError(QVError):
     """A solve that needs a full-rank constraint Jacobian (the plain KKT system) met a singular one."""
 
 
+class StateMismatchError(QVError):
+    """Arguments that contradict each other, e.g. a q̇ other than the one the dynamics terms were evaluated at."""
+
+
 class ConvergenceError(QVError):
     """An iteration (Newton–Raphson position correction) did not reach its tolerance."""
 
@@ -46,7 +52,12 @@ def as_vector(name: str, x, size: int | None = None) -> np.ndarray:
         raise DimensionError(f"{name}: expected a vector, got an array of shape {arr.shape}")
     if size is not None and arr.shape[0] != size:
         raise DimensionError(f"{name}: expected length {size}, got {arr.shape[0]}")
-    if not np.all(np.isfinite(arr)):
+    # fast path: x·x is finite iff every entry is (NaN/Inf propagate without raising FP flags); only when
+    # it is not (or overflows for entries beyond 1e154) is each entry checked
+    if not math.isfinite(arr.dot(arr)):
         bad = np.flatnonzero(~np.isfinite(arr)).tolist()
-        raise NonFiniteError(f"{name}: non-finite entries at indices {bad}")
+        if bad:
+            raise NonFiniteError(f"{name}: non-finite entries at indices {bad}")
     return arr
+
+

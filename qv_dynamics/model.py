@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -14,7 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
-from .errors import DimensionError, ModelError, UnknownNameError, as_vector
+from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_vector
 from .robots import DEFAULT_LOCKED, resolve_urdf
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -39,6 +40,17 @@ class DynamicsTerms:
     def n(self) -> int:
         return self.M.shape[0]
 
+    def check_qdot(self, qdot) -> np.ndarray:
+        """``self.qdot`` when ``qdot`` is None or equal to it; StateMismatchError otherwise, since C(q, q̇)
+        and Ȧq̇ were evaluated at ``self.qdot`` (re-evaluate the terms for another velocity)."""
+        if qdot is None or qdot is self.qdot:
+            return self.qdot
+        qdot = as_vector("qdot", qdot, self.M.shape[0])
+        if (qdot != self.qdot).any():
+            raise StateMismatchError("qdot differs from the q̇ the dynamics terms were evaluated at "
+                                     "(C and Ȧq̇ depend on it): call system.evaluate(q, qdot) again")
+        return self.qdot
+
     @property
     def m(self) -> int:
         return self.A.shape[0]
@@ -58,8 +70,14 @@ class ConstrainedSystem:
             self.add_constraint(c)
         self._zero_v = np.zeros(model.nv)
         self._lower = np.tril_indices(model.nv, -1)
+        # flat indices: lower triangle of M <- upper triangle (CRBA fills the upper triangle only)
+        iu = np.triu_indices(model.nv, 1)
+        self._lo_flat = iu[1] * model.nv + iu[0]
+        self._up_flat = iu[0] * model.nv + iu[1]
         self._labels_key = None
         self._labels: list[str] = []
+        self._plan_key = None
+        self._plan: tuple = ((), 0, [])
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -134,6 +152,7 @@ class ConstrainedSystem:
         if c.name in names:
             c.name = f"{c.name}#{len(self.constraints)}"
         self.constraints.append(c)
+        self._plan_key = None
         return c
 
     # ------------------------------------------------------------------ names and sizes
@@ -172,6 +191,7 @@ class ConstrainedSystem:
         if not self.model.existFrame(name):
             frames = [f.name for f in self.model.frames]
             close = [f for f in frames if name.lower() in f.lower() or f.lower() in name.lower()][:8]
+            close = close or difflib.get_close_matches(name, frames, n=5, cutoff=0.6)
             raise UnknownNameError(f"unknown frame '{name}'" + (f"; did you mean one of {close}?" if close else
                                                                    f"; the model has {len(frames)} frames"))
         return self.model.getFrameId(name)
@@ -193,6 +213,7 @@ class ConstrainedSystem:
             c.position = None
             c.rotation = None
         c.active = bool(active)
+        self._plan_key = None
 
     @property
     def active_constraints(self) -> list[Constraint]:
@@ -237,7 +258,7 @@ class ConstrainedSystem:
 
     def _anchor_from_data(self, force: bool = False) -> None:
         for c in self.constraints:
-            if c.type in ("point_contact", "weld"):
+            if c.type in ("point_contact", "weld") and (force or c.position is None or c.rotation is None):
                 oMf = self.data.oMf[c.frame_id]
                 if force or c.position is None:
                     c.position = oMf.translation.copy()
@@ -255,93 +276,122 @@ class ConstrainedSystem:
         pin.computeJointJacobians(self.model, self.data, q)
         pin.updateFramePlacements(self.model, self.data)
         self._anchor_from_data(False)
-        phi, A, _ = self._stack(q, None, need_drift=False)
+        phi, A, _ = self._rows(q, None, drift=None)
         return phi, A
 
-    def _frame_motion(self, fid: int, need_drift: bool):
-        J = pin.getFrameJacobian(self.model, self.data, fid, LWA)
-        if not need_drift:
-            return J, None
-        # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
-        acc = pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA)
-        return J, acc.vector
-
     def _stack(self, q, qdot, need_drift: bool = True):
-        rows_phi, rows_A, rows_d = [], [], []
-        n = self.nv
-        for c in self.constraints:
-            if not c.active:
-                continue
-            if c.type == "custom":
-                phi, A, ad = c.function(q, qdot if qdot is not None else np.zeros(n))
-                phi = np.atleast_1d(np.asarray(phi, float))
-                A = np.atleast_2d(np.asarray(A, float))
-                ad = np.atleast_1d(np.asarray(ad, float))
-                if A.shape != (c.rows, n) or phi.shape != (c.rows,) or ad.shape != (c.rows,):
-                    raise DimensionError(f"custom constraint '{c.name}': expected phi ({c.rows},), A ({c.rows},{n}), "
-                                         f"Adot_qdot ({c.rows},), got {phi.shape}, {A.shape}, {ad.shape}")
-                rows_phi.append(phi)
-                rows_A.append(A)
-                rows_d.append(ad)
-                continue
-            J, d = self._frame_motion(c.frame_id, need_drift)
-            oMf = self.data.oMf[c.frame_id]
-            if c.type == "point_contact":  # the common case, kept short for the 1 kHz loop
-                idx = c.axis_idx
-                rows_phi.append((oMf.translation - c.position)[idx])
-                rows_A.append(J[idx])
-                if need_drift:
-                    rows_d.append(d[idx])
-                continue
-            if c.type == "loop_closure":
-                Jb, db = self._frame_motion(c.frame_b_id, need_drift)
-                oMb = self.data.oMf[c.frame_b_id]
-                J = J - Jb
-                d = None if d is None else d - db
-                err = np.concatenate([oMf.translation - oMb.translation - c.position,
-                                      pin.log3(oMf.rotation @ (oMb.rotation @ c.rotation).T)])
-            else:  # weld
-                err = np.concatenate([oMf.translation - c.position, pin.log3(oMf.rotation @ c.rotation.T)])
-            idx = c.axis_idx
-            rows_phi.append(err[idx])
-            rows_A.append(J[idx])
-            if need_drift:
-                rows_d.append(d[idx])
-        if not rows_A:
-            return np.zeros(0), np.zeros((0, n)), np.zeros(0)
-        phi = np.concatenate(rows_phi)
-        A = np.vstack(rows_A)
-        ad = np.concatenate(rows_d) if need_drift else None
-        return phi, A, ad
+        """Φ, A, Ȧq̇ after forwardKinematics(q, q̇, 0) + computeJointJacobians + updateFramePlacements
+        (the simulator's fast path relies on this contract)."""
+        return self._rows(q, qdot, drift="classical" if need_drift else None)
 
     # ------------------------------------------------------------------ dynamics
     def evaluate(self, q, qdot) -> DynamicsTerms:
-        """M, h, C, g (Pinocchio CRBA / Coriolis / gravity) and A, Ȧq̇, Φ of the active constraints."""
+        """M, h, C, g (Pinocchio CRBA / Coriolis / gravity) and A, Ȧq̇, Φ of the active constraints.
+
+        One kinematic pass serves everything: ``computeCoriolisMatrix`` leaves the joint placements, the
+        joint Jacobians J and their time variation J̇ in ``data``, so A = J (LOCAL_WORLD_ALIGNED) and
+        Ȧq̇ = J̇q̇, which is the classical acceleration of the frame at q̈ = 0 (d/dt(A q̇) = A q̈ + Ȧ q̇)."""
         q = self.check_q(q)
         qdot = as_vector("qdot", qdot, self.nv)
         model, data = self.model, self.data
         M = pin.crba(model, data, q).copy()
-        M[self._lower] = M.T[self._lower]  # CRBA fills the upper triangle only
-        C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
+        Mf = M.reshape(-1)
+        Mf[self._lo_flat] = Mf[self._up_flat]  # CRBA fills the upper triangle only
         g = pin.computeGeneralizedGravity(model, data, q).copy()
-        h = C @ qdot + g
-        # kinematics with q̈ = 0: frame classical accelerations are then exactly Ȧq̇
-        pin.forwardKinematics(model, data, q, qdot, self._zero_v)
-        pin.computeJointJacobians(model, data, q)
+        C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
+        h = C @ qdot
+        h += g
         pin.updateFramePlacements(model, data)
         self._anchor_from_data(False)
-        phi, A, ad = self._stack(q, qdot)
+        phi, A, ad = self._rows(q, qdot, drift="dJ")
         return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=C, g=g, A=A, Adot_qdot=ad, phi=phi,
-                             row_labels=self.row_labels)
+                             row_labels=self._plan[2])
+
+    def _get_plan(self) -> tuple:
+        """(items, m, labels) for the active constraints, rebuilt when the active set changes.
+        Each item is (constraint, row slice, axis selector) with a slice selector when axes are contiguous."""
+        key = tuple(c.active for c in self.constraints)
+        if key != self._plan_key:
+            items, r0, labels = [], 0, []
+            for c in self.constraints:
+                if not c.active:
+                    continue
+                k = c.size
+                idx = np.asarray(c.axis_idx, dtype=int)
+                sel = slice(int(idx[0]), int(idx[-1]) + 1) if (c.type != "custom" and k and
+                                                               np.array_equal(idx, np.arange(idx[0], idx[0] + k))) \
+                    else idx
+                items.append((c, slice(r0, r0 + k), sel))
+                labels.extend(c.row_labels)
+                r0 += k
+            self._plan = (tuple(items), r0, labels)
+            self._plan_key = key
+        return self._plan
+
+    def _rows(self, q, qdot, drift: str | None = "dJ"):
+        """Φ, A and Ȧq̇ of the active constraints from the kinematics already in ``data``.
+
+        ``drift="dJ"`` uses J̇q̇ (after computeCoriolisMatrix / computeJointJacobiansTimeVariation),
+        ``drift="classical"`` the frame classical acceleration (after forwardKinematics(q, q̇, 0)),
+        ``drift=None`` skips Ȧq̇ (kinematics only)."""
+        items, m, _ = self._get_plan()
+        n = self.nv
+        model, data = self.model, self.data
+        phi = np.empty(m)
+        A = np.empty((m, n))
+        ad = np.empty(m) if drift is not None else None
+        for c, rows, sel in items:
+            if c.type == "custom":
+                qd = qdot if qdot is not None else np.zeros(n)
+                cphi, cA, cad = c.function(q, qd)
+                cphi = np.atleast_1d(np.asarray(cphi, float))
+                cA = np.atleast_2d(np.asarray(cA, float))
+                cad = np.atleast_1d(np.asarray(cad, float))
+                if cA.shape != (c.rows, n) or cphi.shape != (c.rows,) or cad.shape != (c.rows,):
+                    raise DimensionError(f"custom constraint '{c.name}': expected phi ({c.rows},), A ({c.rows},{n}), "
+                                         f"Adot_qdot ({c.rows},), got {cphi.shape}, {cA.shape}, {cad.shape}")
+                phi[rows], A[rows] = cphi, cA
+                if ad is not None:
+                    ad[rows] = cad
+                continue
+            fid = c.frame_id
+            J = pin.getFrameJacobian(model, data, fid, LWA)
+            d = self._drift(fid, qdot, drift)
+            oMf = data.oMf[fid]
+            if c.type == "point_contact":  # the common case, kept short for the 1 kHz loop
+                A[rows] = J[sel]
+                phi[rows] = (oMf.translation - c.position)[sel]
+                if ad is not None:
+                    ad[rows] = d[sel]
+                continue
+            if c.type == "loop_closure":
+                fb = c.frame_b_id
+                J = J - pin.getFrameJacobian(model, data, fb, LWA)
+                if d is not None:
+                    d = d - self._drift(fb, qdot, drift)
+                oMb = data.oMf[fb]
+                err = np.concatenate([oMf.translation - oMb.translation - c.position,
+                                      pin.log3(oMf.rotation @ (oMb.rotation @ c.rotation).T)])
+            else:  # weld
+                err = np.concatenate([oMf.translation - c.position, pin.log3(oMf.rotation @ c.rotation.T)])
+            A[rows] = J[sel]
+            phi[rows] = err[sel]
+            if ad is not None:
+                ad[rows] = d[sel]
+        return phi, A, ad
+
+    def _drift(self, fid: int, qdot, drift: str | None):
+        if drift is None:
+            return None
+        if drift == "dJ":
+            return pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA) @ qdot
+        # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
+        return pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA).vector
 
     @property
     def row_labels(self) -> list[str]:
         """One label per active constraint row, e.g. ``contact.z`` (cached while the active set holds)."""
-        key = tuple((c.name, c.active) for c in self.constraints)
-        if key != self._labels_key:
-            self._labels = [lab for c in self.constraints if c.active for lab in c.row_labels]
-            self._labels_key = key
-        return self._labels
+        return self._get_plan()[2]
 
     def effort_limits(self) -> np.ndarray:
         """URDF effort limits per velocity index (inf where none, e.g. the floating base)."""

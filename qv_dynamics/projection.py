@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
+from scipy.linalg.lapack import dgesdd, dgesv, dpotrf, dpotrs
 
 from .errors import NotPositiveDefiniteError, RankDeficiencyError, as_vector
 from .model import DynamicsTerms
@@ -28,9 +31,11 @@ def pinv_rank(A: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[np
     m, n = A.shape
     if m == 0:
         return np.zeros((n, 0)), 0, np.eye(n)
-    U, s, Vt = np.linalg.svd(A)
+    U, s, Vt, info = dgesdd(A, compute_uv=1, full_matrices=1)
+    if info != 0:
+        U, s, Vt = np.linalg.svd(A)
     r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
-    Apinv = (Vt[:r].T / s[:r]) @ U[:, :r].T
+    Apinv = (Vt[:r].T / s[:r]).dot(U[:, :r].T)
     return Apinv, r, Vt[r:].T
 
 
@@ -56,15 +61,15 @@ class Projection:
 
 def projection(terms: DynamicsTerms, rtol: float = RTOL, atol: float = ATOL) -> Projection:
     Apinv, r, V2 = pinv_rank(terms.A, rtol, atol)
-    P = V2 @ V2.T
-    return Projection(P=P, Apinv=Apinv, a_perp=-(Apinv @ terms.Adot_qdot), rank=r, V2=V2)
+    P = V2.dot(V2.T)
+    return Projection(P=P, Apinv=Apinv, a_perp=-Apinv.dot(terms.Adot_qdot), rank=r, V2=V2)
 
 
 def constraint_inertia(M: np.ndarray, P: np.ndarray, kind: str = "Mc", gamma: float | None = None) -> np.ndarray:
     """Constraint inertia matrix: ``Mc`` (eq. 23, p.d., not symmetric), ``Mc_sym`` (eq. 28, s.p.d.)
     or ``Mc_gamma`` (eq. 29, invertible; γ defaults to ‖M‖₂)."""
     if kind == "Mc":
-        PM = P @ M
+        PM = P.dot(M)
         return M + PM - PM.T
     Pp = np.eye(M.shape[0]) - P
     if kind == "Mc_sym":
@@ -79,7 +84,7 @@ def constraint_inertia_rhs(M: np.ndarray, P: np.ndarray, a_perp: np.ndarray, kin
                            gamma: float | None = None) -> np.ndarray:
     """The velocity term that goes with each M_c: M a⊥, (I−2P)M a⊥ (eq. 27), γ a⊥ (eq. 29)."""
     if kind == "Mc":
-        return M @ a_perp
+        return M.dot(a_perp)
     if kind == "Mc_sym":
         Ma = M @ a_perp
         return Ma - 2.0 * (P @ Ma)
@@ -132,48 +137,67 @@ def direct_dynamics(terms: DynamicsTerms, qdot=None, tau=None, method: str = "pr
     ``method="projection"`` solves M_c q̈ = P(τ−h) + (velocity term) (eq. 22/25, 27 or 29 by ``inertia``)
     and is valid for redundant constraints and singular poses (λ is then the minimum-norm multiplier).
     ``method="kkt"`` solves [[M, Aᵀ],[A, 0]][q̈; λ] = [τ−h; −Ȧq̇] and raises RankDeficiencyError when
-    A loses rank (the classical method's failure mode).
+    A loses rank (the classical method's failure mode). Both raise NotPositiveDefiniteError when M is
+    not symmetric positive definite.
     """
-    n = terms.n
-    qdot = terms.qdot if qdot is None else as_vector("qdot", qdot, n)
-    tau = np.zeros(n) if tau is None else as_vector("tau", tau, n)
-    f_h = tau - (terms.h if qdot is terms.qdot else terms.C @ qdot + terms.g)
     M = terms.M
-    m = terms.m
+    n = M.shape[0]
+    terms.check_qdot(qdot)
+    h = terms.h
+    f_h = -h if tau is None else as_vector("tau", tau, n) - h
+    L = _cholesky(M)
+    A = terms.A
+    m = A.shape[0]
+    if m == 0:
+        qdd = dpotrs(L, f_h, lower=1)[0]
+        return qdd, np.zeros(n), np.zeros(0)
     if method == "kkt":
-        if m == 0:
-            qdd = _solve_spd(M, f_h)
-            return qdd, np.zeros(n), np.zeros(0)
-        r = np.linalg.matrix_rank(terms.A, tol=max(rtol * np.linalg.norm(terms.A, 2), atol))
+        s = dgesdd(A, compute_uv=0)[1]
+        r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
         if r < m:
             raise RankDeficiencyError(
                 f"KKT matrix is singular: rank(A) = {r} < {m} constraint rows (redundant constraints or a "
                 "singular pose); use method='projection'")
-        K = np.block([[M, terms.A.T], [terms.A, np.zeros((m, m))]])
-        sol = np.linalg.solve(K, np.concatenate([f_h, -terms.Adot_qdot]))
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = M
+        K[:n, n:] = A.T
+        K[n:, :n] = A
+        rhs = np.empty(n + m)
+        rhs[:n] = f_h
+        np.negative(terms.Adot_qdot, out=rhs[n:])
+        sol = _solve(K, rhs)
         qdd, lam = sol[:n], sol[n:]
-        return qdd, terms.A.T @ lam, lam
+        return qdd, lam.dot(A), lam
     if method != "projection":
         raise ValueError(f"unknown method {method!r} (projection, kkt)")
-    if m == 0:
-        qdd = _solve_spd(M, f_h)
-        return qdd, np.zeros(n), np.zeros(0)
     pr = projection(terms, rtol, atol)
-    Mc = constraint_inertia(M, pr.P, inertia, gamma)
-    rhs = pr.P @ f_h + constraint_inertia_rhs(M, pr.P, pr.a_perp, inertia, gamma)
-    qdd = np.linalg.solve(Mc, rhs)
-    F = f_h - M @ qdd          # = (I−P)(f−h−Mq̈): PF = 0 up to round-off
-    F = F - pr.P @ F
-    lam = pr.Apinv.T @ F        # minimum-norm λ (Remark 4)
+    P = pr.P
+    Mc = constraint_inertia(M, P, inertia, gamma)
+    rhs = P.dot(f_h) + constraint_inertia_rhs(M, P, pr.a_perp, inertia, gamma)
+    qdd = _solve(Mc, rhs)
+    F = f_h - M.dot(qdd)       # = (I−P)(f−h−Mq̈): PF = 0 up to round-off
+    F -= P.dot(F)
+    lam = F.dot(pr.Apinv)       # minimum-norm λ = A⁺ᵀF (Remark 4)
     return qdd, F, lam
 
 
+def _cholesky(M: np.ndarray) -> np.ndarray:
+    L, info = dpotrf(M, lower=1, clean=0)
+    if info != 0 or not math.isfinite(L[-1, -1]):
+        raise NotPositiveDefiniteError("mass matrix is not positive definite; check link masses/inertias in the URDF")
+    return L
+
+
+def _solve(K: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LU solve (LAPACK dgesv, as numpy.linalg.solve) without the wrapper overhead."""
+    _, _, x, info = dgesv(K, b)
+    if info != 0:
+        raise np.linalg.LinAlgError("Singular matrix")
+    return x
+
+
 def _solve_spd(M: np.ndarray, b: np.ndarray) -> np.ndarray:
-    try:
-        L = np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        raise NotPositiveDefiniteError("mass matrix is not positive definite") from None
-    return np.linalg.solve(L.T, np.linalg.solve(L, b))
+    return dpotrs(_cholesky(M), b, lower=1)[0]
 
 
 def constraint_force_eq32(terms: DynamicsTerms, tau: np.ndarray, pr: Projection | None = None) -> np.ndarray:

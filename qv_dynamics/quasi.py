@@ -16,10 +16,11 @@ basis is re-seeded and ``rank_changed`` is set.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dtrtri
+from scipy.linalg.lapack import dgesdd, dpotrf, dtrtri
 
 from .errors import DimensionError, NotPositiveDefiniteError, as_vector
 from .model import DynamicsTerms
@@ -71,17 +72,27 @@ class QuasiState:
         return self.W1.T @ xi
 
 
+def svd_full(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Full SVD X = U diag(s) Vᵀ (U m×m, Vᵀ n×n) by LAPACK dgesdd called directly (no numpy wrapper
+    overhead; falls back to numpy's dgesdd driver if LAPACK reports no convergence)."""
+    U, s, Vt, info = dgesdd(X, compute_uv=1, full_matrices=1)
+    if info != 0:
+        U, s, Vt = np.linalg.svd(X)
+    return U, s, Vt
+
+
 def _polar(X: np.ndarray) -> np.ndarray:
     """Orthogonal polar factor of a square matrix (closest rotation/reflection, Procrustes)."""
-    W, _, Zt = np.linalg.svd(X)
-    return W @ Zt
+    W, _, Zt = svd_full(X)
+    return W.dot(Zt)
 
 
 def cholesky_factor(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Q (lower, M = QQᵀ, eq. 2) and Q⁻¹; NotPositiveDefiniteError if M is not SPD."""
-    try:
-        Q = np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
+    Q, info = dpotrf(M, lower=1, clean=1)
+    if info != 0 or not math.isfinite(Q[-1, -1]):
+        if not np.all(np.isfinite(M)):
+            raise NotPositiveDefiniteError("mass matrix has non-finite entries")
         w = np.linalg.eigvalsh(0.5 * (M + M.T))
         raise NotPositiveDefiniteError(
             f"mass matrix is not positive definite (smallest eigenvalue {w[0]:.3g}); "
@@ -110,55 +121,70 @@ def _phi_mask(n: int) -> np.ndarray:
 
 def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState | None = None,
                     rtol: float = RTOL, atol: float = ATOL) -> QuasiState:
-    """Decompose the state of ``terms`` into quasi-velocities and quasi-forces (SPEC §2)."""
-    n = terms.n
-    qdot = terms.qdot if qdot is None else as_vector("qdot", qdot, n)
-    Q, Qinv = cholesky_factor(terms.M)
-    v = Q.T @ qdot
-    Lam = terms.A @ Qinv.T
-    m = Lam.shape[0]
+    """Decompose the state of ``terms`` into quasi-velocities and quasi-forces (SPEC §2).
+
+    With X = Q⁻¹CQ⁻ᵀ: Q⁻¹ṀQ⁻ᵀ = X + Xᵀ (Ṁ = C + Cᵀ), Q⁻¹Q̇ = L = Φ(X + Xᵀ), Q̇ = QL,
+    Γ = X − Lᵀ (eq. 7b) and Q̇ᵀq̇ = Lᵀv, which saves the explicit Ṁ and Q̇ products."""
+    M = terms.M
+    n = M.shape[0]
+    qdot = terms.check_qdot(qdot)
+    Q, Qinv = cholesky_factor(M)
+    QinvT = Qinv.T
+    v = qdot.dot(Q)                    # Qᵀq̇ (eq. 6a)
+    A = terms.A
+    m = A.shape[0]
     if m:
-        U, s, Vt = np.linalg.svd(Lam)
-        r = int(np.count_nonzero(s > max(rtol * s[0], atol))) if s.size else 0
+        Lam = A.dot(QinvT)             # Λ = AQ⁻ᵀ (eq. 9)
+        U, s, Vt = svd_full(Lam)
+        sl = s.tolist()
+        thr = max(rtol * sl[0], atol) if sl else atol
+        r = sum(1 for x in sl if x > thr)
     else:
+        Lam = np.zeros((0, n))
         U, s, Vt = np.zeros((0, 0)), np.zeros(0), np.eye(n)
         r = 0
-    V1, V2 = Vt[:r].T, Vt[r:].T
     U1, S = U[:, :r], s[:r]
-    W1 = (U1 / S).T  # V₁ᵀΛ⁺ = S⁻¹U₁ᵀ for the SVD basis (r × m)
+    W1 = (U1 / S).T if r else np.zeros((0, m))  # V₁ᵀΛ⁺ = S⁻¹U₁ᵀ for the SVD basis (r × m)
     rank_changed = prev is not None and (prev.rank != r or prev.V2.shape[0] != n)
     if prev is not None and not rank_changed:
-        # gauge: keep the bases continuous (no sign flips / in-space rotations between calls)
+        # gauge: keep the bases continuous (no sign flips / in-space rotations between calls):
+        # V₂ ← V₂R₂, V₁ ← V₁R₁ with R = polar(VᵀV_prev), applied to the rows of Vᵀ
+        Vt = Vt.copy()
         if r < n:
-            V2 = V2 @ _polar(V2.T @ prev.V2)
+            Vt[r:] = _polar(Vt[r:].dot(prev.V2)).T.dot(Vt[r:])
         if r:
-            R1 = _polar(V1.T @ prev.V1)
-            V1 = V1 @ R1
-            W1 = R1.T @ W1
-    Mdot = terms.C + terms.C.T
-    Qdot = Q @ phi_lower(Qinv @ Mdot @ Qinv.T)
-    Gamma = Qinv @ terms.C @ Qinv.T - Qdot.T @ Qinv.T
-    Gv = Gamma @ v
-    v_r = V2.T @ v
-    Gamma_v = V2.T @ Gamma @ V2
+            R1 = _polar(Vt[:r].dot(prev.V1))
+            Vt[:r] = R1.T.dot(Vt[:r])
+            W1 = R1.T.dot(W1)
+    V1, V2 = Vt[:r].T, Vt[r:].T
+    X = Qinv.dot(terms.C).dot(QinvT)
+    L = X + X.T
+    L *= _phi_mask(n)                # L = Q⁻¹Q̇ = Φ(Q⁻¹ṀQ⁻ᵀ)
+    Qdot = Q.dot(L)
+    Gamma = X - L.T                  # Q⁻¹CQ⁻ᵀ − Q̇ᵀQ⁻ᵀ
+    v_r = Vt[r:].dot(v)
+    VG = Vt.dot(Gamma)               # [V₁ᵀΓ; V₂ᵀΓ]
+    Gamma_v = VG[r:].dot(V2)
     if r:
-        drift = terms.Adot_qdot - Lam @ (Qdot.T @ qdot)
-        Gamma_xi_vr = -V1.T @ Gv + W1 @ drift
+        drift = terms.Adot_qdot - Lam.dot(v.dot(L))         # Ȧq̇ − ΛQ̇ᵀq̇
+        Gamma_xi_vr = W1.dot(drift) - VG[:r].dot(v)          # −V₁ᵀΓv + V₁ᵀΛ⁺(...)
     else:
         Gamma_xi_vr = np.zeros(0)
     qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, U1=U1, S=S, V1=V1, V2=V2, rank=r,
                     rank_changed=bool(rank_changed), Gamma=Gamma, Gamma_v=Gamma_v, Gamma_xi_vr=Gamma_xi_vr,
-                    v_r=v_r, kinetic_energy=0.5 * float(v @ v), W1=W1)
+                    v_r=v_r, kinetic_energy=0.5 * float(v.dot(v)), W1=W1)
     if tau is not None:
         tau = as_vector("tau", tau, n)
-        u = Qinv @ (tau - terms.g)
+        u = Qinv.dot(tau - terms.g)
+        Vu = Vt.dot(u)
+        xi = Vu[:r] + Gamma_xi_vr
         qs.u = u
-        qs.u_v = V2.T @ u
-        qs.u_xi = V1.T @ u
-        qs.xi = qs.u_xi + Gamma_xi_vr
-        qs.lambda_ = W1.T @ qs.xi
-        qs.constraint_force = Q @ (V1 @ qs.xi)
-        qs.vr_dot = -Gamma_v @ v_r + qs.u_v
+        qs.u_xi = Vu[:r]
+        qs.u_v = Vu[r:]
+        qs.xi = xi
+        qs.lambda_ = xi.dot(W1)
+        qs.constraint_force = Q.dot(xi.dot(Vt[:r]))
+        qs.vr_dot = Vu[r:] - Gamma_v.dot(v_r)
     return qs
 
 

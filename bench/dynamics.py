@@ -1,0 +1,120 @@
+"""Cost of the dynamics core vs Pinocchio's constraintDynamics, measured side by side on the same states.
+
+    cd /work/main && PYTHONPATH=. .venv/bin/python bench/dynamics.py [--states 200] [--reps 20]
+
+For each model and each random state every candidate runs ``reps`` times back to back, the candidates
+interleaved state by state so that load changes hit all of them alike; every call is timed on its own and
+the figures are medians over all calls (robust to the preemptions of a shared machine). Ratios are against ``pin.constraintDynamics`` (which also starts from q, q̇, τ:
+it computes M, h, the constraint Jacobians and drifts itself), so the fair comparison is
+``evaluate + direct_dynamics``; ``evaluate + quasi_decompose`` is the dynamics node's per-sample cost.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+def _pin_constraints(system, specs):
+    model = system.model
+    out = []
+    for kind, frame in specs:
+        fr = model.frames[model.getFrameId(frame)]
+        ct = pin.ContactType.CONTACT_3D if kind == "3d" else pin.ContactType.CONTACT_6D
+        out.append(pin.RigidConstraintModel(ct, model, fr.parentJoint, fr.placement, LWA))
+    return out
+
+
+def _null_qdot(system, q, rng):
+    A = system.constraint_rows(q)[1]
+    _, s, Vt = np.linalg.svd(A)
+    r = int(np.count_nonzero(s > 1e-9 * s[0]))
+    return Vt[r:].T @ rng.normal(size=system.nv - r)
+
+
+def bench_model(label, system, specs, n_states, reps, seed=0):
+    model = system.model
+    pdata = model.createData()
+    cms = _pin_constraints(system, specs)
+    cds = [c.createData() for c in cms]
+    pin.initConstraintDynamics(model, pdata, cms, cds)
+    prox = pin.ProximalSettings(1e-12, 0.0, 1)
+    rng = np.random.default_rng(seed)
+    cases = {
+        "evaluate": lambda q, v, tau: system.evaluate(q, v),
+        "quasi_decompose": None,   # terms precomputed, see below
+        "direct_dynamics (projection)": None,
+        "direct_dynamics (kkt)": None,
+        "evaluate + quasi_decompose": lambda q, v, tau: quasi_decompose(system.evaluate(q, v), tau=tau),
+        "evaluate + direct_dynamics (projection)": lambda q, v, tau: direct_dynamics(system.evaluate(q, v), tau=tau),
+        "evaluate + direct_dynamics (kkt)":
+            lambda q, v, tau: direct_dynamics(system.evaluate(q, v), tau=tau, method="kkt"),
+        "pin.constraintDynamics": lambda q, v, tau: pin.constraintDynamics(model, pdata, q, v, tau, cms, cds, prox),
+    }
+    times = {k: [] for k in cases}
+    worst_err = 0.0
+    for _ in range(n_states):
+        q = system.random_configuration(rng)
+        v = _null_qdot(system, q, rng)
+        tau = 10.0 * rng.normal(size=system.nv)
+        if system.floating_base:
+            tau[:6] = 0.0
+        terms = system.evaluate(q, v)
+        qdd_ref = pin.constraintDynamics(model, pdata, q, v, tau, cms, cds, prox).copy()
+        qdd = direct_dynamics(terms, tau=tau)[0]
+        worst_err = max(worst_err, float(np.linalg.norm(qdd - qdd_ref) / np.linalg.norm(qdd_ref)))
+        local = dict(cases)
+        local["quasi_decompose"] = lambda q, v, tau: quasi_decompose(terms, tau=tau)
+        local["direct_dynamics (projection)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau)
+        local["direct_dynamics (kkt)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau, method="kkt")
+        for k, f in local.items():
+            tk = times[k]
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                f(q, v, tau)
+                tk.append(time.perf_counter() - t0)
+    med = {k: 1e6 * float(np.median(t)) for k, t in times.items()}
+    p = med["pin.constraintDynamics"]
+    print(f"\n{label}: nv={system.nv}, m={system.m} constraint rows, {n_states} states x {reps} reps; "
+          f"q̈ vs Pinocchio worst relative error {worst_err:.1e}")
+    print(f"  {'':42s} {'median µs':>10s} {'x pin':>7s}")
+    for k, t in med.items():
+        print(f"  {k:42s} {t:10.1f} {t / p:7.1f}")
+    return med
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--states", type=int, default=200)
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args(argv)
+    print(f"python {platform.python_version()}, numpy {np.__version__}, pinocchio {pin.__version__}, "
+          f"{platform.machine()}")
+    panda = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+    arm = bench_model("Panda 7-DoF, point contact at panda_hand", panda, [("3d", "panda_hand")],
+                      args.states, args.reps)
+    talos = ConstrainedSystem.from_urdf("talos", floating_base=True, constraints=[
+        {"type": "weld", "frame": "left_sole_link"}, {"type": "weld", "frame": "right_sole_link"}])
+    bench_model("Talos floating base, two 6D foot welds", talos,
+                [("6d", "left_sole_link"), ("6d", "right_sole_link")], max(20, args.states // 4), args.reps)
+    eq, ed = arm["evaluate + quasi_decompose"], arm["evaluate + direct_dynamics (projection)"]
+    p = arm["pin.constraintDynamics"]
+    print(f"\narm target (<= 100 µs median and <= 10x Pinocchio): evaluate + quasi_decompose {eq:.1f} µs "
+          f"({eq / p:.1f}x), evaluate + direct_dynamics {ed:.1f} µs ({ed / p:.1f}x) -> "
+          f"{'met' if max(eq, ed) <= 100 and max(eq, ed) / p <= 10 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""ROS latency and control rate of the qv nodes (issue 5 target: 1 kHz, p99 ≤ 1 ms, 3-link arm).
+
+Measured side by side in one run (2 shared cores: use the medians):
+
+1. ``latency``: a driver node publishes /joint_states at ``--rate`` Hz (states of a library closed-loop
+   run of the arm, so the law sees realistic inputs) and timestamps the matching effort command coming
+   back from the controller node (one command per state, FIFO). Reported: median / p99 / max of
+   publish -> command received, the achieved command rate, and the same figures for
+   (a) the controller in the same process (one executor), (b) the controller as its own process
+   (``qv_controller_node`` as ``ros2 launch`` would start it), and (c) an empty echo node instead of the
+   controller (the rclpy/DDS floor). The law's compute time alone is printed for the ratio.
+2. ``rate``: the sustained closed-loop rate of the in-process bringup (sim + dynamics + controller,
+   lock-step, each tick = sim step + /joint_states + control law + command), with and without the
+   dynamics node, and the real-time factor of ``--realtime`` mode at dt = 1 ms.
+
+    PYTHONPATH=. .venv/bin/python bench/ros_latency.py [--seconds 3] [--rate 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+import rclpy  # noqa: E402
+from rclpy.context import Context  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from qv_control.bringup import Bringup, _make_executor, load_params_file, to_parameters  # noqa: E402
+from qv_control.controller_node import ControllerNode  # noqa: E402
+from qv_dynamics.ros_convert import arrays_to_joint_state, JointLayout, load_model_config, sec_to_stamp  # noqa: E402
+
+CONFIG = str(ROOT / "config" / "planar_3link.yaml")
+
+
+def arm_states(seconds: float):
+    """(t, q, q̇) of a library closed-loop run of the arm (the states the driver replays)."""
+    from qv_control.state import State  # noqa: F401
+    from qv_dynamics.simulator import simulate
+
+    with Bringup(CONFIG, domain_id=_domain(5), dynamics=False, record=False) as b:  # build law+ref like the node
+        law, ref = b.controller.law, b.controller.reference_at
+        system = b.controller.system
+        P = b.params
+    _, doc = load_model_config(P["qv_sim"]["model_config"])
+    tr = simulate(system, np.asarray(doc["initial"]["q"], float), np.zeros(system.nv), law, seconds, 1e-3,
+                  reference=ref)
+    return system, tr.t, tr.q, tr.qdot
+
+
+def _domain(k: int) -> int:
+    return (int(os.environ.get("ROS_DOMAIN_ID", "41")) + k) % 200
+
+
+class Driver:
+    """Publishes joint states on a fixed schedule and timestamps the commands that come back."""
+
+    def __init__(self, node, layout, t, q, qdot, topic="/effort_controller/commands"):
+        self.node, self.layout = node, layout
+        self.msgs = [arrays_to_joint_state(sec_to_stamp(float(t[i])), layout, q[i], qdot[i]) for i in range(len(t))]
+        self.pub = node.create_publisher(JointState, "/joint_states", 10)
+        self.sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
+        self.sent: list[float] = []
+        self.recv: list[float] = []
+
+    def on_cmd(self, msg) -> None:
+        self.recv.append(time.perf_counter())
+
+    def publish(self, i: int) -> None:
+        self.sent.append(time.perf_counter())
+        self.pub.publish(self.msgs[i % len(self.msgs)])
+
+
+def run_stream(ex, driver: Driver, rate: float, seconds: float) -> dict:
+    """Publish at ``rate`` for ``seconds`` (busy schedule on the executor thread), then drain."""
+    period = 1.0 / rate
+    n = int(rate * seconds)
+    t_start = time.perf_counter()
+    for i in range(n):
+        due = t_start + i * period
+        while True:  # serve callbacks until the next publish is due
+            now = time.perf_counter()
+            if now >= due:
+                break
+            ex.spin_once(timeout_sec=min(due - now, 0.001))
+        driver.publish(i)
+    end = time.perf_counter() + 1.0
+    while len(driver.recv) < len(driver.sent) and time.perf_counter() < end:
+        ex.spin_once(timeout_sec=0.01)
+    k = min(len(driver.sent), len(driver.recv))
+    lat = (np.array(driver.recv[:k]) - np.array(driver.sent[:k])) * 1e3
+    lat = lat[int(0.05 * k):]  # drop warm-up
+    span = driver.recv[k - 1] - driver.recv[0] if k > 1 else float("nan")
+    return {"sent": len(driver.sent), "answered": len(driver.recv), "median_ms": float(np.median(lat)),
+            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
+            "command_rate_hz": (k - 1) / span if k > 1 else float("nan")}
+
+
+def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
+    """Next state published as soon as the previous command is back: latency without queueing and the
+    highest rate the node sustains."""
+    n = 0
+    t_end = time.perf_counter() + seconds
+    driver.publish(n)
+    while time.perf_counter() < t_end:
+        if len(driver.recv) > n:
+            n += 1
+            driver.publish(n)
+        else:
+            ex.spin_once(timeout_sec=0.01)
+    end = time.perf_counter() + 1.0
+    while len(driver.recv) < len(driver.sent) and time.perf_counter() < end:
+        ex.spin_once(timeout_sec=0.01)
+    k = min(len(driver.sent), len(driver.recv))
+    lat = (np.array(driver.recv[:k]) - np.array(driver.sent[:k])) * 1e3
+    lat = lat[int(0.05 * k):]
+    return {"sent": len(driver.sent), "answered": len(driver.recv), "median_ms": float(np.median(lat)),
+            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
+            "command_rate_hz": k / (driver.recv[k - 1] - driver.sent[0])}
+
+
+def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if driver.pub.get_subscription_count() >= 1 and driver.sub.get_publisher_count() >= 1:
+            for _ in range(50):
+                ex.spin_once(timeout_sec=0.01)
+            return
+        ex.spin_once(timeout_sec=0.05)
+    raise TimeoutError("graph did not connect")
+
+
+def _both(ex, driver: Driver, rate: float, seconds: float) -> dict:
+    pp = run_pingpong(ex, driver, seconds)
+    for _ in range(20):
+        ex.spin_once(timeout_sec=0.01)
+    driver.sent.clear()
+    driver.recv.clear()
+    out = run_stream(ex, driver, rate, seconds)
+    out["pingpong"] = pp
+    return out
+
+
+def latency_in_process(states, rate, seconds) -> dict:
+    system, t, q, qdot = states
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=_domain(1), args=[])
+    P = load_params_file(CONFIG)["qv_controller"]
+    ctrl = ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))
+    drv_node = rclpy.create_node("driver", context=ctx)
+    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
+    ex = _make_executor(ctx)
+    ex.add_node(ctrl)
+    ex.add_node(drv_node)
+    try:
+        wait_graph(ex, driver)
+        out = _both(ex, driver, rate, seconds)
+        out["law_compute_ms_mean"] = ctrl.stats["compute_ms_sum"] / max(ctrl.stats["commands"], 1)
+        return out
+    finally:
+        ex.shutdown()
+        ctrl.destroy_node()
+        drv_node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def latency_echo(states, rate, seconds) -> dict:
+    """Floor: an echo node that answers each JointState with a Float64MultiArray (no math)."""
+    system, t, q, qdot = states
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=_domain(2), args=[])
+    echo = rclpy.create_node("echo", context=ctx)
+    pub = echo.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+    echo.create_subscription(JointState, "/joint_states", lambda m: pub.publish(Float64MultiArray(data=list(m.position))), 10)
+    drv_node = rclpy.create_node("driver", context=ctx)
+    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
+    ex = _make_executor(ctx)
+    ex.add_node(echo)
+    ex.add_node(drv_node)
+    try:
+        wait_graph(ex, driver)
+        return _both(ex, driver, rate, seconds)
+    finally:
+        ex.shutdown()
+        echo.destroy_node()
+        drv_node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def latency_separate_process(states, rate, seconds) -> dict:
+    system, t, q, qdot = states
+    dom = _domain(3)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
+    proc = subprocess.Popen([sys.executable, "-m", "qv_control.controller_node", "--ros-args", "-r",
+                             "__node:=qv_controller", "--params-file", CONFIG], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=dom, args=[])
+    drv_node = rclpy.create_node("driver", context=ctx)
+    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
+    ex = _make_executor(ctx)
+    ex.add_node(drv_node)
+    try:
+        wait_graph(ex, driver, timeout=60.0)
+        return _both(ex, driver, rate, seconds)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        ex.shutdown()
+        drv_node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def bringup_rate(seconds: float, dynamics: bool, realtime: bool = False, dom: int = 4) -> dict:
+    with Bringup(CONFIG, domain_id=_domain(dom), dynamics=dynamics, lockstep=not realtime) as b:
+        st = b.run(seconds, wall_timeout=30 * seconds + 30)
+        if realtime:
+            st["commands"] = b.controller.stats["commands"]
+            st["command_rate_hz"] = st["commands"] / st["wall_time_s"]
+    return st
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of each measurement")
+    ap.add_argument("--rate", type=float, default=1000.0, help="joint-state publish rate (Hz)")
+    ap.add_argument("--no-subprocess", action="store_true", help="skip the separate-process controller")
+    args = ap.parse_args(argv)
+    print(f"qv_ros latency bench: planar 3-link arm on a wall, law from {Path(CONFIG).name}, "
+          f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(_make_executor(Context())).__name__}")
+    states = arm_states(min(args.seconds, 5.0))
+    rows = [("echo (rclpy floor)", latency_echo(states, args.rate, args.seconds)),
+            ("controller, same process", latency_in_process(states, args.rate, args.seconds))]
+    if not args.no_subprocess:
+        rows.append(("controller, own process", latency_separate_process(states, args.rate, args.seconds)))
+    print("\n/joint_states publish -> effort command received")
+    print(f"{'':40s} {'median ms':>10s} {'p99 ms':>8s} {'max ms':>8s} {'cmd Hz':>8s} {'answered':>12s}")
+    for name, r in rows:
+        for mode, x in (("ping-pong (max rate)", r["pingpong"]), (f"stream {args.rate:.0f} Hz", r)):
+            print(f"{name + ', ' + mode:40s} {x['median_ms']:10.3f} {x['p99_ms']:8.3f} {x['max_ms']:8.3f} "
+                  f"{x['command_rate_hz']:8.0f} {x['answered']:>6d}/{x['sent']:<6d}")
+    lc = rows[1][1]
+    print(f"law compute alone (mean, in node): {lc['law_compute_ms_mean']:.3f} ms; "
+          f"controller p99 / echo p99 = {lc['p99_ms'] / rows[0][1]['p99_ms']:.1f}x")
+    ok = lc["p99_ms"] <= 1.0 and lc["command_rate_hz"] >= 0.99 * args.rate
+    print(f"target 1 kHz with p99 <= 1 ms (same process): {'MET' if ok else 'NOT met'}")
+
+    print("\nin-process bringup (sim + controller [+ dynamics]), lock-step, dt = 1 ms")
+    for dyn in (True, False):
+        st = bringup_rate(args.seconds, dyn, dom=4 + dyn)
+        print(f"  {'with' if dyn else 'without'} dynamics node: {st['control_rate_hz']:7.0f} ticks/s "
+              f"(real-time factor {st['real_time_factor']:.2f})")
+    st = bringup_rate(args.seconds, True, realtime=True, dom=6)
+    print(f"  realtime mode (wall-clock paced): {st['command_rate_hz']:7.0f} commands/s, "
+          f"simulated {st['sim_time_s']:.2f} s in {st['wall_time_s']:.2f} s (rtf {st['real_time_factor']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

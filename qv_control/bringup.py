@@ -1,0 +1,378 @@
+"""``qv bringup <config.yaml>``: the simulator, dynamics and controller nodes in one process (SPEC §5).
+
+For machines without ``ros2 launch``. The config is the same ROS 2 parameters file the launch files use
+(``config/planar_3link.yaml``, ``config/slider_crank.yaml``: sections ``qv_sim``, ``qv_dynamics``,
+``qv_controller``), so what runs here is what ``ros2 launch qv_ros bringup.launch.py`` runs.
+
+The nodes talk through real rclpy publishers and subscribers (one Context, one executor). By default
+the simulator runs in lock-step (one step per effort command, as fast as possible), which makes the
+closed loop deterministic and equal to the library's ``simulate`` with the same law and stepper;
+``--realtime`` paces it by the wall clock instead.
+
+    qv bringup config/planar_3link.yaml --duration 10 --out runs/arm
+    python -m qv_control.bringup config/slider_crank.yaml --duration 10
+
+``--out DIR`` writes ``DIR/summary.json`` (force and motion errors of the run, control rate, counts)
+and ``DIR/trajectory.npz``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
+
+
+# ------------------------------------------------------------------------------------------ parameters
+
+
+def load_params_file(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """{node_name: {flat.param.name: value}} from a ROS 2 parameters YAML (``node: {ros__parameters: ..}``;
+    ``/**`` applies to every node). Relative ``model_config`` paths are made absolute against the file's
+    folder when they exist there."""
+    from qv_dynamics.errors import ModelError
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ModelError(f"cannot read parameters file {p}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ModelError(f"{p}: a ROS 2 parameters file is a mapping of node names")
+    common = _flatten(((doc.get("/**") or {}).get("ros__parameters")) or {})
+    out: dict[str, dict[str, Any]] = {}
+    for key, sec in doc.items():
+        if key == "/**":
+            continue
+        name = key.strip("/").split("/")[-1]
+        if not isinstance(sec, dict) or "ros__parameters" not in sec:
+            raise ModelError(f"{p}: section '{key}' has no ros__parameters")
+        flat = dict(common)
+        flat.update(_flatten(sec["ros__parameters"] or {}))
+        mc = flat.get("model_config")
+        if isinstance(mc, str) and mc and not os.path.isabs(mc) and (p.parent / mc).is_file():
+            flat["model_config"] = str((p.parent / mc).resolve())
+        out[name] = flat
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def to_parameters(flat: dict[str, Any]) -> list:
+    """rclpy Parameters for ``parameter_overrides`` (numeric lists with ints and floats become doubles)."""
+    from rclpy.parameter import Parameter
+
+    params = []
+    for k, v in flat.items():
+        if isinstance(v, (list, tuple)):
+            if v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) \
+                    and any(isinstance(x, float) for x in v):
+                v = [float(x) for x in v]
+            v = list(v)
+        params.append(Parameter(k, value=v))
+    return params
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def tracking_errors(law, reference, t: np.ndarray, q: np.ndarray, lam: np.ndarray) -> dict[str, float]:
+    """Force and motion errors of a closed-loop run (same definitions for the ROS run and the library run).
+
+    Motion: RMS over time of ‖θ(q) − θ_d(t)‖ (θ = the law's minimal coordinates). Force: RMS over time of
+    ‖λ − λ_d(t)‖, and relative to the RMS of ‖λ_d‖ when λ_d ≠ 0. Delegates to
+    ``qv_control.laws.tracking_errors`` when the control package provides it."""
+    try:
+        from . import laws as _laws
+
+        fn = getattr(_laws, "tracking_errors", None)
+    except ImportError:
+        fn = None
+    if fn is not None:
+        return dict(fn(law, reference, t, q, lam))
+    th_err, f_err, f_ref = [], [], []
+    theta_fn = getattr(law, "theta", None)
+    coords = getattr(law, "coords", None)
+    if theta_fn is None and coords is not None:
+        zero = np.zeros(law.system.nv)
+        theta_fn = lambda qq: coords.evaluate(qq, zero).theta  # noqa: E731
+    for i in range(len(t)):
+        ref = reference(float(t[i])) if callable(reference) else reference
+        if ref is not None and ref.theta is not None and theta_fn is not None:
+            th_err.append(float(np.linalg.norm(np.asarray(theta_fn(q[i])) - ref.theta)))
+        if lam is not None and lam.shape[1] and np.all(np.isfinite(lam[i])):
+            lam_d = np.zeros(lam.shape[1]) if ref is None or ref.lambda_ is None else np.asarray(ref.lambda_)
+            f_err.append(float(np.linalg.norm(lam[i] - lam_d)))
+            f_ref.append(float(np.linalg.norm(lam_d)))
+    rms = lambda x: float(np.sqrt(np.mean(np.square(x)))) if len(x) else float("nan")  # noqa: E731
+    out = {"motion_rms_error": rms(th_err), "force_rms_error": rms(f_err)}
+    out["force_rms_error_rel"] = out["force_rms_error"] / rms(f_ref) if f_ref and rms(f_ref) > 0 else float("nan")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ bringup
+
+
+class Bringup:
+    """The three nodes on one rclpy executor in a private Context.
+
+    ``params``: a parameters-file path or the dict of :func:`load_params_file`. ``law``/``reference``
+    (optional) are handed to the controller node in-process (otherwise it builds its law from ``law`` +
+    ``law_params.*`` and its reference from topics/parameters)."""
+
+    def __init__(self, params, *, domain_id: int | None = None, lockstep: bool = True, dynamics: bool = True,
+                 law=None, reference=None, system=None, record: bool = True):
+        import rclpy
+        from rclpy.context import Context
+
+        from qv_dynamics.dynamics_node import DynamicsNode
+        from qv_dynamics.sim_node import SimNode
+
+        from .controller_node import ControllerNode
+
+        self.params = load_params_file(params) if not isinstance(params, dict) else params
+        missing = [s for s in ("qv_sim", "qv_controller") if s not in self.params]
+        if missing:
+            from qv_dynamics.errors import ModelError
+
+            raise ModelError(f"parameters file lacks sections {missing} (need qv_sim, qv_controller, qv_dynamics)")
+        self.context = Context()
+        if domain_id is None:
+            domain_id = int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
+        rclpy.init(context=self.context, domain_id=domain_id, args=[])
+        self.nodes = []
+        try:
+            sim_p = dict(self.params["qv_sim"])
+            if lockstep:
+                sim_p.update(mode="lockstep", lockstep_resend=0.0)
+            sim_p.setdefault("publish_clock", True)
+            # each node builds its own model (as separate processes would): no shared Pinocchio data
+            self.sim = SimNode("qv_sim", context=self.context, parameter_overrides=to_parameters(sim_p))
+            self.nodes.append(self.sim)
+            ctrl_p = dict(self.params["qv_controller"])
+            self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
+                                             reference=reference, parameter_overrides=to_parameters(ctrl_p))
+            self.nodes.append(self.controller)
+            self.dynamics = None
+            if dynamics and "qv_dynamics" in self.params:
+                self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
+                                             parameter_overrides=to_parameters(self.params["qv_dynamics"]))
+                self.nodes.append(self.dynamics)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.executor = _make_executor(self.context)
+        for n in self.nodes:
+            self.executor.add_node(n)
+        import gc
+
+        gc.collect()
+        gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses in the loop
+        self.rec: dict[str, list] = {"t": [], "q": [], "qdot": [], "tau": [], "lam": []}
+        if record:
+            self.sim.on_step.append(self._record)
+        self._rec_initial = record
+
+    def _record(self, sim) -> None:
+        # row k: state at t_k, the torque applied over [t_k, t_k+dt] and λ at t_k (as simulate records)
+        self.rec["t"].append(self._t_prev)
+        self.rec["q"].append(self._q_prev)
+        self.rec["qdot"].append(self._v_prev)
+        self.rec["tau"].append(sim.tau.copy())
+        self.rec["lam"].append(sim.stepper.lam.copy() if sim.stepper.lam is not None else np.zeros(0))
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._t_prev, self._q_prev, self._v_prev = self.sim.t, self.sim.q.copy(), self.sim.qdot.copy()
+
+    def wait_for_graph(self, timeout: float = 10.0) -> None:
+        """Spin until the sim's /joint_states reaches the controller and the commands reach the sim."""
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if self.sim.pub_js.get_subscription_count() >= 1 + (self.dynamics is not None) \
+                    and self.controller.pub_cmd.get_subscription_count() >= 1 + \
+                    (self.dynamics is not None and bool(self.dynamics.get_parameter("command_topic").value)):
+                return
+            self.executor.spin_once(timeout_sec=0.01)
+        raise TimeoutError("nodes did not discover each other within "
+                           f"{timeout} s (check ROS_DOMAIN_ID / ROS_AUTOMATIC_DISCOVERY_RANGE)")
+
+    def run(self, duration: float, wall_timeout: float | None = None) -> dict:
+        """Run until the simulated time reaches ``duration``; returns run statistics."""
+        self.wait_for_graph()
+        steps = int(round(duration / self.sim.dt))
+        wall_timeout = wall_timeout if wall_timeout is not None else max(60.0, 50.0 * duration)
+        self._snapshot()
+        t0 = time.perf_counter()
+        start_steps = self.sim.steps
+        if self.sim.mode == "lockstep":
+            self.sim.publish_state()
+        elif self.sim.mode == "realtime":
+            self.sim.wall0 = time.monotonic() - self.sim.steps * self.sim.dt / self.sim.rtf  # no catch-up burst
+        from rclpy.task import Future
+
+        done_future = Future()
+        target = start_steps + steps
+
+        def check(sim) -> None:
+            if sim.steps >= target and not done_future.done():
+                done_future.set_result(True)
+                if sim.mode == "lockstep":
+                    sim.mode = "paused"  # late commands no longer step the simulator
+
+        def stopped(sim) -> None:
+            if not done_future.done():
+                done_future.set_result(False)
+
+        self.sim.on_step.append(check)
+        self.sim.on_stop.append(stopped)
+        try:
+            # C++ spin loop of the EventsExecutor: no Python overhead per callback dispatch
+            self.executor.spin_until_future_complete(done_future, timeout_sec=wall_timeout)
+        finally:
+            self.sim.on_step.remove(check)
+            self.sim.on_stop.remove(stopped)
+        wall = time.perf_counter() - t0
+        done = self.sim.steps - start_steps
+        for _ in range(20):  # let the dynamics node drain
+            self.executor.spin_once(timeout_sec=0.0)
+        return {"steps": done, "sim_time_s": done * self.sim.dt, "wall_time_s": wall,
+                "control_rate_hz": done / wall if wall > 0 else float("nan"),
+                "real_time_factor": done * self.sim.dt / wall if wall > 0 else float("nan"),
+                "completed": done >= steps, "sim_stopped": self.sim.mode == "stopped", "sim_error": self.sim.error}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {k: np.array(v) for k, v in self.rec.items() if k != "lam"}
+        m = max((len(x) for x in self.rec["lam"]), default=0)
+        out["lam"] = np.array([x if len(x) == m else np.full(m, np.nan) for x in self.rec["lam"]]).reshape(-1, m)
+        return out
+
+    def summary(self, stats: dict, reference=None) -> dict:
+        arr = self.arrays()
+        ref = reference if reference is not None else self.controller.reference_at
+        err = tracking_errors(self.controller.law, ref, arr["t"], arr["q"], arr["lam"]) if len(arr["t"]) else {}
+        c = self.controller
+        out = dict(stats)
+        out.update(err)
+        out.update({
+            "robot": self.sim.system.name, "dt": self.sim.dt, "law": type(c.law).__name__,
+            "commands": c.stats["commands"], "safe_commands": c.stats["safe_commands"],
+            "watchdog_episodes": c.stats["watchdog_episodes"],
+            "rejected": {k: dict(v.counts) for k, v in c.rejects.items() if v.total},
+            "max_abs_torque": float(np.max(np.abs(arr["tau"]))) if len(arr["tau"]) else 0.0,
+            "dynamics_messages": self.dynamics.stats["messages"] if self.dynamics else 0,
+            "dynamics_basis_reseeds": self.dynamics.stats["reseeds"] if self.dynamics else 0,
+        })
+        return out
+
+    def save(self, directory, summary: dict) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(d / "trajectory.npz", **self.arrays())
+        (d / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+        return d
+
+    def shutdown(self) -> None:
+        import gc
+
+        import rclpy
+
+        gc.unfreeze()
+        ex = getattr(self, "executor", None)
+        if ex is not None:
+            try:
+                ex.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        for n in getattr(self, "nodes", []):
+            try:
+                n.destroy_node()
+            except Exception:  # noqa: BLE001
+                pass
+        rclpy.try_shutdown(context=self.context)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+def _make_executor(context):
+    """rclpy's EventsExecutor when present (~10x lower latency than SingleThreadedExecutor), else the latter."""
+    try:
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        return float(x) if math.isfinite(float(x)) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="qv bringup", description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml)")
+    ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    ap.add_argument("--out", default=None, help="write summary.json and trajectory.npz here")
+    ap.add_argument("--realtime", action="store_true", help="pace the simulator by the wall clock")
+    ap.add_argument("--no-dynamics", action="store_true", help="do not start the dynamics node")
+    ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID for this process's nodes")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from qv_dynamics.errors import QVError
+    from qv_dynamics.ros_convert import resolve_config_path
+
+    try:
+        path = args.config if os.path.isfile(args.config) else resolve_config_path(args.config)
+        with Bringup(path, domain_id=args.domain_id, lockstep=not args.realtime,
+                     dynamics=not args.no_dynamics) as b:
+            stats = b.run(args.duration)
+            summary = b.summary(stats)
+            if args.out:
+                b.save(args.out, summary)
+    except (QVError, TimeoutError) as exc:
+        print(f"qv bringup: {exc}", file=sys.stderr)
+        return 2
+    keys = ("sim_time_s", "wall_time_s", "control_rate_hz", "motion_rms_error", "force_rms_error",
+            "force_rms_error_rel", "commands", "safe_commands")
+    print(json.dumps({k: _jsonable(summary.get(k)) for k in keys}, indent=2))
+    if args.out:
+        print(f"wrote {Path(args.out) / 'summary.json'}")
+    return 0 if stats["completed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+"""``qv_controller_node``: a hybrid force/motion law of :mod:`qv_control` behind ros2_control topics (SPEC §5).
+
+Thin adapter: /joint_states -> :class:`~qv_control.state.State`, references -> :class:`Reference`,
+``law.compute(state, reference)`` -> τ -> ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in
+the order of ``joints``: the contract of ``forward_command_controller`` with ``interface_name: effort``
+and of the older ``effort_controllers/JointGroupEffortController``).
+
+Topics
+  in  ``joint_states_topic`` (default ``/joint_states``), sensor_msgs/JointState, name-mapped
+  in  ``~/reference`` trajectory_msgs/JointTrajectory: θ_d(t) (+θ̇_d, θ̈_d), names = the law's coordinates
+  in  ``~/lambda_desired`` std_msgs/Float64MultiArray: λ_d, one value per active constraint row in the
+      order printed at start (or named by ``layout.dim[0].label`` = "row1,row2,...")
+  in  ``wrench_topics`` geometry_msgs/WrenchStamped (optional, paired with ``wrench_constraints``):
+      measured λ for the laws' force integral terms
+  out ``/<controller_name>/commands`` (or ``command_topic``) std_msgs/Float64MultiArray
+  out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
+
+Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
+the node publish the safe output (``safe_mode``: ``zero`` effort or ``gravity`` hold τ = g(q_last)) every
+``watchdog_period`` s, with one log line per episode; NaN/Inf or wrong-sized messages are dropped and
+counted; parameters are validated at start (unknown joint -> refused with the reason) and on change.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import WrenchStamped
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from qv_dynamics.errors import ModelError, QVError, UnknownNameError
+from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, JointLayout, TrajectoryReference,
+                                     joint_state_to_arrays, lambda_desired_from_message, load_model_config,
+                                     reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
+
+from .state import Reference, State
+
+SAFE_MODES = ("zero", "gravity")
+DYN = ParameterDescriptor(dynamic_typing=True)
+
+
+def make_law(name: str, system, **params):
+    """The law ``name`` from :mod:`qv_control.laws` (helper "control"), built on ``system``."""
+    try:
+        from .laws import make_law as _make
+    except ImportError as exc:  # pragma: no cover - laws module is part of the package
+        raise ModelError(f"qv_control.laws is not available: {exc}") from None
+    try:
+        return _make(name, system, **params)
+    except QVError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ModelError(f"law '{name}' with parameters {params}: {exc}") from None
+
+
+def law_theta_names(law, default: list[str]) -> list[str]:
+    """Names of the law's minimal coordinates θ (for JointTrajectory.joint_names)."""
+    for attr in ("theta_names", "coordinate_names"):
+        names = getattr(law, attr, None)
+        if names:
+            return list(names)
+    coords = getattr(law, "coords", None) or getattr(law, "coordinates", None)
+    names = getattr(coords, "labels", None) or getattr(coords, "names", None)
+    return list(names) if names else list(default)
+
+
+class ControllerNode(Node):
+    """Event-driven: one effort command per valid /joint_states message."""
+
+    def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None,
+                 **node_kwargs):
+        """``system``/``law`` may be passed in-process (bringup, tests); otherwise they are built from the
+        parameters ``model_config``/``robot_description`` and ``law`` + ``law_params.*``. ``reference`` is an
+        optional callable t -> Reference used until a reference topic message arrives."""
+        node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
+        super().__init__(node_name, **node_kwargs)
+        p = self.declare_parameter
+        p("model_config", "")
+        p("robot_description", "")
+        p("joints", None, DYN)
+        p("controller_name", "effort_controller")
+        p("command_topic", "")
+        p("joint_states_topic", "/joint_states")
+        p("law", "")
+        p("watchdog_timeout", 0.1)
+        p("watchdog_period", 0.02)
+        p("safe_mode", "zero")
+        p("theta_desired", None, DYN)
+        p("lambda_desired", None, DYN)
+        p("wrench_topics", None, DYN)
+        p("wrench_constraints", None, DYN)
+        p("wrench_sign", 1.0)  # -1 if the sensor reports the environment's reaction instead of λ
+        p("reference.times", None, DYN)
+        p("reference.waypoints", None, DYN)
+        p("reference.kind", "quintic")
+        # law_params.* from a params file (--params-file) or in-process overrides, e.g. law_params.kp
+        overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
+            list(node_kwargs.get("parameter_overrides") or [])
+        self._law_param_names = self._declare_law_params(overrides)
+        gp = self.get_parameter
+        if system is None:
+            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
+        self.system = system
+        self.layout = JointLayout.from_system(system)
+        joints = self._str_list("joints")
+        if not joints:
+            raise UnknownNameError("parameter 'joints' is required: the joints of the effort controller, in its order")
+        self.cmd_map = CommandMap(system, joints)  # UnknownNameError with the model's joint names
+        self._check_scalar_params({k: gp(k).value for k in ("watchdog_timeout", "watchdog_period", "safe_mode")})
+        self.watchdog_timeout = float(gp("watchdog_timeout").value)
+        self.safe_mode = gp("safe_mode").value
+        self._injected_law = law is not None
+        self.law = law if law is not None else make_law(self._law_name(), system, **self._law_params())
+        self.theta_names = law_theta_names(self.law, self.layout.names)
+        self.reference_fn = reference if reference is not None else self._spline_from_params()
+        self.t_first: float | None = None
+        self.traj: TrajectoryReference | None = None
+        self.theta_d = self._opt_array("theta_desired")
+        self.lambda_d = self._opt_array("lambda_desired")
+        self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
+                        ("joint_states", "reference", "lambda_desired", "wrench", "law")}
+        self.wrench_raw: dict[str, tuple] = {}
+        self.wrench_sign = float(gp("wrench_sign").value)
+        self._kin_data = system.model.createData()
+        self.q_last: np.ndarray | None = None
+        self.last_rx: float | None = None
+        self.stale = False
+        self.stats = {"commands": 0, "safe_commands": 0, "watchdog_episodes": 0, "compute_ms_max": 0.0,
+                      "compute_ms_sum": 0.0}
+        self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states, 10)
+        self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
+        self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
+        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
+        if len(topics) != len(cons):
+            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
+        for topic, cname in zip(topics, cons):
+            c = system.constraint(cname)
+            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
+                                     qos_profile_sensor_data)  # best effort: matches any publisher
+        self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog)
+        self.create_timer(1.0, self.publish_diagnostics)
+        self.add_on_set_parameters_callback(self.on_set_parameters)
+        self.get_logger().info(
+            f"law '{type(self.law).__name__}' on '{system.name}': commands {self.cmd_map.joints} -> "
+            f"{self.pub_cmd.topic_name}; θ coordinates {self.theta_names}; λ rows {system.row_labels}; "
+            f"watchdog {self.watchdog_timeout} s -> {self.safe_mode}")
+
+    # ------------------------------------------------------------------ parameters
+    def _declare_law_params(self, overrides) -> list[str]:
+        names = []
+        for prm in overrides:
+            if prm.name.startswith("law_params.") and not self.has_parameter(prm.name):
+                self.declare_parameter(prm.name, prm.value, DYN)
+                names.append(prm.name)
+        return names
+
+    def _law_name(self) -> str:
+        name = self.get_parameter("law").value
+        if not name:
+            raise ModelError("parameter 'law' is required (a law name of qv_control.laws.make_law)")
+        return name
+
+    def _law_params(self, overrides: dict | None = None) -> dict:
+        out = {}
+        for full in self._law_param_names:
+            out[full[len("law_params."):]] = self.get_parameter(full).value
+        for full, val in (overrides or {}).items():
+            out[full[len("law_params."):]] = val
+        return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
+                    all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
+
+    def _str_list(self, name: str) -> list[str]:
+        v = self.get_parameter(name).value
+        return [s for s in (v or []) if s]
+
+    def _opt_array(self, name: str) -> np.ndarray | None:
+        v = self.get_parameter(name).value
+        if v is None or (isinstance(v, (list, tuple)) and not v):
+            return None
+        arr = np.asarray(v, float).ravel()
+        if not np.all(np.isfinite(arr)):
+            raise ModelError(f"parameter '{name}' has non-finite entries")
+        return arr
+
+    def _spline_from_params(self):
+        """θ_d(t) from ``reference.times`` + ``reference.waypoints`` (row-major, len(times) × k) with
+        ``reference.kind`` (quintic | cubic); t counts from the first valid /joint_states."""
+        times = self._opt_array("reference.times")
+        wps = self._opt_array("reference.waypoints")
+        if times is None and wps is None:
+            return None
+        if times is None or wps is None or wps.size % times.size:
+            raise ModelError("reference.times (T values) and reference.waypoints (T × k values, row-major) "
+                             "must be given together")
+        from .references import SplineReference
+
+        return SplineReference(times, wps.reshape(times.size, -1), kind=self.get_parameter("reference.kind").value,
+                               coordinates=getattr(self.law, "coords", None) or getattr(self.law, "coordinates", None))
+
+    def _command_topic(self) -> str:
+        topic = self.get_parameter("command_topic").value
+        return topic or f"/{self.get_parameter('controller_name').value}/commands"
+
+    @staticmethod
+    def _check_scalar_params(vals: dict) -> None:
+        if "watchdog_timeout" in vals:
+            t = vals["watchdog_timeout"]
+            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ModelError(f"watchdog_timeout must be a positive number of seconds, got {t!r}")
+        if "watchdog_period" in vals:
+            t = vals["watchdog_period"]
+            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ModelError(f"watchdog_period must be a positive number of seconds, got {t!r}")
+        if "safe_mode" in vals and vals["safe_mode"] not in SAFE_MODES:
+            raise ModelError(f"safe_mode must be one of {SAFE_MODES}, got {vals['safe_mode']!r}")
+
+    def on_set_parameters(self, params) -> SetParametersResult:
+        """Validate a parameter change as a whole; apply it only if every value is acceptable."""
+        new = {prm.name: prm.value for prm in params}
+        try:
+            self._check_scalar_params(new)
+            cmd_map = self.cmd_map
+            if "joints" in new:
+                joints = [s for s in (new["joints"] or []) if s]
+                if not isinstance(new["joints"], (list, tuple)) or not joints:
+                    raise ModelError("joints must be a non-empty list of joint names")
+                cmd_map = CommandMap(self.system, joints)
+            law = self.law
+            law_changes = {k: v for k, v in new.items() if k.startswith("law_params.")}
+            if "law" in new or law_changes:
+                if self._injected_law and "law" not in new:
+                    raise ModelError("this node's law was passed in-process; set 'law' to rebuild it from parameters")
+                name = new.get("law", self.get_parameter("law").value)
+                law = make_law(name, self.system, **self._law_params(law_changes))
+            for k in ("theta_desired", "lambda_desired"):
+                if k in new and new[k] is not None:
+                    arr = np.asarray(new[k], float)
+                    if not np.all(np.isfinite(arr)):
+                        raise ModelError(f"{k} has non-finite entries")
+            for k in ("model_config", "robot_description", "joint_states_topic", "controller_name", "command_topic",
+                      "wrench_topics", "wrench_constraints"):
+                if k in new and new[k] != self.get_parameter(k).value:
+                    raise ModelError(f"'{k}' is read at start only; restart the node to change it")
+        except (QVError, TypeError, ValueError) as exc:
+            self.get_logger().warning(f"parameter change refused: {exc}")
+            return SetParametersResult(successful=False, reason=str(exc))
+        for k in law_changes:
+            if k not in self._law_param_names:
+                self._law_param_names.append(k)
+        self.cmd_map, self.law = cmd_map, law
+        if "law" in new or law_changes:
+            self._injected_law = False
+            self.theta_names = law_theta_names(self.law, self.layout.names)
+        if "watchdog_timeout" in new:
+            self.watchdog_timeout = float(new["watchdog_timeout"])
+        if "safe_mode" in new:
+            self.safe_mode = new["safe_mode"]
+        if "theta_desired" in new:
+            self.theta_d = None if not new["theta_desired"] else np.asarray(new["theta_desired"], float)
+        if "lambda_desired" in new:
+            self.lambda_d = None if not new["lambda_desired"] else np.asarray(new["lambda_desired"], float)
+        self.get_logger().info(f"parameters changed: {sorted(new)}")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ inputs
+    def on_reference(self, msg: JointTrajectory) -> None:
+        try:
+            now = self.get_clock().now().nanoseconds * 1e-9
+            self.traj = TrajectoryReference(msg, self.theta_names, now)
+            self.rejects["reference"].ok()
+        except QVError as exc:
+            self.rejects["reference"].reject(reject_kind(exc), str(exc))
+
+    def on_lambda_desired(self, msg: Float64MultiArray) -> None:
+        try:
+            self.lambda_d = lambda_desired_from_message(msg, self.system.row_labels)
+            self.rejects["lambda_desired"].ok()
+        except QVError as exc:
+            self.rejects["lambda_desired"].reject(reject_kind(exc), str(exc))
+
+    def on_wrench(self, constraint, msg: WrenchStamped) -> None:
+        """Keep the wrench in the sensor frame's axes; it is rotated to world-aligned axes (the axes of λ)
+        with the kinematics of the joint state it is used with."""
+        try:
+            self.wrench_raw[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))
+            self.rejects["wrench"].ok()
+        except QVError as exc:
+            self.rejects["wrench"].reject(reject_kind(exc), str(exc))
+
+    def reference_at(self, t: float) -> Reference:
+        t_rel = t - (self.t_first or 0.0)
+        ref = self.reference_fn(t_rel) if self.reference_fn is not None else Reference()
+        if self.traj is not None:
+            th, thd, thdd = self.traj.sample(t)
+            ref = Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=ref.lambda_)
+        elif self.theta_d is not None:
+            ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
+        if self.lambda_d is not None:
+            ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
+        return ref
+
+    def measured_lambda(self, q: np.ndarray) -> np.ndarray | None:
+        """λ_meas (all active rows) from the latest wrenches, rotated with the frame orientations at q;
+        None unless every active constraint has a measurement."""
+        if not self.wrench_raw:
+            return None
+        import pinocchio as pin
+
+        pin.framesForwardKinematics(self.system.model, self._kin_data, q)
+        parts = []
+        for c in self.system.active_constraints:
+            if c.name not in self.wrench_raw:
+                return None
+            w = self.wrench_raw[c.name][1]
+            R = self._kin_data.oMf[c.frame_id].rotation if c.frame_id >= 0 else np.eye(3)
+            parts.append(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
+        return np.concatenate(parts) if parts else None
+
+    def on_joint_states(self, msg: JointState) -> None:
+        try:
+            q, qdot, _ = joint_state_to_arrays(msg, self.layout)
+        except QVError as exc:
+            self.rejects["joint_states"].reject(reject_kind(exc), str(exc))
+            return
+        self.rejects["joint_states"].ok()
+        self.last_rx = time.monotonic()
+        self.q_last = q
+        if self.stale:
+            self.stale = False
+            self.get_logger().info("joint_states resumed: control law active again")
+        t = stamp_to_sec(msg.header.stamp)
+        if self.t_first is None:
+            self.t_first = t
+        t0 = time.perf_counter()
+        try:
+            tau = self.law.compute(State(t=t, q=q, qdot=qdot, lambda_meas=self.measured_lambda(q)),
+                                   self.reference_at(t))
+            tau = np.asarray(tau, float)
+            if tau.shape != (self.system.nv,) or not np.all(np.isfinite(tau)):
+                raise QVError(f"law returned {tau.shape} / non-finite torque")
+        except (QVError, ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # never crash: safe output
+            self.rejects["law"].reject(reject_kind(exc), str(exc))
+            self.publish_safe()
+            return
+        self.rejects["law"].ok()
+        dt = 1e3 * (time.perf_counter() - t0)
+        self.stats["compute_ms_sum"] += dt
+        self.stats["compute_ms_max"] = max(self.stats["compute_ms_max"], dt)
+        self.stats["commands"] += 1
+        self.pub_cmd.publish(self.cmd_map.to_message(tau))
+
+    # ------------------------------------------------------------------ safety
+    def safe_torque(self) -> np.ndarray:
+        if self.safe_mode == "gravity" and self.q_last is not None:
+            import pinocchio as pin
+
+            return pin.computeGeneralizedGravity(self.system.model, self.system.data, self.q_last).copy()
+        return np.zeros(self.system.nv)
+
+    def publish_safe(self) -> None:
+        self.stats["safe_commands"] += 1
+        self.pub_cmd.publish(self.cmd_map.to_message(self.safe_torque()))
+
+    def on_watchdog(self) -> None:
+        if self.last_rx is None:
+            return  # not armed before the first valid state
+        age = time.monotonic() - self.last_rx
+        if age > self.watchdog_timeout:
+            if not self.stale:
+                self.stale = True
+                self.stats["watchdog_episodes"] += 1
+                self.get_logger().warning(
+                    f"watchdog: no valid joint_states for {age:.3f} s (timeout {self.watchdog_timeout} s): "
+                    f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
+            self.publish_safe()
+
+    def publish_diagnostics(self) -> None:
+        st = self.stats
+        values = {"commands": st["commands"], "safe_commands": st["safe_commands"],
+                  "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
+                  "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
+                  "compute_ms_max": st["compute_ms_max"]}
+        for k, c in self.rejects.items():
+            for kind, n in c.counts.items():
+                values[f"rejected_{k}_{kind}"] = n
+        level = DiagnosticStatus.WARN if (self.stale or any(c.total for c in self.rejects.values())) \
+            else DiagnosticStatus.OK
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: controller",
+                                  message="stale joint_states" if self.stale else "ok", hardware_id=self.system.name,
+                                  values=[KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+                                          for k, v in values.items()])
+        out = DiagnosticArray()
+        out.header.stamp = self.get_clock().now().to_msg()
+        out.status = [status]
+        self.pub_diag.publish(out)
+        st["compute_ms_max"] = 0.0
+
+    def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:
+        c = self.rejects[topic]
+        return c.total if kind is None else c.counts.get(kind, 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_controller_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        node = ControllerNode(automatically_declare_parameters_from_overrides=False)
+    except QVError as exc:
+        print(f"qv_controller_node: refused to start: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    import gc
+
+    gc.collect()
+    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

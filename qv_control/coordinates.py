@@ -1,0 +1,309 @@
+"""Minimal coordinates θ(q) for the control laws.
+
+Paper `aghili-quasi-velocities` eq. 33–34: θ̇ = (∂θ/∂q)q̇ = D v_r with D = (∂θ/∂q)Q⁻ᵀV₂;
+paper `aghili-projection-operator` eq. 40–41: q̇ = Λθ̇, q̈ = Λθ̈ + Λ̇θ̇ (Λ built in the laws from ∂θ/∂q).
+
+A coordinate is one of (spec items, in Python or YAML alike)::
+
+    "panda_joint3"                       a 1-DoF joint (θ = q_j, range = the URDF joint limits)
+    "panda_hand.x"                       a world-axis component of a frame: x, y, z (position) or
+                                         rx, ry, rz (orientation, see below)
+    {joint: panda_joint3} | {joints: [panda_joint3, panda_joint5]}
+    {frame: panda_hand, axes: [x, y, rx, ry, rz], rotation_reference: 3x3 (optional)}
+
+Orientation components are the world-axis components of the rotation vector φ = log₃(R·R_refᵀ) of the
+frame's rotation R relative to a reference R_ref; R_ref is the frame orientation at the first
+evaluation (or :meth:`MinimalCoordinates.anchor`) unless given, so θ_d = 0 holds the initial attitude.
+φ̇ = Jlog₃(E)Eᵀω with E = R·R_refᵀ and ω the world angular velocity (E-dot = [ω]×E).
+
+:meth:`MinimalCoordinates.evaluate` returns θ, ∂θ/∂q, its time derivative along q̇ and the drift
+(∂θ/∂q)˙q̇, and (for the laws that need Ḋ) the time derivative Ȧ of the active constraint Jacobian of the
+system, all from one Pinocchio ``computeJointJacobiansTimeVariation`` pass in a private ``Data``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError, as_vector
+
+AXES = ("x", "y", "z", "rx", "ry", "rz")
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+#: beyond this angle (rad) the rotation-vector coordinates are too close to the log₃ singularity at π
+MAX_ROTATION_ANGLE = 2.8
+
+
+@dataclass
+class CoordinateItem:
+    kind: str              # "joint" | "position" | "rotation"
+    label: str
+    name: str              # joint or frame name
+    index: int = -1        # q index (joint) or axis 0..2 (frame)
+    v_index: int = -1      # velocity index (joint)
+    frame_id: int = -1
+    lower: float = -np.inf
+    upper: float = np.inf
+
+
+@dataclass
+class KinematicTerms:
+    """θ(q), J = ∂θ/∂q (k×n), J̇ (k×n, along q̇), J̇q̇ (k) and optionally Ȧ (m×n) of the active constraints."""
+
+    theta: np.ndarray
+    J: np.ndarray
+    Jdot: np.ndarray
+    Jdot_qdot: np.ndarray
+    theta_dot: np.ndarray | None = None  # J q̇
+    Adot: np.ndarray | None = None
+
+
+def _parse(system, spec) -> list[CoordinateItem]:
+    if spec is None:
+        raise ModelError("coordinates: a list of joints and/or frame components is required, e.g. "
+                         "['panda_hand.x', 'panda_hand.y', 'panda_joint3']")
+    if isinstance(spec, str):
+        spec = [s.strip() for s in spec.split(",") if s.strip()]  # "panda_hand.x, panda_hand.y, ..."
+    elif isinstance(spec, dict):
+        spec = [spec]
+    items: list[CoordinateItem] = []
+    model = system.model
+    for i, s in enumerate(spec):
+        if isinstance(s, str):
+            head, _, tail = s.rpartition(".")
+            if head and tail in AXES:
+                s = {"frame": head, "axes": [tail]}
+            else:
+                s = {"joint": s}
+        if not isinstance(s, dict):
+            raise ModelError(f"coordinates[{i}]: expected a joint name, 'frame.axis' or a mapping, got {s!r}")
+        s = dict(s)
+        joints = s.pop("joints", None)
+        if "joint" in s:
+            joints = [s.pop("joint")]
+        if joints is not None:
+            if s:
+                raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
+            for jn in joints:
+                vi = system.joint_v_index(jn)  # UnknownNameError with the list of joints
+                jid = model.getJointId(jn)
+                if model.joints[jid].nq != 1 or model.joints[jid].nv != 1:
+                    raise ModelError(f"coordinates: joint '{jn}' is not a 1-DoF joint with one position "
+                                     "variable (continuous/spherical joints: use a frame orientation instead)")
+                qi = model.joints[jid].idx_q
+                lo, hi = float(model.lowerPositionLimit[qi]), float(model.upperPositionLimit[qi])
+                if not lo < hi:  # URDF without limits (continuous/unbounded) -> no range check
+                    lo, hi = -np.inf, np.inf
+                items.append(CoordinateItem("joint", jn, jn, index=qi, v_index=vi, lower=lo, upper=hi))
+            continue
+        frame = s.pop("frame", None)
+        if frame is None:
+            raise ModelError(f"coordinates[{i}]: needs 'joint', 'joints' or 'frame'")
+        fid = system.frame_id(frame)  # UnknownNameError with suggestions
+        axes = s.pop("axes", ["x", "y", "z"])
+        if isinstance(axes, str):
+            axes = [axes]
+        ref = s.pop("rotation_reference", None)
+        if s:
+            raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
+        for a in axes:
+            if a not in AXES:
+                raise UnknownNameError(f"coordinates[{i}]: unknown axis {a!r} (allowed {AXES})")
+            k = AXES.index(a)
+            kind = "position" if k < 3 else "rotation"
+            it = CoordinateItem(kind, f"{frame}.{a}", frame, index=k % 3, frame_id=fid)
+            it.rotation_reference = None if ref is None else np.asarray(ref, float).reshape(3, 3)
+            items.append(it)
+    labels = [it.label for it in items]
+    dup = sorted({lab for lab in labels if labels.count(lab) > 1})
+    if dup:
+        raise ModelError(f"coordinates: repeated entries {dup}")
+    if not items:
+        raise ModelError("coordinates: empty list")
+    return items
+
+
+class MinimalCoordinates:
+    """θ(q) chosen by the user (eq. 33): selected joints and/or world-axis components of frames."""
+
+    def __init__(self, system, spec: Sequence | str | dict):
+        self.system = system
+        self.model = system.model
+        self.data = self.model.createData()  # private: never clobbers the system's Data
+        self.spec = spec
+        self.items = _parse(system, spec)
+        self.k = len(self.items)
+        self.labels = [it.label for it in self.items]
+        self.lower = np.array([it.lower for it in self.items])
+        self.upper = np.array([it.upper for it in self.items])
+        self._joint_rows = [(i, it) for i, it in enumerate(self.items) if it.kind == "joint"]
+        frames: dict[int, list[int]] = {}
+        for i, it in enumerate(self.items):
+            if it.kind != "joint":
+                frames.setdefault(it.frame_id, []).append(i)
+        self._frames = frames
+        self._rot_ref: dict[int, np.ndarray | None] = {}
+        for fid, rows in frames.items():
+            refs = [getattr(self.items[i], "rotation_reference", None) for i in rows]
+            self._rot_ref[fid] = next((r for r in refs if r is not None), None)
+
+    @property
+    def size(self) -> int:
+        return self.k
+
+    def __len__(self) -> int:
+        return self.k
+
+    def anchor(self, q, force: bool = True) -> None:
+        """Take the current frame orientations as the orientation references (R_ref)."""
+        q = self.system.check_q(q)
+        pin.framesForwardKinematics(self.model, self.data, q)
+        for fid in self._frames:
+            if force or self._rot_ref[fid] is None:
+                self._rot_ref[fid] = self.data.oMf[fid].rotation.copy()
+
+    def check_range(self, theta, name: str = "theta_d") -> None:
+        """Raise ReferenceRangeError when a joint coordinate leaves its URDF joint range."""
+        from .references import ReferenceRangeError
+
+        bad = np.flatnonzero((theta < self.lower - 1e-12) | (theta > self.upper + 1e-12))
+        if bad.size:
+            msg = ", ".join(f"{self.labels[i]} = {theta[i]:.6g} not in [{self.lower[i]:.6g}, {self.upper[i]:.6g}]"
+                            for i in bad)
+            raise ReferenceRangeError(f"{name}: outside the joint range: {msg}")
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, q, qdot, constraint_rates: bool = False) -> KinematicTerms:
+        """θ, J = ∂θ/∂q, J̇, J̇q̇ at (q, q̇); with ``constraint_rates`` also Ȧ of the system's active
+        constraints (rows in the order of ``system.evaluate(...).A``)."""
+        model, data = self.model, self.data
+        n = model.nv
+        q = np.asarray(q, float)
+        qdot = np.asarray(qdot, float)
+        pin.computeJointJacobiansTimeVariation(model, data, q, qdot)
+        pin.updateFramePlacements(model, data)
+        k = self.k
+        theta = np.zeros(k)
+        J = np.zeros((k, n))
+        Jd = np.zeros((k, n))
+        for i, it in self._joint_rows:
+            theta[i] = q[it.index]
+            J[i, it.v_index] = 1.0
+        cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for fid, rows in self._frames.items():
+            J6 = pin.getFrameJacobian(model, data, fid, LWA)
+            dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LWA)
+            cache[fid] = (J6, dJ6)
+            oMf = data.oMf[fid]
+            rot_rows = [i for i in rows if self.items[i].kind == "rotation"]
+            for i in rows:
+                it = self.items[i]
+                if it.kind == "position":
+                    theta[i] = oMf.translation[it.index]
+                    J[i] = J6[it.index]
+                    Jd[i] = dJ6[it.index]
+            if rot_rows:
+                R_ref = self._rot_ref[fid]
+                if R_ref is None:
+                    R_ref = oMf.rotation.copy()
+                    self._rot_ref[fid] = R_ref
+                E = oMf.rotation @ R_ref.T
+                phi = pin.log3(E)
+                if np.linalg.norm(phi) > MAX_ROTATION_ANGLE:
+                    raise RankDeficiencyError(
+                        f"coordinates: frame '{self.items[rot_rows[0]].name}' is {np.linalg.norm(phi):.3f} rad from "
+                        "its orientation reference; rotation-vector coordinates are singular near pi "
+                        "(choose a rotation_reference closer to the working orientation)")
+                G = pin.Jlog3(E) @ E.T  # φ̇ = G ω
+                Jw, dJw = J6[3:], dJ6[3:]
+                w = Jw @ qdot
+                nw = float(np.linalg.norm(w))
+                if nw > 0.0:
+                    hstep = 1e-5 / nw  # central difference of G along Ė = [ω]×E (O(h²) ≈ 1e-10 rel.)
+                    Gp = self._G(pin.exp3(w * hstep) @ E)
+                    Gm = self._G(pin.exp3(-w * hstep) @ E)
+                    Gd = (Gp - Gm) / (2.0 * hstep)
+                else:
+                    Gd = np.zeros((3, 3))
+                for i in rot_rows:
+                    a = self.items[i].index
+                    theta[i] = phi[a]
+                    J[i] = G[a] @ Jw
+                    Jd[i] = Gd[a] @ Jw + G[a] @ dJw
+        kt = KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jd @ qdot, theta_dot=J @ qdot)
+        if constraint_rates:
+            kt.Adot = self._constraint_rates(q, qdot, cache)
+        return kt
+
+    @staticmethod
+    def _G(E: np.ndarray) -> np.ndarray:
+        return pin.Jlog3(E) @ E.T
+
+    def _frame_rates(self, fid: int, cache):
+        if fid not in cache:
+            cache[fid] = (pin.getFrameJacobian(self.model, self.data, fid, LWA),
+                          pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA))
+        return cache[fid][1]
+
+    def _constraint_rates(self, q, qdot, cache) -> np.ndarray:
+        """Ȧ of the active constraints (same row order as ConstrainedSystem._stack)."""
+        rows = []
+        n = self.model.nv
+        for c in self.system.constraints:
+            if not c.active:
+                continue
+            if c.type == "custom":
+                rows.append(_custom_rate(self.system, c, q, qdot))
+                continue
+            dJ = self._frame_rates(c.frame_id, cache)
+            if c.type == "loop_closure":
+                dJ = dJ - self._frame_rates(c.frame_b_id, cache)
+            rows.append(dJ[c.axis_idx])
+        if not rows:
+            return np.zeros((0, n))
+        return np.vstack(rows)
+
+
+def _custom_rate(system, c, q, qdot) -> np.ndarray:
+    """Ȧ of a custom constraint by a central difference of its A(q) along q̇ (O(h²))."""
+    n = system.nv
+    nrm = float(np.linalg.norm(qdot))
+    if nrm == 0.0:
+        return np.zeros((c.rows, n))
+    h = 1e-6 / nrm
+    _, Ap, _ = c.function(system.integrate(q, h * qdot), qdot)
+    _, Am, _ = c.function(system.integrate(q, -h * qdot), qdot)
+    return (np.atleast_2d(np.asarray(Ap, float)) - np.atleast_2d(np.asarray(Am, float))) / (2.0 * h)
+
+
+def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int, cond_max: float) -> float:
+    """D = (∂θ/∂q)Q⁻ᵀV₂ (eq. 34) must be square (k = n − r) and well conditioned; returns cond(D)."""
+    k, nr = D.shape
+    if k != nr:
+        raise DimensionError(
+            f"minimal coordinates: {k} given ({', '.join(labels)}) but the constrained system has n - r = "
+            f"{n} - {r} = {nr} degrees of freedom; D = (dtheta/dq) Q^-T V2 must be square. "
+            + ("Add coordinates (e.g. orientation axes rx, ry, rz or a redundancy joint)." if k < nr else
+               "Remove coordinates (the constraints already fix some of them)."))
+    if k == 0:
+        return 1.0
+    s = np.linalg.svd(D, compute_uv=False)
+    cond = float(s[0] / s[-1]) if s[-1] > 0 else np.inf
+    if not cond <= cond_max:
+        raise RankDeficiencyError(
+            f"minimal coordinates ({', '.join(labels)}) are singular here: cond(D) = {cond:.3g} > {cond_max:.3g} "
+            "(the chosen theta does not parametrize the constrained motion at this pose; choose other "
+            "coordinates or move away from the singular pose)")
+    return cond
+
+
+def as_coordinates(system, coordinates) -> MinimalCoordinates:
+    if isinstance(coordinates, MinimalCoordinates):
+        return coordinates if coordinates.system is system else MinimalCoordinates(system, coordinates.spec)
+    return MinimalCoordinates(system, coordinates)
+
+
+__all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES",
+           "as_vector"]

@@ -1,0 +1,152 @@
+"""Common machinery of the control laws: state/reference checks, gains, the force PI term, limits.
+
+Pure numpy + the qv_dynamics model; never imports rclpy. Every law is a class with
+``compute(state, reference) -> tau`` (full n-vector of actuator torques, gravity included) and keeps:
+
+- ``law.system``: its own :class:`qv_dynamics.ConstrainedSystem` model (it may differ from the plant:
+  model error, see :func:`qv_control.laws.scale_inertias`); its active constraints define m and λ_d;
+- ``law.saturation``: a :class:`~qv_control.saturation.SaturationStatus` of the last call;
+- ``law.last``: a dict of diagnostics of the last call (θ, θ_d, errors, ε, cond(D), ...).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from qv_dynamics.errors import DimensionError, QVError, as_vector
+
+from .coordinates import MinimalCoordinates, as_coordinates
+from .references import ReferenceValues, validate_reference
+from .saturation import SaturationStatus, resolve_limits, saturate
+from .state import Reference, State
+
+
+class GainError(QVError):
+    """A gain that is not a finite positive number (or outside its stability range)."""
+
+
+def scalar_gain(name: str, value, positive: bool = True, upper: float | None = None) -> float:
+    try:
+        g = float(value)
+    except (TypeError, ValueError):
+        raise GainError(f"{name}: expected a number, got {value!r}") from None
+    if not np.isfinite(g) or (g <= 0 if positive else g < 0):
+        raise GainError(f"{name}: must be {'> 0' if positive else '>= 0'} and finite, got {value!r}")
+    if upper is not None and g >= upper:
+        raise GainError(f"{name} = {g:g} must be < {upper:g}")
+    return g
+
+
+def vector_gain(name: str, value, k: int) -> np.ndarray:
+    """A positive scalar or k-vector (diagonal gain on the θ coordinates)."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        arr = np.full(k, float(arr))
+    try:
+        arr = as_vector(name, arr, k)
+    except QVError as exc:
+        raise GainError(str(exc)) from None
+    if np.any(arr <= 0):
+        raise GainError(f"{name}: every entry must be > 0, got {arr}")
+    return arr
+
+
+class ForcePI:
+    """PI on a measured force: correction = k_f·e + k_i·∫e dt, e = desired − measured (eq. 52).
+
+    The measurement reaches the law one sample late (it is the force produced by the previous command),
+    so the algebraic force loop e_k = −k_f e_{k−1} + … is stable only for k_f < 1 (checked). The integral
+    is advanced with the time stamps of the states (not when t does not increase) and frozen while the
+    limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes."""
+
+    def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
+        self.kf = scalar_gain("kf (force proportional gain)", kf, positive=False, upper=1.0)
+        self.ki = scalar_gain("ki (force integral gain)", ki, positive=False)
+        self.max_dt = max_dt
+        self.enabled = self.kf > 0 or self.ki > 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.z: np.ndarray | None = None
+        self.t_prev: float | None = None
+
+    def update(self, t: float, error: np.ndarray | None, freeze: bool = False) -> np.ndarray | None:
+        if not self.enabled or error is None:
+            return None
+        if self.z is None or self.z.shape != error.shape:
+            self.z = np.zeros_like(error)
+            self.t_prev = None
+        if self.t_prev is not None and not freeze:
+            dt = t - self.t_prev
+            if 0.0 < dt <= self.max_dt:
+                self.z = self.z + dt * error
+        if self.t_prev is None or t > self.t_prev:
+            self.t_prev = t
+        return self.kf * error + self.ki * self.z
+
+
+class ControlLaw:
+    """Base class: holds the model, the minimal coordinates θ(q), limits, the force PI and diagnostics."""
+
+    name = "base"
+
+    def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
+                 cond_max: float = 1e6):
+        self.system = system
+        self.coords: MinimalCoordinates = as_coordinates(system, coordinates)
+        self.k = self.coords.size
+        self.kp = vector_gain("kp", kp, self.k)
+        self.kd = scalar_gain("kd", kd)
+        self.force_pi = ForcePI(kf, ki)
+        self.limits = resolve_limits(system, effort_limits)
+        self.cond_max = scalar_gain("cond_max", cond_max)
+        self.saturation = SaturationStatus()
+        self.last: dict = {}
+        self._theta_hold: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def reset(self) -> None:
+        """Forget the latched hold target, the force integral and the basis history."""
+        self._theta_hold = None
+        self.force_pi.reset()
+        self.saturation = SaturationStatus()
+
+    def _read_state(self, state: State):
+        if not isinstance(state, State):
+            raise DimensionError(f"state: expected qv_control.State, got {type(state).__name__}")
+        t = float(state.t)
+        if not np.isfinite(t):
+            from qv_dynamics.errors import NonFiniteError
+
+            raise NonFiniteError(f"state.t must be finite, got {state.t}")
+        q = self.system.check_q(state.q)
+        qdot = as_vector("state.qdot", state.qdot, self.system.nv)
+        lam = state.lambda_meas
+        if lam is not None:
+            lam = np.asarray(lam, float)
+            lam = as_vector("state.lambda_meas", lam.reshape(-1) if lam.ndim == 0 else lam, self.system.m)
+        return t, q, qdot, lam
+
+    def _read_reference(self, reference, t: float, theta_now: np.ndarray, m: int) -> ReferenceValues:
+        if reference is not None and not isinstance(reference, Reference) and callable(reference):
+            reference = reference(t)
+        if self._theta_hold is None:
+            self._theta_hold = theta_now.copy()
+        return validate_reference(reference, self.k, m, self.coords, theta_hold=self._theta_hold)
+
+    def _finish(self, base, force, motion, freeze_flag: str = "force") -> np.ndarray:
+        tau, self.saturation = saturate(base, force, motion, self.limits)
+        self.last["saturation"] = self.saturation
+        return tau
+
+    def _force_correction(self, t: float, error: np.ndarray | None) -> np.ndarray | None:
+        freeze = self.saturation.active and self.saturation.force_scale < 1.0
+        return self.force_pi.update(t, error, freeze=freeze)
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(coordinates={self.coords.labels}, kp={self.kp.tolist()}, kd={self.kd})"
+
+
+__all__ = ["ControlLaw", "ForcePI", "GainError", "scalar_gain", "vector_gain"]

@@ -1,0 +1,304 @@
+"""``qv_dynamics_node``: publishes the quasi-velocity decomposition of the measured state (SPEC §2, §5).
+
+Thin adapter around :meth:`ConstrainedSystem.evaluate` and :func:`quasi_decompose`
+(paper `aghili-quasi-velocities`: v = Qᵀq̇ eq. 6a, v_r = V₂ᵀv eq. 13, u_v/u_ξ eq. 18b/21c,
+ξ = u_ξ + Γ_ξ v_r eq. 20–21, λ = (Λᵀ)⁺V₁ξ, K = ½‖v_r‖² eq. 22).
+
+Subscribes
+  ``/joint_states`` (sensor_msgs/JointState; any order, name-mapped; ``effort`` = applied τ)
+  ``command_topic`` (std_msgs/Float64MultiArray, optional: τ when /joint_states carries no effort)
+  ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
+Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp)
+  ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``  ``~/lambda_measured``
+  ``~/scalars`` (rank, m, n, kinetic_energy, condition, phi_norm, eval_time_ms, basis_reseeded)
+  ``~/markers`` (visualization_msgs/MarkerArray: constrained frames and constraint-force arrows)
+  ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, every ``diagnostics_period`` s)
+Bad input (NaN, wrong sizes, missing joints) is dropped, counted and logged once per episode.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, WrenchStamped
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from visualization_msgs.msg import Marker, MarkerArray
+
+from .errors import QVError
+from .quasi import quasi_decompose
+from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, joint_state_to_arrays, labelled,
+                          load_model_config, reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
+
+SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
+QUANTITIES = ("v", "v_r", "xi", "u_v", "u_xi", "lambda", "lambda_measured", "scalars")
+
+
+class DynamicsNode(Node):
+    """Evaluates the constrained model on every /joint_states message and publishes the quasi-variables."""
+
+    def __init__(self, node_name: str = "qv_dynamics", *, system=None, **node_kwargs):
+        super().__init__(node_name, **node_kwargs)
+        p = self.declare_parameter
+        p("model_config", "")
+        p("robot_description", "")
+        p("joint_states_topic", "/joint_states")
+        p("command_topic", "")
+        p("joints", [""])
+        p("wrench_topics", [""])
+        p("wrench_constraints", [""])
+        p("wrench_sign", 1.0)  # -1 if the sensor reports the environment's reaction instead of λ
+        p("fixed_frame", "")
+        p("force_scale", 0.01)      # m of arrow per N
+        p("publish_markers", True)
+        p("markers_period", 0.04)   # s of message time between MarkerArrays (rviz needs ~25 Hz, not 1 kHz)
+        p("decimation", 1)          # evaluate every k-th /joint_states message
+        p("diagnostics_period", 1.0)
+        p("condition_warn", 1e6)
+        gp = self.get_parameter
+        if system is None:
+            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
+        self.system = system
+        self.layout = JointLayout.from_system(system)
+        self.fixed_frame = gp("fixed_frame").value or system.model.frames[1].name
+        self.force_scale = float(gp("force_scale").value)
+        self.publish_markers = bool(gp("publish_markers").value)
+        self.markers_period = float(gp("markers_period").value)
+        self.decimation = max(1, int(gp("decimation").value))
+        self._rx = 0
+        self._t_markers = -float("inf")
+        self.condition_warn = float(gp("condition_warn").value)
+        # v = Qᵀq̇ has one component per velocity index; label it with the joint at that index
+        by_v = dict(zip(self.layout.v_index.tolist(), self.layout.names))
+        self.v_labels = [f"v.{by_v.get(i, i)}" for i in range(system.nv)]
+        self.rejects = EpisodeCounter(self.get_logger(), "joint_states")
+        self._msgs: dict[str, JointState] = {}
+        self._label_cache: dict = {}
+        self.prev = None
+        self.tau_cmd: np.ndarray | None = None
+        self.lam_meas: dict[str, tuple] = {}
+        self.wrench_sign = float(gp("wrench_sign").value)
+        self.stats = {"messages": 0, "reseeds": 0, "eval_ms_sum": 0.0, "eval_ms_max": 0.0, "eval_n": 0,
+                      "no_effort": 0}
+        self.last = {}
+        self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES}
+        self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states, 10)
+        cmd_topic = gp("command_topic").value
+        if cmd_topic:
+            self.cmd_map = CommandMap(system, [j for j in gp("joints").value if j])
+            self.cmd_rejects = EpisodeCounter(self.get_logger(), cmd_topic)
+            self.create_subscription(Float64MultiArray, cmd_topic, self.on_command, 10)
+        topics = [t for t in gp("wrench_topics").value if t]
+        cons = [c for c in gp("wrench_constraints").value if c]
+        if len(topics) != len(cons):
+            raise QVError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
+        self.wrench_rejects = EpisodeCounter(self.get_logger(), "wrench")
+        for topic, cname in zip(topics, cons):
+            c = system.constraint(cname)  # UnknownNameError if absent
+            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
+                                     qos_profile_sensor_data)  # best effort: matches any publisher
+        period = float(gp("diagnostics_period").value)
+        if period > 0:
+            self.create_timer(period, self.publish_diagnostics)
+        self.get_logger().info(
+            f"model '{system.name}': joints {self.layout.names}, constraint rows {system.row_labels}; "
+            f"publishing under {self.get_fully_qualified_name()}/")
+
+    # ------------------------------------------------------------------ inputs
+    def on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            self.tau_cmd = self.cmd_map.from_message(msg)
+            self.cmd_rejects.ok()
+        except QVError as exc:
+            self.cmd_rejects.reject(reject_kind(exc), str(exc))
+
+    def on_wrench(self, constraint, msg: WrenchStamped) -> None:
+        """A force sensor measuring the wrench the robot applies at ``constraint``'s frame, in that frame's
+        axes (rotated to world-aligned axes, the axes of λ, with the kinematics of the next joint state)."""
+        try:
+            self.lam_meas[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))  # rotated when published
+            self.wrench_rejects.ok()
+        except QVError as exc:
+            self.wrench_rejects.reject(reject_kind(exc), str(exc))
+
+    def on_joint_states(self, msg: JointState) -> None:
+        self._rx += 1
+        if (self._rx - 1) % self.decimation:
+            return
+        try:
+            q, qdot, tau = joint_state_to_arrays(msg, self.layout)
+            if tau is None:
+                tau = self.tau_cmd
+                if tau is None:
+                    self.stats["no_effort"] += 1
+            t0 = time.perf_counter()
+            terms = self.system.evaluate(q, qdot)
+            qs = quasi_decompose(terms, qdot, tau, prev=self.prev)
+            dt_ms = 1e3 * (time.perf_counter() - t0)
+        except (QVError, ValueError, np.linalg.LinAlgError) as exc:
+            self.rejects.reject(reject_kind(exc), str(exc))
+            return
+        self.rejects.ok()
+        if qs.rank_changed:
+            self.stats["reseeds"] += 1
+            self.get_logger().info(f"constraint rank {self.prev.rank} -> {qs.rank}: null-space basis re-seeded "
+                                   "(v_r/ξ components are not continuous across this message)")
+        self.prev = qs
+        st = self.stats
+        st["messages"] += 1
+        st["eval_ms_sum"] += dt_ms
+        st["eval_n"] += 1
+        st["eval_ms_max"] = max(st["eval_ms_max"], dt_ms)
+        self.publish(msg.header.stamp, terms, qs, dt_ms)
+
+    # ------------------------------------------------------------------ outputs
+    def publish(self, stamp, terms, qs, dt_ms: float) -> None:
+        r, n = qs.rank, terms.n
+        self.last = {"stamp": stamp_to_sec(stamp), "rank": r, "condition": qs.condition, "M": terms.M,
+                     "m": terms.m, "kinetic_energy": qs.kinetic_energy}
+        pubs = self.pubs
+        out = self._out
+        out("v", stamp, self.v_labels, qs.v)
+        out("v_r", stamp, self._labels("v_r", n - r), qs.v_r)
+        if qs.xi is not None:
+            out("xi", stamp, self._labels("xi", r), qs.xi)
+            out("u_v", stamp, self._labels("u_v", n - r), qs.u_v)
+            out("u_xi", stamp, self._labels("u_xi", r), qs.u_xi)
+            out("lambda", stamp, terms.row_labels, qs.lambda_)
+        if self.lam_meas:
+            labels, vals = [], []
+            data = self.system.data  # frame placements of this joint state (updated by evaluate)
+            for c in self.system.active_constraints:
+                if c.name in self.lam_meas:
+                    w = self.lam_meas[c.name][1]
+                    R = data.oMf[c.frame_id].rotation if c.frame_id >= 0 else np.eye(3)
+                    labels += c.row_labels
+                    vals += list(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
+            pubs["lambda_measured"].publish(labelled(stamp, labels, vals))
+        phi_norm = float(np.linalg.norm(terms.phi)) if terms.phi.size else 0.0
+        out("scalars", stamp, SCALARS,
+            [r, terms.m, n, qs.kinetic_energy, qs.condition, phi_norm, dt_ms, float(qs.rank_changed)])
+        t = self.last["stamp"]
+        if self.publish_markers and (t - self._t_markers >= self.markers_period or t < self._t_markers):
+            self._t_markers = t
+            self.pub_markers.publish(self.markers(stamp, terms, qs))
+
+    def _labels(self, prefix: str, k: int) -> list[str]:
+        key = (prefix, k)
+        lab = self._label_cache.get(key)
+        if lab is None:
+            lab = self._label_cache[key] = [f"{prefix}.{i}" for i in range(k)]
+        return lab
+
+    def _out(self, key: str, stamp, labels, values) -> None:
+        """Publish a labelled vector, reusing one message object per topic (the 1 kHz path)."""
+        msg = self._msgs.get(key)
+        if msg is None or list(msg.name) != list(labels):
+            msg = self._msgs[key] = labelled(stamp, labels, values)
+        else:
+            msg.header.stamp = stamp
+            msg.position = [float(x) for x in values]
+        self.pubs[key].publish(msg)
+
+    def markers(self, stamp, terms, qs) -> MarkerArray:
+        """A sphere at each constrained frame and an arrow of the force the robot applies there (λ, in N)."""
+        arr = MarkerArray()
+        data = self.system.data
+        row = 0
+        lam = qs.lambda_
+        for k, c in enumerate(self.system.active_constraints):
+            size = c.size
+            if c.frame_id < 0:
+                row += size
+                continue
+            p = data.oMf[c.frame_id].translation
+            s = Marker()
+            s.header.stamp, s.header.frame_id = stamp, self.fixed_frame
+            s.ns, s.id, s.type, s.action = "qv_constrained_frames", k, Marker.SPHERE, Marker.ADD
+            s.pose.position = Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+            s.pose.orientation.w = 1.0
+            s.scale.x = s.scale.y = s.scale.z = 0.04
+            s.color.r, s.color.g, s.color.b, s.color.a = 0.1, 0.5, 1.0, 0.8
+            s.text = c.name
+            arr.markers.append(s)
+            if lam is not None:
+                f = np.zeros(6)
+                f[c.axis_idx] = lam[row:row + size]
+                a = Marker()
+                a.header.stamp, a.header.frame_id = stamp, self.fixed_frame
+                a.ns, a.id, a.type, a.action = "qv_constraint_forces", k, Marker.ARROW, Marker.ADD
+                tip = p + self.force_scale * f[:3]
+                a.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])),
+                            Point(x=float(tip[0]), y=float(tip[1]), z=float(tip[2]))]
+                a.pose.orientation.w = 1.0
+                a.scale.x, a.scale.y, a.scale.z = 0.01, 0.02, 0.03
+                a.color.r, a.color.g, a.color.b, a.color.a = 1.0, 0.2, 0.1, 1.0
+                a.text = f"{c.name}: |F| = {np.linalg.norm(f[:3]):.3g} N"
+                arr.markers.append(a)
+            row += size
+        return arr
+
+    def publish_diagnostics(self) -> None:
+        st, last = self.stats, self.last
+        rej = self.rejects.counts
+        level = DiagnosticStatus.OK
+        msg = "ok"
+        if not last:
+            level, msg = DiagnosticStatus.WARN, "no valid /joint_states yet"
+        elif last["condition"] > self.condition_warn:
+            level, msg = DiagnosticStatus.WARN, f"near-singular constraints (condition {last['condition']:.3g})"
+        elif self.rejects.total:
+            level, msg = DiagnosticStatus.WARN, f"{self.rejects.total} joint_states messages rejected"
+        mean = st["eval_ms_sum"] / st["eval_n"] if st["eval_n"] else 0.0
+        values = {
+            "rank": last.get("rank", -1), "constraint_rows": last.get("m", -1),
+            "condition_Lambda": last.get("condition", float("nan")), "condition_M": float(np.linalg.cond(last["M"])) if last else float("nan"),
+            "kinetic_energy": last.get("kinetic_energy", float("nan")), "basis_reseeds": st["reseeds"],
+            "eval_time_ms_mean": mean, "eval_time_ms_max": st["eval_ms_max"], "messages": st["messages"],
+            "rejected_nonfinite": rej.get("nonfinite", 0), "rejected_size": rej.get("size", 0),
+            "rejected_names": rej.get("names", 0), "rejected_model": rej.get("model", 0),
+            "messages_without_effort": st["no_effort"],
+        }
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: constrained model", message=msg,
+                                  hardware_id=self.system.name,
+                                  values=[KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+                                          for k, v in values.items()])
+        out = DiagnosticArray()
+        out.header.stamp = self.get_clock().now().to_msg()
+        out.status = [status]
+        self.pub_diag.publish(out)
+        st["eval_ms_max"] = 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_dynamics_node`` (ROS arguments: ``--ros-args --params-file config/...yaml``)."""
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        node = DynamicsNode()
+    except QVError as exc:
+        print(f"qv_dynamics_node: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    import gc
+
+    gc.collect()
+    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""``qv_mujoco_node``: the MuJoCo plant (:mod:`qv_dynamics.mujoco_plant`) behind ros2_control's topics.
+
+Same contract as the built-in simulator node (:mod:`qv_dynamics.sim_node`) and ros2_control hardware with
+joint_state_broadcaster + force_torque_sensor_broadcaster + an effort forward controller:
+
+  out ``/joint_states`` (sensor_msgs/JointState: position, velocity, effort = applied, clipped τ)
+  out ``~/tool_ft/wrench`` (``wrench_topic``; geometry_msgs/WrenchStamped): MuJoCo's force/torque sensor at
+      the tool site, i.e. the wrench the robot applies to the environment, in the tool frame's axes
+      (frame_id = the tool frame). Rotated to world axes, its z row is λ of the surface contact.
+  out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``) for ``use_sim_time``
+  in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
+  in  ``~/table_height`` (std_msgs/Float64): move the table top (scene change, e.g. lower it by 5 mm)
+
+Modes (parameter ``mode``), as in the built-in simulator node:
+  ``realtime``  wall-clock paced (``real_time_factor``), zero-order hold of the latest command.
+  ``lockstep``  deterministic: one control period ``dt`` (``dt / timestep`` physics steps) per received
+                command, then the new state is published; ``lockstep_resend`` re-publishes the state when
+                no command came for that long (start-up).
+Scene parameters: ``scene.table_height``, ``scene.tip_radius``, ``scene.friction``, ``scene.timestep``,
+``scene.tool_frame`` (see :class:`~qv_dynamics.mujoco_plant.SceneConfig`).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import WrenchStamped
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Float64MultiArray
+
+from .errors import ModelError, QVError
+from .mujoco_plant import MujocoPlant, SceneConfig
+from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, array_to_wrench, arrays_to_joint_state,
+                          load_model_config, reject_kind, sec_to_stamp)
+
+MODES = ("realtime", "lockstep")
+DYN = ParameterDescriptor(dynamic_typing=True)
+SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
+
+
+class MujocoNode(Node):
+    """MuJoCo plant node; ``step_once(tau)`` is also callable in-process. ``on_step`` is a list of callables
+    taking the node, run after every control period (e.g. to record MuJoCo's ground truth)."""
+
+    def __init__(self, node_name: str = "qv_mujoco", *, system=None, plant: MujocoPlant | None = None,
+                 q0=None, qdot0=None, on_step: Callable | None = None, **node_kwargs):
+        super().__init__(node_name, **node_kwargs)
+        p = self.declare_parameter
+        p("model_config", "")
+        p("robot_description", "")
+        p("joints", None, DYN)
+        p("controller_name", "effort_controller")
+        p("command_topic", "")
+        p("joint_states_topic", "/joint_states")
+        p("wrench_topic", "~/tool_ft/wrench")
+        p("dt", 0.001)
+        p("mode", "realtime")
+        p("real_time_factor", 1.0)
+        p("lockstep_resend", 0.5)
+        p("publish_clock", True)
+        p("q0", None, DYN)
+        p("qdot0", None, DYN)
+        for k in SCENE_KEYS:
+            p(f"scene.{k}", None, DYN)
+        gp = self.get_parameter
+        doc: dict = {}
+        if system is None:
+            system, doc = load_model_config(gp("model_config").value, gp("robot_description").value)
+        self.system = system
+        self.layout = JointLayout.from_system(system)
+        joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
+        self.cmd_map = CommandMap(system, joints)
+        self.mode = gp("mode").value
+        if self.mode not in MODES:
+            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
+        self.dt = float(gp("dt").value)
+        if not (self.dt > 0 and np.isfinite(self.dt)):
+            raise ModelError(f"dt must be a positive number, got {self.dt}")
+        self.rtf = float(gp("real_time_factor").value)
+        if not self.rtf > 0:
+            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+        if plant is None:
+            scene = dict(doc.get("scene") or {})
+            for k in SCENE_KEYS:
+                v = gp(f"scene.{k}").value
+                if v is not None:
+                    scene[k] = v
+            plant = MujocoPlant(system, SceneConfig.from_dict(scene))
+        if plant.joint_names != self.layout.names:
+            raise ModelError(f"plant joints {plant.joint_names} differ from the model's {self.layout.names}")
+        if self.dt < plant.model.opt.timestep * 0.999:
+            raise ModelError(f"dt={self.dt} is shorter than the MuJoCo timestep {plant.model.opt.timestep}")
+        self.plant = plant
+        init = doc.get("initial") or {}
+        q0 = self._initial("q0", q0, init.get("q"), system.neutral())
+        qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), np.zeros(system.nv))
+        if q0 is not None:
+            plant.reset(q0, qdot0)
+        self.on_step: list[Callable] = [on_step] if on_step is not None else []
+        self.tau = np.zeros(system.nv)
+        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
+        self.table_rejects = EpisodeCounter(self.get_logger(), "table height")
+        self.publish_clock = bool(gp("publish_clock").value)
+        self.steps = 0
+        self.tool_frame = plant.scene.tool_frame
+        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        self.pub_wrench = self.create_publisher(WrenchStamped, gp("wrench_topic").value, qos_profile_sensor_data)
+        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
+        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self.create_subscription(Float64, "~/table_height", self.on_table_height, 10)
+        self.last_cmd_wall = time.monotonic()
+        self.resend = float(gp("lockstep_resend").value)
+        if self.mode == "realtime":
+            self.wall0 = time.monotonic()
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
+        elif self.resend > 0:
+            self.create_timer(self.resend, self.on_resend)
+        self.get_logger().info(
+            f"MuJoCo plant '{system.name}' ({self.mode}, control dt={self.dt} s, physics "
+            f"{plant.model.opt.timestep} s): joints {self.layout.names}, commands from {topic}, "
+            f"F/T sensor at '{self.tool_frame}' on {self.pub_wrench.topic_name}, table at "
+            f"z={plant.table_height:.4f} m")
+
+    def _initial(self, name: str, given, from_doc, default: np.ndarray) -> np.ndarray:
+        if given is not None:
+            return np.asarray(given, float)
+        val = self.get_parameter(name).value
+        if val is None or (isinstance(val, (list, tuple)) and not val):
+            val = from_doc
+        if val is None:
+            return default
+        return np.asarray(val, float)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def t(self) -> float:
+        return self.plant.time
+
+    def publish_state(self) -> None:
+        stamp = sec_to_stamp(self.t)
+        if self.pub_clock is not None:
+            self.pub_clock.publish(Clock(clock=stamp))
+        self.pub_wrench.publish(array_to_wrench(stamp, self.tool_frame, self.plant.sensor_wrench()))
+        self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.plant.q, self.plant.qdot,
+                                                  self.plant.last_tau))
+
+    def step_once(self, tau: np.ndarray | None = None) -> None:
+        if tau is not None:
+            self.tau = tau
+        self.plant.step(self.tau, self.dt)
+        self.steps += 1
+        for fn in self.on_step:
+            fn(self)
+
+    # ------------------------------------------------------------------ callbacks
+    def on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            tau = self.cmd_map.from_message(msg)
+        except QVError as exc:
+            self.rejects.reject(reject_kind(exc), str(exc))
+            return
+        self.rejects.ok()
+        self.tau = tau
+        self.last_cmd_wall = time.monotonic()
+        if self.mode == "lockstep":
+            self.step_once()
+            self.publish_state()
+
+    def on_table_height(self, msg: Float64) -> None:
+        z = float(msg.data)
+        if not np.isfinite(z):
+            self.table_rejects.reject("nonfinite", f"table height {z}")
+            return
+        self.table_rejects.ok()
+        self.plant.set_table_height(z)
+        self.get_logger().info(f"table top moved to z={z:.4f} m at t={self.t:.3f} s")
+
+    def on_resend(self) -> None:
+        if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
+            self.publish_state()
+
+    def on_realtime_tick(self) -> None:
+        if self.mode != "realtime":
+            return
+        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
+        for _ in range(min(max(due, 0), 50)):
+            self.step_once()
+        if due > 50:  # cannot keep up: drop real time rather than burst
+            self.wall0 += (due - 50) * self.dt / self.rtf
+        if due > 0:
+            self.publish_state()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_mujoco_node`` (``--ros-args --params-file config/demo_mujoco.yaml``)."""
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        node = MujocoNode()
+    except QVError as exc:
+        print(f"qv_mujoco_node: refused to start: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    if node.mode == "lockstep":
+        node.publish_state()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""A MuJoCo plant built from the same URDF as the Pinocchio model, plus a table scene (issue 6).
+
+The MJCF is generated from the (reduced) Pinocchio model, body by body: joint placements, joint axes,
+link masses / centres of mass / inertias (the locked Panda fingers are merged into link 7 exactly as
+``pin.buildReducedModel`` merges them), position limits and URDF effort limits. Meshes are not loaded:
+the only collision geometry is a sphere at the tool point (``tool_frame``) and the table box, so the
+plant is independent of mesh files and robust on a fresh machine.
+
+Scene and modelling choices (documented for the controller, which models a frictionless surface
+contact ``{type: point_contact, frame: <tool>, axes: [z]}``):
+
+* torque motors only (``ctrl`` = joint torque, ``ctrlrange`` = ± URDF effort), no position servos;
+* joint damping/armature 0 (Pinocchio's M and h carry neither), so free motion matches Pinocchio;
+* the tool/table contact is **frictionless** (``condim=1``): the only contact force is along the table
+  normal, which is what a ``point_contact`` with ``axes: [z]`` models. A friction cone would add
+  tangential forces the controller does not model (it treats them as disturbances);
+* stiff soft contact: ``solref=(0.002, 1)`` (2 ms time constant, critically damped) with
+  ``solimp=(0.95, 0.99, 0.001)``: about 0.3 mm of penetration at 10 N, crisp on the 1 kHz loop;
+* ``timestep`` 0.5 ms (2 kHz physics); the plant's ``step(tau, dt)`` holds τ over ``dt`` (zero-order hold);
+* the table is a mocap body, so its height can change during a run (``set_table_height``);
+* a 6-axis force/torque sensor (MuJoCo ``force``/``torque`` sensors) sits at the tool site on a massless
+  tool body, so it reads exactly the contact wrench; the normal force is also available from
+  ``mj_contactForce`` (``contact_force_world``).
+
+Sign conventions: :meth:`MujocoPlant.contact_force_world` is the force the table exerts **on** the tool,
+in world axes (pressing down on the table gives +z). With the SPEC's ``M q̈ + h = τ − Aᵀλ`` and the
+constraint row A = ∂z_tool/∂q, the multiplier is ``λ = −F_z`` (:meth:`lambda_z`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from .errors import DimensionError, ModelError, as_vector
+
+try:  # mujoco is a run-time dependency of this module only
+    import mujoco
+except ImportError as exc:  # pragma: no cover - reported when the module is used
+    mujoco = None
+    _IMPORT_ERROR = exc
+else:
+    _IMPORT_ERROR = None
+
+
+@dataclass
+class SceneConfig:
+    """Scene parameters (all SI units)."""
+
+    tool_frame: str = "panda_hand_tcp"
+    tip_radius: float = 0.01
+    table_height: float = 0.2          # z of the table top surface
+    table_center: Sequence[float] = (0.5, 0.0)
+    table_half_size: Sequence[float] = (0.4, 0.5)
+    table_thickness: float = 0.05
+    timestep: float = 0.0005
+    solref: Sequence[float] = (0.005, 1.0)
+    solimp: Sequence[float] = (0.95, 0.99, 0.001, 0.5, 2.0)
+    friction: float = 0.0              # 0 -> frictionless (condim 1); > 0 -> condim 3 with this μ
+    joint_damping: float = 0.0
+    gravity: Sequence[float] = (0.0, 0.0, -9.81)
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "SceneConfig":
+        d = dict(d or {})
+        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
+        return cls(**known, extra=d)
+
+
+def _fmt(x) -> str:
+    return " ".join(f"{float(v):.12g}" for v in np.ravel(x))
+
+
+def _quat_wxyz(R: np.ndarray) -> np.ndarray:
+    q = pin.Quaternion(R)
+    return np.array([q.w, q.x, q.y, q.z])
+
+
+_AXIS = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1),
+         "JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
+
+
+def mjcf_from_pinocchio(model: pin.Model, scene: SceneConfig | None = None) -> str:
+    """Generate MJCF for a fixed-base chain/tree of 1-DoF joints from a Pinocchio model, plus the scene.
+
+    Bodies follow Pinocchio's joint tree (jointPlacements), inertias are Pinocchio's (already merged
+    for fixed/locked children). Raises ModelError for joint types MuJoCo cannot mirror here."""
+    scene = scene or SceneConfig()
+    if not model.existFrame(scene.tool_frame):
+        raise ModelError(f"tool frame '{scene.tool_frame}' is not in the model")
+    children: dict[int, list[int]] = {j: [] for j in range(model.njoints)}
+    for j in range(1, model.njoints):
+        children[model.parents[j]].append(j)
+    lim = np.array(model.effortLimit, dtype=float)
+    tool = model.frames[model.getFrameId(scene.tool_frame)]
+    cond = 1 if scene.friction <= 0 else 3
+    fric = max(scene.friction, 0.0)
+    solref, solimp = _fmt(scene.solref), _fmt(scene.solimp)
+
+    def body(j: int, indent: str) -> list[str]:
+        jm = model.joints[j]
+        kind = jm.shortname()
+        if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
+            raise ModelError(f"joint '{model.names[j]}' of type {kind} is not supported by the MuJoCo plant")
+        axis = _AXIS.get(kind) or tuple(np.asarray(jm.axis).ravel())
+        jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
+        Mj = model.jointPlacements[j]
+        name = model.names[j]
+        I = model.inertias[j]
+        Ic = np.asarray(I.inertia)
+        iq = jm.idx_q
+        lo, hi = model.lowerPositionLimit[iq], model.upperPositionLimit[iq]
+        limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
+        rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
+        lines = [f'{indent}<body name="{name}_body" pos="{_fmt(Mj.translation)}" quat="{_fmt(_quat_wxyz(Mj.rotation))}">',
+                 f'{indent}  <joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} '
+                 f'damping="{scene.joint_damping:.12g}" armature="0" frictionloss="0"/>']
+        if I.mass > 0:
+            full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])
+            lines.append(f'{indent}  <inertial pos="{_fmt(I.lever)}" mass="{I.mass:.12g}" fullinertia="{_fmt(full)}"/>')
+        if tool.parentJoint == j:
+            P = tool.placement
+            lines += [f'{indent}  <body name="tool" pos="{_fmt(P.translation)}" quat="{_fmt(_quat_wxyz(P.rotation))}">',
+                      f'{indent}    <site name="tool_site" size="0.005"/>',
+                      f'{indent}    <geom name="tool_tip" type="sphere" size="{scene.tip_radius:.12g}" mass="0" '
+                      f'contype="1" conaffinity="1" condim="{cond}" friction="{fric:.12g} 0 0" '
+                      f'solref="{solref}" solimp="{solimp}"/>',
+                      f'{indent}  </body>']
+        for c in children[j]:
+            lines += body(c, indent + "  ")
+        lines.append(f"{indent}</body>")
+        return lines
+
+    tree = []
+    for c in children[0]:
+        tree += body(c, "    ")
+    motors = []
+    for j in range(1, model.njoints):
+        iv = model.joints[j].idx_v
+        e = lim[iv] if lim[iv] > 0 else 1e6
+        motors.append(f'    <motor name="{model.names[j]}_motor" joint="{model.names[j]}" gear="1" '
+                      f'ctrllimited="true" ctrlrange="{-e:.12g} {e:.12g}"/>')
+    cx, cy = scene.table_center
+    hx, hy = scene.table_half_size
+    ht = scene.table_thickness / 2
+    return "\n".join([
+        f'<mujoco model="{model.name or "robot"}_table">',
+        '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
+        f'  <option timestep="{scene.timestep:.12g}" gravity="{_fmt(scene.gravity)}" integrator="Euler"/>',
+        '  <worldbody>',
+        f'    <body name="table" mocap="true" pos="{cx:.12g} {cy:.12g} {scene.table_height - ht:.12g}">',
+        f'      <geom name="table_top" type="box" size="{hx:.12g} {hy:.12g} {ht:.12g}" contype="1" conaffinity="1" '
+        f'condim="{cond}" friction="{fric:.12g} 0 0" solref="{solref}" solimp="{solimp}" rgba="0.6 0.5 0.4 1"/>',
+        '    </body>',
+        *tree,
+        '  </worldbody>',
+        '  <actuator>', *motors, '  </actuator>',
+        '  <sensor>',
+        '    <force name="tool_force" site="tool_site"/>',
+        '    <torque name="tool_torque" site="tool_site"/>',
+        '  </sensor>',
+        '</mujoco>',
+    ])
+
+
+class MujocoPlant:
+    """MuJoCo plant mirroring a :class:`~qv_dynamics.model.ConstrainedSystem`'s robot, with a table.
+
+    ``step(tau, dt)`` applies joint torques (clipped to the URDF effort limits by MuJoCo's ctrlrange)
+    for ``dt`` seconds; ``q``, ``qdot``, ``time``, ``tool_position``, ``contact_force_world``,
+    ``sensor_wrench`` read the state."""
+
+    def __init__(self, system_or_model, scene: SceneConfig | dict | None = None):
+        if mujoco is None:  # pragma: no cover
+            raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+        pmodel = getattr(system_or_model, "model", system_or_model)
+        if not isinstance(pmodel, pin.Model):
+            raise ModelError("MujocoPlant needs a ConstrainedSystem or a pinocchio.Model")
+        if pmodel.nq != pmodel.nv:
+            raise ModelError("MujocoPlant supports fixed-base robots with 1-DoF joints only")
+        self.scene = scene if isinstance(scene, SceneConfig) else SceneConfig.from_dict(scene)
+        self.pin_model = pmodel
+        self.xml = mjcf_from_pinocchio(pmodel, self.scene)
+        try:
+            self.model = mujoco.MjModel.from_xml_string(self.xml)
+        except ValueError as exc:
+            raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
+        self.data = mujoco.MjData(self.model)
+        self.joint_names = [pmodel.names[j] for j in range(1, pmodel.njoints)]
+        self.n = self.model.nv
+        self.effort_limits = np.array([self.model.actuator_ctrlrange[i, 1] for i in range(self.model.nu)])
+        self._tip = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "tool_tip")
+        self._table = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "table_top")
+        self._site = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, "tool_site")
+        self._tool_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "tool")
+        self._sadr = {nm: self.model.sensor_adr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, nm)]
+                      for nm in ("tool_force", "tool_torque")}
+        self._c6 = np.zeros(6)
+        self.last_tau = np.zeros(self.n)
+
+    # ------------------------------------------------------------------ state
+    def reset(self, q, qdot=None) -> None:
+        q = as_vector("q", q, self.n)
+        qdot = np.zeros(self.n) if qdot is None else as_vector("qdot", qdot, self.n)
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.mocap_pos[0, 2] = self.scene.table_height - self.scene.table_thickness / 2
+        self.data.qpos[:] = q
+        self.data.qvel[:] = qdot
+        mujoco.mj_forward(self.model, self.data)
+
+    @property
+    def time(self) -> float:
+        return float(self.data.time)
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.data.qpos.copy()
+
+    @property
+    def qdot(self) -> np.ndarray:
+        return self.data.qvel.copy()
+
+    @property
+    def tool_position(self) -> np.ndarray:
+        """World position of the tool point (centre of the tip sphere, the Pinocchio tool frame)."""
+        return self.data.site_xpos[self._site].copy()
+
+    @property
+    def tool_velocity(self) -> np.ndarray:
+        v = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, self.data, mujoco.mjtObj.mjOBJ_SITE, self._site, v, 0)
+        return v[3:].copy()
+
+    @property
+    def table_height(self) -> float:
+        return float(self.data.mocap_pos[0, 2] + self.scene.table_thickness / 2)
+
+    def set_table_height(self, z: float) -> None:
+        """Move the table top to height z (e.g. lower by 5 mm mid-run to cause a contact loss)."""
+        self.data.mocap_pos[0, 2] = float(z) - self.scene.table_thickness / 2
+
+    # ------------------------------------------------------------------ forces
+    def contact_force_world(self) -> np.ndarray:
+        """Total force the table exerts on the tool tip, world axes (from ``mj_contactForce``)."""
+        f = np.zeros(3)
+        d = self.data
+        for i in range(d.ncon):
+            c = d.contact[i]
+            g1, g2 = c.geom1, c.geom2
+            if {g1, g2} != {self._tip, self._table}:
+                continue
+            mujoco.mj_contactForce(self.model, d, i, self._c6)
+            frame = c.frame.reshape(3, 3)          # rows: normal, tangent1, tangent2 (world)
+            fw = frame.T @ self._c6[:3]            # force on geom2 from geom1... see sign below
+            # mj_contactForce returns the force geom1 exerts on geom2 (normal points from geom1 to geom2)
+            f += fw if g2 == self._tip else -fw
+        return f
+
+    def normal_force(self) -> float:
+        """Normal force the table exerts on the tool, along +z (≥ 0; 0 without contact)."""
+        return float(self.contact_force_world()[2])
+
+    def lambda_z(self) -> float:
+        """Multiplier of the constraint row A = ∂z_tool/∂q in the SPEC convention M q̈ + h = τ − Aᵀλ: λ = −F_z."""
+        return -self.normal_force()
+
+    def in_contact(self) -> bool:
+        d = self.data
+        return any({d.contact[i].geom1, d.contact[i].geom2} == {self._tip, self._table} for i in range(d.ncon))
+
+    def sensor_wrench(self) -> np.ndarray:
+        """F/T sensor reading at the tool site (force, torque) in the **site** frame, MuJoCo convention
+        (the force the parent side exerts on the tool body; with the massless tool body this is minus
+        the contact wrench)."""
+        a, b = self._sadr["tool_force"], self._sadr["tool_torque"]
+        return np.concatenate([self.data.sensordata[a:a + 3], self.data.sensordata[b:b + 3]]).copy()
+
+    def tool_wrench_world(self) -> np.ndarray:
+        """The external (contact) wrench on the tool, world axes, at the tool point, from the F/T sensor."""
+        R = self.data.site_xmat[self._site].reshape(3, 3)
+        w = self.sensor_wrench()
+        return np.concatenate([-R @ w[:3], -R @ w[3:]])
+
+    def tool_rotation(self) -> np.ndarray:
+        return self.data.site_xmat[self._site].reshape(3, 3).copy()
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, tau, dt: float | None = None) -> None:
+        """Apply joint torques τ (clipped to ± effort limit by MuJoCo) for ``dt`` (default one timestep)."""
+        tau = as_vector("tau", tau, self.n)
+        self.last_tau = np.clip(tau, -self.effort_limits, self.effort_limits)
+        self.data.ctrl[:] = tau
+        ts = self.model.opt.timestep
+        k = 1 if dt is None else max(1, int(round(float(dt) / ts)))
+        for _ in range(k):
+            mujoco.mj_step(self.model, self.data)
+        # sensors / contacts / site positions consistent with the new state
+        mujoco.mj_forward(self.model, self.data)
+
+    # ------------------------------------------------------------------ free-motion dynamics (reference)
+    def mass_matrix(self, q) -> np.ndarray:
+        """MuJoCo's joint-space inertia M(q) (``mj_fullM``), for comparison with Pinocchio's CRBA."""
+        q = as_vector("q", q, self.n)
+        d = mujoco.MjData(self.model)
+        d.qpos[:] = q
+        mujoco.mj_forward(self.model, d)
+        M = np.zeros((self.n, self.n))
+        mujoco.mj_fullM(self.model, d, M)
+        return M
+
+    def bias_forces(self, q, qdot) -> np.ndarray:
+        """MuJoCo's C(q,q̇)q̇ + g(q) (``qfrc_bias``), for comparison with Pinocchio's RNEA(q, q̇, 0)."""
+        q = as_vector("q", q, self.n)
+        qdot = as_vector("qdot", qdot, self.n)
+        d = mujoco.MjData(self.model)
+        d.qpos[:] = q
+        d.qvel[:] = qdot
+        mujoco.mj_forward(self.model, d)
+        return d.qfrc_bias.copy()
+
+    def free_acceleration(self, q, qdot, tau) -> np.ndarray:
+        """q̈ of the free robot (table far away) under τ: MuJoCo's forward dynamics (no contact)."""
+        q = as_vector("q", q, self.n)
+        qdot = as_vector("qdot", qdot, self.n)
+        tau = as_vector("tau", tau, self.n)
+        d = mujoco.MjData(self.model)
+        d.mocap_pos[0, 2] = -100.0
+        d.qpos[:] = q
+        d.qvel[:] = qdot
+        d.ctrl[:] = tau
+        mujoco.mj_forward(self.model, d)
+        return d.qacc.copy()
+
+
+def check_joint_order(plant: MujocoPlant, names: Sequence[str]) -> None:
+    if list(names) != plant.joint_names:
+        raise DimensionError(f"joint order {list(names)} differs from the plant's {plant.joint_names}")

@@ -1,0 +1,304 @@
+"""``qv_sim_node``: the built-in constrained simulator behind ros2_control's topics (SPEC §5).
+
+It speaks the contract of joint_state_broadcaster + an effort forward controller, so the controller
+node cannot tell it from hardware:
+
+  out ``/joint_states`` (sensor_msgs/JointState: position, velocity, effort = last applied τ)
+  out ``~/<constraint>/wrench`` (geometry_msgs/WrenchStamped, one per point/weld/loop constraint): the
+      wrench the robot applies at the constraint frame (λ of M q̈ + h = τ − Aᵀλ), in that frame's axes,
+      as a force_torque_sensor_broadcaster would publish it; λ is the multiplier at the start of the last
+      step (the value ``simulate`` hands the controller as ``State.lambda_meas``), stamped with the new state
+  out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``) for ``use_sim_time``
+  in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
+
+Modes (parameter ``mode``):
+  ``realtime``  wall-clock paced (``real_time_factor``), zero-order hold of the latest command: like hardware.
+  ``lockstep``  as fast as possible and deterministic: one step of ``dt`` per received command, then the
+                new state is published. With the controller answering every state, the closed loop equals
+                the library's ``simulate`` (same law, same stepper). ``lockstep_resend`` re-publishes the
+                state when no command came for that long (start-up, controller restarted).
+Integration uses :class:`qv_dynamics.simulator.Stepper` (projection method, sec. 6 of
+`aghili-projection-operator`: integrate, Newton–Raphson position projection, velocity projection).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from geometry_msgs.msg import WrenchStamped
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from rcl_interfaces.msg import ParameterDescriptor
+
+from .errors import ModelError, QVError
+from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, array_to_wrench, arrays_to_joint_state,
+                          constraint_wrench, load_model_config, reject_kind, sec_to_stamp)
+
+MODES = ("realtime", "lockstep")
+DYN = ParameterDescriptor(dynamic_typing=True)
+
+
+class StepperState:
+    """The simulator's :class:`~qv_dynamics.simulator.Stepper` plus the state it advances, stepped exactly as
+    :func:`~qv_dynamics.simulator.simulate` does: the section-6 correction is applied once to the initial
+    state, t = k·dt, τ held over each step, and ``lam`` = λ at the start of the last step (what ``simulate``
+    passes to the next controller call as ``State.lambda_meas``)."""
+
+    def __init__(self, system, q0, qdot0, dt: float, method: str = "projection", integrator: str = "rk4", **kw):
+        from .simulator import Stepper
+
+        self.stepper = Stepper(system, method, integrator, **kw)
+        self.dt = float(dt)
+        self.k = 0
+        q = system.check_q(q0).copy()
+        qdot = np.asarray(qdot0, float).copy()
+        if method == "projection":
+            q, qdot = self.stepper.correct(q, qdot)
+        self.q, self.qdot = q, qdot
+        self.lam: np.ndarray | None = None
+        self.rank = 0
+
+    @property
+    def t(self) -> float:
+        return self.k * self.dt
+
+    def step(self, tau: np.ndarray) -> None:
+        self.q, self.qdot = self.stepper.step(self.q, self.qdot, tau, self.dt, self.t)
+        self.lam = self.stepper.last.lam.copy()
+        self.rank = self.stepper.last.rank
+        self.k += 1
+
+
+def scale_masses(system, scale: float) -> None:
+    """Multiply every body's mass and rotational inertia by ``scale`` (centres of mass unchanged), in
+    place: the simulated plant then differs from the controller's model (e.g. an unmodelled payload)."""
+    import pinocchio as pin
+
+    model = system.model
+    for i in range(1, model.njoints):
+        Y = model.inertias[i]
+        model.inertias[i] = pin.Inertia(Y.mass * scale, Y.lever.copy(), Y.inertia * scale)
+    system.data = model.createData()
+
+
+def topic_token(name: str) -> str:
+    """A constraint name as a valid ROS topic token (``wall#1`` -> ``wall_1``)."""
+    tok = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return tok if tok and not tok[0].isdigit() else f"c_{tok}"
+
+
+class SimNode(Node):
+    """Constrained simulator node; ``step_once(tau)`` is also callable in-process (bringup, tests)."""
+
+    def __init__(self, node_name: str = "qv_sim", *, system=None, q0=None, qdot0=None, **node_kwargs):
+        super().__init__(node_name, **node_kwargs)
+        p = self.declare_parameter
+        p("model_config", "")
+        p("robot_description", "")
+        p("joints", None, DYN)
+        p("controller_name", "effort_controller")
+        p("command_topic", "")
+        p("joint_states_topic", "/joint_states")
+        p("dt", 0.001)
+        p("mode", "realtime")
+        p("real_time_factor", 1.0)
+        p("lockstep_resend", 0.5)
+        p("publish_clock", True)
+        p("publish_wrench", True)
+        p("method", "projection")
+        p("integrator", "rk4")
+        p("mass_scale", 1.0)  # plant/model mismatch: every link's mass and rotational inertia × this
+        p("q0", None, DYN)
+        p("qdot0", None, DYN)
+        gp = self.get_parameter
+        doc: dict = {}
+        if system is None:
+            system, doc = load_model_config(gp("model_config").value, gp("robot_description").value)
+        scale = float(gp("mass_scale").value)
+        if not (scale > 0 and np.isfinite(scale)):
+            raise ModelError(f"mass_scale must be a positive number, got {scale}")
+        if scale != 1.0:
+            scale_masses(system, scale)
+        self.system = system
+        self.layout = JointLayout.from_system(system)
+        joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
+        self.cmd_map = CommandMap(system, joints)
+        self.mode = gp("mode").value
+        if self.mode not in MODES:
+            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
+        self.dt = float(gp("dt").value)
+        if not (self.dt > 0 and np.isfinite(self.dt)):
+            raise ModelError(f"dt must be a positive number, got {self.dt}")
+        self.rtf = float(gp("real_time_factor").value)
+        if not self.rtf > 0:
+            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+        init = doc.get("initial") or {}
+        q0 = self._initial("q0", q0, init.get("q"), self.layout.names, system.neutral())
+        qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), None, np.zeros(system.nv))
+        try:
+            self.stepper = StepperState(system, q0, qdot0, self.dt, method=gp("method").value,
+                                        integrator=gp("integrator").value)
+        except ValueError as exc:  # unknown method/integrator (QVErrors are ValueErrors too)
+            raise exc if isinstance(exc, QVError) else ModelError(str(exc)) from None
+        self.on_step = []  # in-process observers f(sim) called after every step (bringup recording)
+        self.on_stop = []  # ... and when the simulation stops on an error
+        self.tau = np.zeros(system.nv)
+        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
+        self.publish_clock = bool(gp("publish_clock").value)
+        self.publish_wrench = bool(gp("publish_wrench").value)
+        self.steps = 0
+        self.error: str | None = None
+        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        self.pub_wrench = {}
+        for c in system.constraints:
+            if c.frame_id >= 0:
+                self.pub_wrench[c.name] = self.create_publisher(
+                    WrenchStamped, f"~/{topic_token(c.name)}/wrench", 10)
+        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
+        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self.last_cmd_wall = time.monotonic()
+        self.resend = float(gp("lockstep_resend").value)
+        if self.mode == "realtime":
+            self.wall0 = time.monotonic()
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
+        elif self.resend > 0:
+            self.create_timer(self.resend, self.on_resend)
+        self.get_logger().info(
+            f"simulating '{system.name}' ({self.mode}, dt={self.dt} s): joints {self.layout.names}, "
+            f"commands from {topic} in order {self.cmd_map.joints}, constraints {[c.name for c in system.constraints]}")
+
+    def _initial(self, name: str, given, from_doc, names, default: np.ndarray) -> np.ndarray:
+        if given is not None:
+            return np.asarray(given, float)
+        val = self.get_parameter(name).value
+        if val is None or (isinstance(val, (list, tuple)) and not val):
+            val = from_doc
+        if val is None:
+            return default
+        arr = np.asarray(val, float)
+        if name == "q0" and arr.shape == (len(self.layout.names),):
+            return self.layout.to_q(arr)
+        return arr
+
+    # ------------------------------------------------------------------ state
+    @property
+    def t(self) -> float:
+        return float(self.stepper.t)
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.stepper.q
+
+    @property
+    def qdot(self) -> np.ndarray:
+        return self.stepper.qdot
+
+    def publish_state(self) -> None:
+        stamp = sec_to_stamp(self.t)
+        if self.pub_clock is not None:
+            self.pub_clock.publish(Clock(clock=stamp))
+        if self.publish_wrench and self.pub_wrench:
+            self._publish_wrenches(stamp)  # before the joint state: a controller reacting to it has λ_meas
+        self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.q, self.qdot, self.tau))
+
+    def _publish_wrenches(self, stamp) -> None:
+        lam = self.stepper.lam
+        if lam is None or len(lam) != self.system.m:
+            return
+        data = self.system.data
+        row = 0
+        for c in self.system.active_constraints:
+            if c.name in self.pub_wrench:
+                w = constraint_wrench(c, lam[row:row + c.size])
+                R = data.oMf[c.frame_id].rotation  # world-aligned -> frame axes (sensor convention)
+                w = np.concatenate([R.T @ w[:3], R.T @ w[3:]])
+                self.pub_wrench[c.name].publish(array_to_wrench(stamp, self.system.model.frames[c.frame_id].name, w))
+            row += c.size
+
+    def step_once(self, tau: np.ndarray | None = None) -> None:
+        if tau is not None:
+            self.tau = tau
+        self.stepper.step(self.tau)
+        self.steps += 1
+        for f in self.on_step:
+            f(self)
+
+    # ------------------------------------------------------------------ callbacks
+    def on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            tau = self.cmd_map.from_message(msg)
+        except QVError as exc:
+            self.rejects.reject(reject_kind(exc), str(exc))
+            return
+        self.rejects.ok()
+        self.tau = tau
+        self.last_cmd_wall = time.monotonic()
+        if self.mode == "lockstep":
+            try:
+                self.step_once()
+            except (QVError, np.linalg.LinAlgError) as exc:
+                self._stop(exc)
+                return
+            self.publish_state()
+
+    def _stop(self, exc: Exception) -> None:
+        self.get_logger().error(f"simulation stopped at t={self.t:.4f} s: {exc}")
+        self.mode = "stopped"
+        self.error = str(exc)
+        for f in self.on_stop:
+            f(self)
+
+    def on_resend(self) -> None:
+        if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
+            self.publish_state()
+
+    def on_realtime_tick(self) -> None:
+        if self.mode != "realtime":
+            return
+        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
+        try:
+            for _ in range(min(max(due, 0), 50)):
+                self.step_once()
+        except (QVError, np.linalg.LinAlgError) as exc:
+            self._stop(exc)
+            return
+        if due > 50:  # cannot keep up: drop real time rather than burst
+            self.wall0 += (due - 50) * self.dt / self.rtf
+        if due > 0:
+            self.publish_state()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_sim_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    try:
+        node = SimNode()
+    except QVError as exc:
+        print(f"qv_sim_node: refused to start: {exc}", file=sys.stderr)
+        rclpy.try_shutdown()
+        return 2
+    if node.mode == "lockstep":
+        node.publish_state()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

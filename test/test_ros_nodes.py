@@ -1,0 +1,399 @@
+"""ROS 2 nodes over real rclpy publishers/subscribers (SPEC §5, §6), bounded in time.
+
+References: the library itself on the same state (qv_control.make_law / quasi_decompose) and, for λ, an
+independent KKT solve (direct_dynamics method="kkt"); joint order by construction of shuffled names.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from rclpy.context import Context  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from qv_control.bringup import _make_executor, load_params_file, to_parameters  # noqa: E402
+from qv_control.controller_node import ControllerNode  # noqa: E402
+from qv_control.laws import make_law  # noqa: E402
+from qv_control.state import Reference, State  # noqa: E402
+from qv_dynamics import direct_dynamics, quasi_decompose  # noqa: E402
+from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.errors import UnknownNameError  # noqa: E402
+from qv_dynamics.ros_convert import load_model_config, sec_to_stamp  # noqa: E402
+from qv_dynamics.sim_node import SimNode  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ARM = str(ROOT / "config" / "planar_3link.yaml")
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 3) % 200  # this module's own domain
+LAW_PARAMS = {"coordinates": ["tip.z", "joint3"], "kp": 80.0, "kd": 15.0}
+THETA_D = [0.05, -0.9]
+LAMBDA_D = [4.0]
+
+
+@pytest.fixture(scope="module")
+def ros():
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
+    ex = _make_executor(ctx)
+    probe = rclpy.create_node("qv_test_probe", context=ctx)
+    ex.add_node(probe)
+    yield ctx, ex, probe
+    ex.shutdown()
+    probe.destroy_node()
+    rclpy.try_shutdown(context=ctx)
+
+
+def spin_until(ex, cond, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        ex.spin_once(timeout_sec=0.01)
+    return cond()
+
+
+def arm_params(**extra) -> list:
+    p = load_params_file(ARM)["qv_controller"]
+    p = {k: v for k, v in p.items() if not k.startswith(("law_params.", "reference.", "wrench_"))}
+    p.update({f"law_params.{k}": v for k, v in LAW_PARAMS.items()})
+    p.update(theta_desired=THETA_D, lambda_desired=LAMBDA_D)
+    p.update(extra)
+    return to_parameters(p)
+
+
+def joint_state(names, q, qdot, effort=None, t=1.0) -> JointState:
+    msg = JointState()
+    msg.header.stamp = sec_to_stamp(t)
+    msg.name = list(names)
+    msg.position = [float(x) for x in q]
+    msg.velocity = [float(x) for x in qdot]
+    if effort is not None:
+        msg.effort = [float(x) for x in effort]
+    return msg
+
+
+def arm_state(system, rng):
+    """A state on the wall (tip x = 1): q from the model config projected, q̇ in N(A)."""
+    from qv_dynamics.simulator import Stepper
+
+    q0 = np.array([1.0, -1.0, -1.0]) + 0.05 * rng.standard_normal(3)
+    q, _ = Stepper(system).correct(q0, np.zeros(3))
+    _, A = system.constraint_rows(q)
+    V2 = np.linalg.svd(A)[2][1:].T
+    qdot = V2 @ rng.standard_normal(2)
+    return q, qdot
+
+
+class Wire:
+    """A publisher into the node under test and a recorder of what comes out."""
+
+    def __init__(self, probe, ex, in_topic, in_type, out_topic, out_type):
+        self.pub = probe.create_publisher(in_type, in_topic, 10)
+        self.got = []
+        self.sub = probe.create_subscription(out_type, out_topic, self.got.append, 10)
+        self.ex = ex
+
+    def connect(self, n_pub=1, n_sub=1):
+        assert spin_until(self.ex, lambda: self.pub.get_subscription_count() >= n_pub
+                          and self.sub.get_publisher_count() >= n_sub), "graph did not connect"
+
+    def send(self, msg, expect: int | None = None, timeout: float = 3.0):
+        before = len(self.got)
+        self.pub.publish(msg)
+        if expect is not None:
+            assert spin_until(self.ex, lambda: len(self.got) >= before + expect, timeout), "no output"
+        return self.got[before:]
+
+
+def test_joint_states_in_effort_out_in_controller_joint_order(ros):
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_ctrl_order", context=ctx, parameter_overrides=arm_params(
+        joints=["joint3", "joint1", "joint2"], controller_name="order_ctrl"))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/order_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        system, _ = load_model_config("planar_3link_model.yaml")
+        ref_law = make_law("quasi_tracking", system, **LAW_PARAMS)
+        rng = np.random.default_rng(1)
+        for k in range(3):
+            q, qdot = arm_state(system, rng)
+            names = ["joint2", "gripper", "joint3", "joint1"]  # any order, extra joints ignored
+            by = {"joint1": 0, "joint2": 1, "joint3": 2}
+            pos = [q[by[n]] if n in by else 0.7 for n in names]
+            vel = [qdot[by[n]] if n in by else 0.0 for n in names]
+            out = wire.send(joint_state(names, pos, vel, t=0.1 * k), expect=1)
+            tau = ref_law.compute(State(0.1 * k, q, qdot), Reference(theta=np.array(THETA_D),
+                                                                    lambda_=np.array(LAMBDA_D)))
+            cmd = np.array(out[-1].data)
+            assert cmd.shape == (3,)
+            np.testing.assert_allclose(cmd, tau[[2, 0, 1]], rtol=1e-9, atol=1e-9)
+            assert np.linalg.norm(tau) > 1.0  # a real torque (gravity + force), not zeros
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()
+
+
+@pytest.mark.parametrize("model", ["planar_3link_model.yaml", "slider_crank_model.yaml"])
+def test_dynamics_node_xi_lambda_equal_library(ros, model):
+    ctx, ex, probe = ros
+    tag = model.split("_")[0]
+    node = DynamicsNode(f"qv_dyn_{tag}", context=ctx, parameter_overrides=to_parameters(
+        {"model_config": model, "joint_states_topic": f"/{tag}/joint_states"}))
+    ex.add_node(node)
+    try:
+        outs = {}
+        subs = [probe.create_subscription(JointState, f"/qv_dyn_{tag}/{k}",
+                                          lambda m, k=k: outs.setdefault(k, []).append(m), 10)
+                for k in ("xi", "lambda", "v_r", "scalars", "u_v")]
+        pub = probe.create_publisher(JointState, f"/{tag}/joint_states", 10)
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1 and all(s.get_publisher_count() for s in subs))
+        system, doc = load_model_config(model)
+        rng = np.random.default_rng(7)
+        from qv_dynamics.simulator import Stepper
+
+        prev = None
+        for k in range(4):
+            q, _ = Stepper(system).correct(np.array(doc["initial"]["q"]) + 0.1 * rng.standard_normal(system.nq),
+                                           np.zeros(system.nv))
+            _, A = system.constraint_rows(q)
+            qdot = np.linalg.svd(A)[2][A.shape[0]:].T @ rng.standard_normal(system.nv - A.shape[0])
+            tau = 3.0 * rng.standard_normal(system.nv)
+            n_before = len(outs.get("xi", []))
+            pub.publish(joint_state(system.joint_names[::-1], q[::-1], qdot[::-1], tau[::-1], t=1.0 + k))
+            assert spin_until(ex, lambda: len(outs.get("xi", [])) > n_before and len(outs.get("scalars", [])) > k)
+            terms = system.evaluate(q, qdot)
+            qs = quasi_decompose(terms, qdot, tau, prev=prev)  # the node keeps the basis continuous too
+            prev = qs
+            xi = np.array(outs["xi"][-1].position)
+            lam = np.array(outs["lambda"][-1].position)
+            np.testing.assert_allclose(xi, qs.xi, rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(lam, qs.lambda_, rtol=1e-10, atol=1e-10)
+            # independent reference for λ: the KKT system [[M, Aᵀ],[A, 0]]
+            _, _, lam_kkt = direct_dynamics(terms, qdot, tau, method="kkt")
+            np.testing.assert_allclose(lam, lam_kkt, rtol=1e-7, atol=1e-7)
+            assert list(outs["lambda"][-1].name) == system.row_labels
+            assert outs["xi"][-1].header.stamp.sec == 1 + k  # stamped with the input's stamp
+            sc = dict(zip(outs["scalars"][-1].name, outs["scalars"][-1].position))
+            assert sc["rank"] == qs.rank == 1
+            # K = ½‖v_r‖² = ½ q̇ᵀMq̇ on the constraint manifold
+            assert sc["kinetic_energy"] == pytest.approx(0.5 * qdot @ terms.M @ qdot, rel=1e-9)
+        for s in subs:
+            probe.destroy_subscription(s)
+        probe.destroy_publisher(pub)
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()
+
+
+def test_watchdog_fires_within_timeout_and_logs_once(ros):
+    ctx, ex, probe = ros
+    timeout = 0.15
+    node = ControllerNode("qv_ctrl_wd", context=ctx, parameter_overrides=arm_params(
+        controller_name="wd_ctrl", watchdog_timeout=timeout, watchdog_period=0.01, safe_mode="gravity"))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/wd_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        system = node.system
+        q, qdot = arm_state(system, np.random.default_rng(3))
+        for k in range(5):
+            wire.send(joint_state(["joint1", "joint2", "joint3"], q, qdot, t=0.01 * k), expect=1)
+        n0 = len(wire.got)
+        assert not node.stale
+        assert spin_until(ex, lambda: node.stale and len(wire.got) > n0 + 3, timeout + 1.0)
+        safe = np.array(wire.got[-1].data)
+        g = pin.computeGeneralizedGravity(system.model, system.model.createData(), q)
+        np.testing.assert_allclose(safe, g, rtol=1e-12, atol=1e-12)  # gravity hold, joint order 1-2-3
+        assert node.stats["watchdog_episodes"] == 1 and node.stats["safe_commands"] >= 3
+        spin_until(ex, lambda: False, 0.1)  # keep stale a while: more safe commands, same episode
+        assert node.stats["watchdog_episodes"] == 1  # still one episode, one log line
+        # states resume -> law output again, then a second episode is counted
+        c0 = node.stats["commands"]
+        wire.pub.publish(joint_state(["joint1", "joint2", "joint3"], q, qdot, t=1.0))
+        assert spin_until(ex, lambda: not node.stale and node.stats["commands"] == c0 + 1)
+        assert spin_until(ex, lambda: node.stats["watchdog_episodes"] == 2, timeout + 1.0)
+        # zero-effort mode
+        res = node.set_parameters([Parameter("safe_mode", value="zero")])
+        assert res[0].successful
+        n1 = len(wire.got)
+        assert spin_until(ex, lambda: len(wire.got) > n1 + 1)
+        assert np.all(np.array(wire.got[-1].data) == 0.0)
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()
+
+
+def test_watchdog_timing(ros):
+    """Stale detection time: first safe command between timeout and timeout + 3 periods after the last state."""
+    ctx, ex, probe = ros
+    timeout, period = 0.1, 0.01
+    node = ControllerNode("qv_ctrl_wdt", context=ctx, parameter_overrides=arm_params(
+        controller_name="wdt_ctrl", watchdog_timeout=timeout, watchdog_period=period, safe_mode="zero"))
+    ex.add_node(node)
+    try:
+        stamps = []
+        sub = probe.create_subscription(Float64MultiArray, "/wdt_ctrl/commands",
+                                        lambda m: stamps.append((time.monotonic(), list(m.data))), 10)
+        pub = probe.create_publisher(JointState, "/joint_states", 10)
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1 and sub.get_publisher_count() >= 1)
+        q, qdot = arm_state(node.system, np.random.default_rng(4))
+        pub.publish(joint_state(["joint1", "joint2", "joint3"], q, qdot))
+        assert spin_until(ex, lambda: len(stamps) >= 1)
+        t_rx = node.last_rx
+        assert spin_until(ex, lambda: any(all(x == 0.0 for x in d) for _, d in stamps), 2.0)
+        t_safe = next(t for t, d in stamps if all(x == 0.0 for x in d))
+        assert timeout <= t_safe - t_rx <= timeout + 3 * period + 0.15  # slack for a loaded 2-core CI
+        probe.destroy_subscription(sub)
+        probe.destroy_publisher(pub)
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()
+
+
+def test_bad_messages_dropped_and_counted_node_stays_alive(ros):
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_ctrl_bad", context=ctx, parameter_overrides=arm_params(controller_name="bad_ctrl"))
+    dyn = DynamicsNode("qv_dyn_bad", context=ctx, parameter_overrides=to_parameters(
+        {"model_config": "planar_3link_model.yaml", "joint_states_topic": "/bad/joint_states"}))
+    sim = SimNode("qv_sim_bad", context=ctx, parameter_overrides=to_parameters(
+        {"model_config": "planar_3link_model.yaml", "controller_name": "bad_sim_ctrl", "mode": "lockstep",
+         "lockstep_resend": 0.0, "joint_states_topic": "/bad_sim/joint_states", "publish_clock": False}))
+    for n in (node, dyn, sim):
+        ex.add_node(n)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/bad_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        names = ["joint1", "joint2", "joint3"]
+        q, qdot = arm_state(node.system, np.random.default_rng(5))
+        bad = [
+            joint_state(names, [q[0], np.nan, q[2]], qdot),               # NaN position
+            joint_state(names, q, [qdot[0], np.inf, qdot[2]]),            # Inf velocity
+            joint_state(names, q[:2], qdot),                              # wrong length
+            joint_state(names[:2], q[:2], qdot[:2]),                      # missing joint3
+        ]
+        for msg in bad:
+            wire.send(msg)
+        spin_until(ex, lambda: node.rejected() >= 4, 3.0)
+        c = node.rejects["joint_states"].counts
+        assert c == {"nonfinite": 2, "size": 1, "names": 1}
+        assert node.stats["commands"] == 0 and len(wire.got) == 0  # nothing published for bad input
+        out = wire.send(joint_state(names, q, qdot), expect=1)   # alive: a good message is served
+        assert len(out[-1].data) == 3 and np.all(np.isfinite(out[-1].data))
+        # λ_d of the wrong size / NaN on ~/lambda_desired
+        lpub = probe.create_publisher(Float64MultiArray, "/qv_ctrl_bad/lambda_desired", 10)
+        assert spin_until(ex, lambda: lpub.get_subscription_count() >= 1)
+        lpub.publish(Float64MultiArray(data=[1.0, 2.0]))
+        lpub.publish(Float64MultiArray(data=[float("nan")]))
+        assert spin_until(ex, lambda: node.rejected("lambda_desired") == 2)
+        assert node.lambda_d.tolist() == LAMBDA_D  # unchanged
+        # the dynamics node drops the same way
+        dpub = probe.create_publisher(JointState, "/bad/joint_states", 10)
+        assert spin_until(ex, lambda: dpub.get_subscription_count() >= 1)
+        for msg in bad:
+            dpub.publish(msg)
+        assert spin_until(ex, lambda: dyn.rejects.total == 4)
+        dpub.publish(joint_state(names, q, qdot, np.zeros(3)))
+        assert spin_until(ex, lambda: dyn.stats["messages"] == 1)
+        # the simulator drops wrong-sized / NaN effort commands and keeps its state
+        cpub = probe.create_publisher(Float64MultiArray, "/bad_sim_ctrl/commands", 10)
+        assert spin_until(ex, lambda: cpub.get_subscription_count() >= 1)
+        cpub.publish(Float64MultiArray(data=[1.0, 2.0]))
+        cpub.publish(Float64MultiArray(data=[1.0, float("nan"), 0.0]))
+        assert spin_until(ex, lambda: sim.rejects.total == 2)
+        assert sim.steps == 0
+        cpub.publish(Float64MultiArray(data=[0.0, 0.0, 0.0]))
+        assert spin_until(ex, lambda: sim.steps == 1)
+        # parameter validation on change: unknown joint / bad timeout refused with the reason
+        res = node.set_parameters([Parameter("joints", value=["joint1", "elbow"])])
+        assert not res[0].successful and "elbow" in res[0].reason
+        res = node.set_parameters([Parameter("watchdog_timeout", value=-1.0)])
+        assert not res[0].successful and "watchdog_timeout" in res[0].reason
+        res = node.set_parameters([Parameter("law_params.kp", value=float("nan"))])
+        assert not res[0].successful
+        res = node.set_parameters([Parameter("law_params.kp", value=50.0)])
+        assert res[0].successful and node.law.kp.tolist() == [50.0, 50.0]
+        res = node.set_parameters([Parameter("joints", value=["joint2", "joint3", "joint1"])])
+        assert res[0].successful and node.cmd_map.joints == ["joint2", "joint3", "joint1"]
+    finally:
+        for n in (node, dyn, sim):
+            ex.remove_node(n)
+            n.destroy_node()
+
+
+def test_unknown_joint_in_config_refused_at_start(ros, tmp_path):
+    ctx, _, _ = ros
+    with pytest.raises(UnknownNameError) as ei:
+        ControllerNode("qv_ctrl_unknown", context=ctx, parameter_overrides=arm_params(
+            joints=["joint1", "joint2", "wrist_joint"]))
+    msg = str(ei.value)
+    assert "wrist_joint" in msg and "joint1" in msg  # names the culprit and what the model has
+    # the real executable: exit code 2 and the reason on stderr, no traceback
+    params = tmp_path / "bad.yaml"
+    params.write_text(
+        "qv_controller:\n  ros__parameters:\n"
+        f"    model_config: {ROOT / 'config' / 'planar_3link_model.yaml'}\n"
+        "    joints: [joint1, joint2, wrist_joint]\n    law: quasi_tracking\n"
+        "    law_params:\n      coordinates: [tip.z, joint3]\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN))
+    proc = subprocess.run([sys.executable, "-m", "qv_control.controller_node", "--ros-args", "-r",
+                           "__node:=qv_controller", "--params-file", str(params)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert "wrist_joint" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_reference_topics_trajectory_and_lambda_desired(ros):
+    """θ_d from trajectory_msgs/JointTrajectory (names in any order, absolute stamp) and λ_d from
+    ~/lambda_desired (named rows) reach the law: at a knot time the Hermite reference equals the knot."""
+    from builtin_interfaces.msg import Duration
+    from std_msgs.msg import MultiArrayDimension
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_ctrl_ref", context=ctx, parameter_overrides=arm_params(controller_name="ref_ctrl"))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/ref_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        tpub = probe.create_publisher(JointTrajectory, "/qv_ctrl_ref/reference", 10)
+        lpub = probe.create_publisher(Float64MultiArray, "/qv_ctrl_ref/lambda_desired", 10)
+        assert spin_until(ex, lambda: tpub.get_subscription_count() >= 1 and lpub.get_subscription_count() >= 1)
+        traj = JointTrajectory()
+        traj.header.stamp = sec_to_stamp(10.0)
+        traj.joint_names = ["joint3", "tip.z"]  # the law's coordinates are [tip.z, joint3]
+        knots = [([-1.0, 0.0], [0.0, 0.0], [0.0, 0.0]), ([-0.9, 0.1], [0.2, -0.1], [0.5, 0.3]),
+                 ([-0.8, 0.05], [0.0, 0.0], [0.0, 0.0])]
+        for i, (p, v, a) in enumerate(knots):
+            traj.points.append(JointTrajectoryPoint(positions=p, velocities=v, accelerations=a,
+                                                    time_from_start=Duration(sec=i)))
+        tpub.publish(traj)
+        lam_msg = Float64MultiArray(data=[7.5])
+        lam_msg.layout.dim = [MultiArrayDimension(label="wall.x", size=1, stride=1)]
+        lpub.publish(lam_msg)
+        assert spin_until(ex, lambda: node.traj is not None and node.lambda_d is not None
+                          and node.lambda_d.tolist() == [7.5])
+        system, _ = load_model_config("planar_3link_model.yaml")
+        q, qdot = arm_state(system, np.random.default_rng(9))
+        out = wire.send(joint_state(["joint1", "joint2", "joint3"], q, qdot, t=11.0), expect=1)
+        law = make_law("quasi_tracking", system, **LAW_PARAMS)
+        tau = law.compute(State(11.0, q, qdot), Reference(theta=np.array([0.1, -0.9]), theta_dot=np.array([-0.1, 0.2]),
+                                                          theta_ddot=np.array([0.3, 0.5]), lambda_=np.array([7.5])))
+        np.testing.assert_allclose(np.array(out[-1].data), tau, rtol=1e-9, atol=1e-9)
+        # a trajectory naming an unknown coordinate is rejected and counted; the previous one stays
+        bad = JointTrajectory(joint_names=["joint3", "elbow"], points=traj.points)
+        tpub.publish(bad)
+        assert spin_until(ex, lambda: node.rejected("reference", "names") == 1)
+        assert node.traj is not None
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()
