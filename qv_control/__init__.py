@@ -7,6 +7,10 @@ torques, gravity included. Build one by name with :func:`make_law` (names in :mo
     law = make_law("quasi_tracking", system, coordinates=["panda_hand.x", "panda_hand.y", "panda_hand.rx",
                    "panda_hand.ry", "panda_hand.rz", "panda_joint3"], kp=5.0, kd=10.0)
     tau = law.compute(State(t, q, qdot, lambda_meas), Reference(theta_d, theta_dot_d, theta_ddot_d, lambda_d))
+
+θ needs exactly n − r entries (D = (∂θ/∂q)Q⁻ᵀV₂ square; a clear DimensionError says how many). Sign of λ
+(SPEC): M q̈ + h = τ − Aᵀλ, so pressing a tool down on a table with 10 N (point contact, axis z) is
+λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`.
 """
 from .coordinates import MinimalCoordinates
 from .laws import LAWS, make_law, scale_inertias

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pinocchio as pin
 
-from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError, as_vector
+from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -305,5 +305,4 @@ def as_coordinates(system, coordinates) -> MinimalCoordinates:
     return MinimalCoordinates(system, coordinates)
 
 
-__all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES",
-           "as_vector"]
+__all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES"]

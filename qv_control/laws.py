@@ -16,7 +16,6 @@ measured λ), ``effort_limits`` ("urdf" default, a number, an n-vector or None),
 """
 from __future__ import annotations
 
-import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import UnknownNameError

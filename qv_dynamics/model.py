@@ -74,8 +74,6 @@ class ConstrainedSystem:
         iu = np.triu_indices(model.nv, 1)
         self._lo_flat = iu[1] * model.nv + iu[0]
         self._up_flat = iu[0] * model.nv + iu[1]
-        self._labels_key = None
-        self._labels: list[str] = []
         self._plan_key = None
         self._plan: tuple = ((), 0, [])
 
@@ -299,7 +297,7 @@ class ConstrainedSystem:
         Mf[self._lo_flat] = Mf[self._up_flat]  # CRBA fills the upper triangle only
         g = pin.computeGeneralizedGravity(model, data, q).copy()
         C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
-        h = C @ qdot
+        h = C.dot(qdot)
         h += g
         pin.updateFramePlacements(model, data)
         self._anchor_from_data(False)
@@ -384,7 +382,7 @@ class ConstrainedSystem:
         if drift is None:
             return None
         if drift == "dJ":
-            return pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA) @ qdot
+            return pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA).dot(qdot)
         # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
         return pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA).vector
 

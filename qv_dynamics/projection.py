@@ -138,7 +138,7 @@ def direct_dynamics(terms: DynamicsTerms, qdot=None, tau=None, method: str = "pr
     and is valid for redundant constraints and singular poses (λ is then the minimum-norm multiplier).
     ``method="kkt"`` solves [[M, Aᵀ],[A, 0]][q̈; λ] = [τ−h; −Ȧq̇] and raises RankDeficiencyError when
     A loses rank (the classical method's failure mode). Both raise NotPositiveDefiniteError when M is
-    not symmetric positive definite.
+    not symmetric positive definite. ``qdot`` defaults to ``terms.qdot`` and must equal it if given.
     """
     M = terms.M
     n = M.shape[0]

@@ -124,7 +124,10 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     """Decompose the state of ``terms`` into quasi-velocities and quasi-forces (SPEC §2).
 
     With X = Q⁻¹CQ⁻ᵀ: Q⁻¹ṀQ⁻ᵀ = X + Xᵀ (Ṁ = C + Cᵀ), Q⁻¹Q̇ = L = Φ(X + Xᵀ), Q̇ = QL,
-    Γ = X − Lᵀ (eq. 7b) and Q̇ᵀq̇ = Lᵀv, which saves the explicit Ṁ and Q̇ products."""
+    Γ = X − Lᵀ (eq. 7b) and Q̇ᵀq̇ = Lᵀv, which saves the explicit Ṁ and Q̇ products.
+
+    ``qdot`` may be omitted (``terms.qdot`` is used); if given it must equal ``terms.qdot``
+    (StateMismatchError otherwise: C and Ȧq̇ in ``terms`` belong to that velocity)."""
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)

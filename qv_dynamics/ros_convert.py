@@ -62,6 +62,10 @@ class JointLayout:
     nv: int
     _cache: dict = field(default_factory=dict, repr=False)
 
+    @property
+    def any_continuous(self) -> bool:
+        return bool(self.continuous.any())
+
     @classmethod
     def from_system(cls, system) -> "JointLayout":
         """Layout of a :class:`~qv_dynamics.model.ConstrainedSystem` (fixed base only: /joint_states
@@ -107,6 +111,9 @@ class JointLayout:
     def to_q(self, theta: np.ndarray) -> np.ndarray:
         """Joint coordinates in model joint order -> Pinocchio q (cos/sin for continuous joints)."""
         q = np.zeros(self.nq)
+        if not self.any_continuous:
+            q[self.q_index] = theta
+            return q
         for k in range(len(self.names)):
             i = self.q_index[k]
             if self.continuous[k]:
@@ -117,6 +124,8 @@ class JointLayout:
 
     def from_q(self, q: np.ndarray) -> np.ndarray:
         """Pinocchio q -> one coordinate per joint (the angle for continuous joints)."""
+        if not self.any_continuous:
+            return np.asarray(q, float)[self.q_index]
         out = np.empty(len(self.names))
         for k in range(len(self.names)):
             i = self.q_index[k]

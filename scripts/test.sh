@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}
 export MPLBACKEND=Agg
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}  # small matrices: threads only add latency
 exec .venv/bin/python -m pytest -q -p no:cacheprovider test "$@"

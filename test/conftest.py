@@ -11,3 +11,5 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# small matrices: a multi-threaded BLAS only adds latency (and stalls badly on a loaded 2-core machine)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -157,6 +157,9 @@ def test_make_law_names_and_parameters():
         make_law("quasi_tracking", model, coordinates=COORDS, kd=-1)
     with pytest.raises(GainError, match="form"):
         make_law("quasi_setpoint", model, coordinates=COORDS, form="other")
+    # eq. 50: W = diag(κ⁻² on translational joints, 1 on rotational ones)
+    law = make_law("pidc", model, coordinates=COORDS, kappa=0.5, translational=["panda_joint1"])
+    assert np.allclose(np.diag(law.W), [4.0, 1, 1, 1, 1, 1, 1])
     sysm, q0 = fivebar()
     law = make_law("passive", sysm, coordinates=["tip_a.x", "tip_a.z"], actuated=["a1_joint", "b2_joint"], q0=q0)
     tau = law.compute(State(0.0, q0, np.zeros(4)))

@@ -397,3 +397,44 @@ def test_reference_topics_trajectory_and_lambda_desired(ros):
     finally:
         ex.remove_node(node)
         node.destroy_node()
+
+
+def test_conversions_continuous_joint_and_ros2_control_urdf():
+    """Name mapping of a continuous joint (Pinocchio q = (cos θ, sin θ)) and the URDF rewriting of the launch
+    files (mock/gz hardware plugin, force/torque sensor block)."""
+    import xml.etree.ElementTree as ET
+
+    from qv_dynamics import ConstrainedSystem
+    from qv_dynamics.errors import ModelError
+    from qv_dynamics.ros_convert import (JointLayout, arrays_to_joint_state, joint_state_to_arrays,
+                                         ros2_control_urdf)
+
+    inertial = ('<inertial><mass value="1"/><origin xyz="0.1 0 0"/>'
+                '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>')
+    xml = (f'<robot name="r"><link name="b"/><joint name="c" type="continuous"><parent link="b"/><child link="l"/>'
+           f'<axis xyz="0 0 1"/></joint><link name="l">{inertial}</link><joint name="p" type="prismatic">'
+           f'<parent link="l"/><child link="m"/><axis xyz="1 0 0"/><limit effort="1" velocity="1" lower="-1" '
+           f'upper="1"/></joint><link name="m">{inertial}</link></robot>')
+    lay = JointLayout.from_system(ConstrainedSystem.from_urdf(xml))
+    assert lay.names == ["c", "p"] and lay.nq == 3 and lay.nv == 2
+    msg = joint_state(["p", "c"], [0.3, 2.0], [0.2, 0.1], [2.0, 1.0])
+    q, qdot, tau = joint_state_to_arrays(msg, lay)
+    np.testing.assert_allclose(q, [np.cos(2.0), np.sin(2.0), 0.3], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(qdot, [0.1, 0.2])
+    np.testing.assert_allclose(tau, [1.0, 2.0])
+    back = arrays_to_joint_state(msg.header.stamp, lay, q, qdot, tau)
+    assert list(back.name) == ["c", "p"]
+    np.testing.assert_allclose(back.position, [2.0, 0.3], atol=1e-15)
+
+    arm = (ROOT / "urdf" / "planar_3link.urdf").read_text()
+    out = ros2_control_urdf(arm, "gz_ros2_control/GazeboSimSystem", "/x/controllers.yaml", ("tip_ft", "tip"))
+    root = ET.fromstring(out)
+    rc = root.find("ros2_control")
+    assert rc.find("hardware/plugin").text == "gz_ros2_control/GazeboSimSystem"
+    sensor = rc.find("sensor[@name='tip_ft']")
+    assert [s.get("name") for s in sensor.findall("state_interface")] == \
+        ["force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z"]
+    assert root.find("gazebo/plugin/parameters").text == "/x/controllers.yaml"
+    assert [j.get("name") for j in rc.findall("joint")] == ["joint1", "joint2", "joint3"]
+    with pytest.raises(ModelError, match="ros2_control"):
+        ros2_control_urdf(xml, "mock_components/GenericSystem")

@@ -56,7 +56,8 @@ def test_slider_crank_projection_through_singular_poses_vs_kkt():
     # without stabilization (Savin eq. 19-20 as is) the KKT run leaves the closure at a near-singular pass
     # (measured: blow-up at t ≈ 1.2 s, the third pass, after switching to the folded branch)
     kkt0 = run(slider_crank(), t_final=2.0, method="kkt_baumgarte", baumgarte=(0.0, 0.0))
-    y0 = slider_closed_forms(kkt0.q, kkt0.qdot)[0]
+    with np.errstate(over="ignore", invalid="ignore"):  # the recorded blow-up holds huge numbers
+        y0 = slider_closed_forms(kkt0.q, kkt0.qdot)[0]
     assert (not kkt0.ok) or np.nanmax(np.abs(y0)) > 1e-3
     if not kkt0.ok:
         assert "non-finite" in kkt0.error or "singular" in kkt0.error
