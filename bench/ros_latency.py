@@ -4,8 +4,10 @@ Measured side by side in one run (2 shared cores: use the medians):
 
 1. ``latency``: a driver node publishes /joint_states at ``--rate`` Hz (states of a library closed-loop
    run of the arm, so the law sees realistic inputs) and timestamps the matching effort command coming
-   back from the controller node (one command per state, FIFO). Reported: median / p99 / max of
-   publish -> command received, the achieved command rate, and the same figures for
+   back from the controller node (matched by the stamp of ``~/command_stamped``; the controller keeps only
+   the freshest state, so when it is slower than the stream it skips states instead of building a
+   backlog). Reported: median / p99 / max of publish -> answer received, the answered fraction and the
+   achieved command rate, in ping-pong (next state when the answer is back) and stream modes, for
    (a) the controller in the same process (one executor), (b) the controller as its own process
    (``qv_controller_node`` as ``ros2 launch`` would start it), and (c) an empty echo node instead of the
    controller (the rclpy/DDS floor). The law's compute time alone is printed for the ratio.
@@ -62,26 +64,56 @@ def _domain(k: int) -> int:
 
 
 class Driver:
-    """Publishes joint states on a fixed schedule and timestamps the commands that come back."""
+    """Publishes joint states and timestamps the controller's answers. Each answer is matched to the state it
+    answers by the stamp of ``~/command_stamped`` (the controller acts on the freshest state only, so under
+    overload states are skipped instead of queued); ``commands`` counts the effort commands themselves."""
 
-    def __init__(self, node, layout, t, q, qdot, topic="/effort_controller/commands"):
+    def __init__(self, node, layout, t, q, qdot, stamped_topic="/qv_controller/command_stamped",
+                 topic="/effort_controller/commands"):
         self.node, self.layout = node, layout
         self.msgs = [arrays_to_joint_state(sec_to_stamp(float(t[i])), layout, q[i], qdot[i]) for i in range(len(t))]
         self.pub = node.create_publisher(JointState, "/joint_states", 10)
-        self.sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
-        self.sent: list[float] = []
-        self.recv: list[float] = []
+        self.sub = node.create_subscription(JointState, stamped_topic, self.on_answer, 100)
+        self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
+        self.reset()
+
+    def reset(self) -> None:
+        self.sent: dict[int, float] = {}
+        self.lat: list[float] = []
+        self.recv_times: list[float] = []
+        self.commands = 0
+        self.seq = 0
+
+    def on_answer(self, msg) -> None:
+        now = time.perf_counter()
+        key = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        t_sent = self.sent.pop(key, None)
+        if t_sent is not None:
+            self.lat.append(now - t_sent)
+            self.recv_times.append(now)
 
     def on_cmd(self, msg) -> None:
-        self.recv.append(time.perf_counter())
+        self.commands += 1
 
     def publish(self, i: int) -> None:
-        self.sent.append(time.perf_counter())
-        self.pub.publish(self.msgs[i % len(self.msgs)])
+        msg = self.msgs[i % len(self.msgs)]
+        msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * self.seq)  # unique stamp per publish
+        self.seq += 1
+        self.sent[msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec] = time.perf_counter()
+        self.pub.publish(msg)
+
+
+def _stats(driver: "Driver", n_sent: int) -> dict:
+    lat = np.array(driver.lat) * 1e3
+    lat = lat[int(0.05 * lat.size):]  # drop warm-up
+    rt = driver.recv_times
+    return {"sent": n_sent, "answered": len(driver.lat), "median_ms": float(np.median(lat)),
+            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
+            "command_rate_hz": (len(rt) - 1) / (rt[-1] - rt[0]) if len(rt) > 1 else float("nan")}
 
 
 def run_stream(ex, driver: Driver, rate: float, seconds: float) -> dict:
-    """Publish at ``rate`` for ``seconds`` (busy schedule on the executor thread), then drain."""
+    """Publish at ``rate`` for ``seconds`` (schedule kept on the executor thread), then drain."""
     period = 1.0 / rate
     n = int(rate * seconds)
     t_start = time.perf_counter()
@@ -93,45 +125,35 @@ def run_stream(ex, driver: Driver, rate: float, seconds: float) -> dict:
                 break
             ex.spin_once(timeout_sec=min(due - now, 0.001))
         driver.publish(i)
-    end = time.perf_counter() + 1.0
-    while len(driver.recv) < len(driver.sent) and time.perf_counter() < end:
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:
         ex.spin_once(timeout_sec=0.01)
-    k = min(len(driver.sent), len(driver.recv))
-    lat = (np.array(driver.recv[:k]) - np.array(driver.sent[:k])) * 1e3
-    lat = lat[int(0.05 * k):]  # drop warm-up
-    span = driver.recv[k - 1] - driver.recv[0] if k > 1 else float("nan")
-    return {"sent": len(driver.sent), "answered": len(driver.recv), "median_ms": float(np.median(lat)),
-            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
-            "command_rate_hz": (k - 1) / span if k > 1 else float("nan")}
+    return _stats(driver, n)
 
 
 def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
-    """Next state published as soon as the previous command is back: latency without queueing and the
+    """Next state published as soon as the previous answer is back: latency without queueing and the
     highest rate the node sustains."""
     n = 0
     t_end = time.perf_counter() + seconds
     driver.publish(n)
     while time.perf_counter() < t_end:
-        if len(driver.recv) > n:
+        if not driver.sent:  # answered
             n += 1
             driver.publish(n)
         else:
             ex.spin_once(timeout_sec=0.01)
-    end = time.perf_counter() + 1.0
-    while len(driver.recv) < len(driver.sent) and time.perf_counter() < end:
+    end = time.perf_counter() + 0.5
+    while driver.sent and time.perf_counter() < end:
         ex.spin_once(timeout_sec=0.01)
-    k = min(len(driver.sent), len(driver.recv))
-    lat = (np.array(driver.recv[:k]) - np.array(driver.sent[:k])) * 1e3
-    lat = lat[int(0.05 * k):]
-    return {"sent": len(driver.sent), "answered": len(driver.recv), "median_ms": float(np.median(lat)),
-            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
-            "command_rate_hz": k / (driver.recv[k - 1] - driver.sent[0])}
+    return _stats(driver, n + 1)
 
 
 def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if driver.pub.get_subscription_count() >= 1 and driver.sub.get_publisher_count() >= 1:
+        if driver.pub.get_subscription_count() >= 1 and driver.sub.get_publisher_count() >= 1 \
+                and driver.cmd_sub.get_publisher_count() >= 1:
             for _ in range(50):
                 ex.spin_once(timeout_sec=0.01)
             return
@@ -143,9 +165,9 @@ def _both(ex, driver: Driver, rate: float, seconds: float) -> dict:
     pp = run_pingpong(ex, driver, seconds)
     for _ in range(20):
         ex.spin_once(timeout_sec=0.01)
-    driver.sent.clear()
-    driver.recv.clear()
+    driver.reset()
     out = run_stream(ex, driver, rate, seconds)
+    out["commands"] = driver.commands
     out["pingpong"] = pp
     return out
 
@@ -180,7 +202,13 @@ def latency_echo(states, rate, seconds) -> dict:
     rclpy.init(context=ctx, domain_id=_domain(2), args=[])
     echo = rclpy.create_node("echo", context=ctx)
     pub = echo.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-    echo.create_subscription(JointState, "/joint_states", lambda m: pub.publish(Float64MultiArray(data=list(m.position))), 10)
+    spub = echo.create_publisher(JointState, "/qv_controller/command_stamped", 10)
+
+    def answer(m) -> None:
+        pub.publish(Float64MultiArray(data=list(m.position)))
+        spub.publish(JointState(header=m.header, name=list(m.name), effort=list(m.position)))
+
+    echo.create_subscription(JointState, "/joint_states", answer, 1)
     drv_node = rclpy.create_node("driver", context=ctx)
     driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
     ex = _make_executor(ctx)

@@ -13,6 +13,8 @@ Topics
   in  ``wrench_topics`` geometry_msgs/WrenchStamped (optional, paired with ``wrench_constraints``):
       measured λ for the laws' force integral terms
   out ``/<controller_name>/commands`` (or ``command_topic``) std_msgs/Float64MultiArray
+  out ``~/command_stamped`` sensor_msgs/JointState: the same τ (``effort``) with the joint names and the
+      stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
@@ -90,6 +92,8 @@ class ControllerNode(Node):
         p("controller_name", "effort_controller")
         p("command_topic", "")
         p("joint_states_topic", "/joint_states")
+        p("joint_states_queue", 1)          # 1: always act on the freshest state (no backlog when overloaded)
+        p("publish_stamped_command", True)  # ~/command_stamped: τ with joint names and the state's stamp
         p("law", "")
         p("watchdog_timeout", 0.1)
         p("watchdog_period", 0.02)
@@ -138,7 +142,10 @@ class ControllerNode(Node):
                       "compute_ms_sum": 0.0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states, 10)
+        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states,
+                                 max(1, int(gp("joint_states_queue").value)))
+        self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
+            if gp("publish_stamped_command").value else None
         self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
         self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
         topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
@@ -359,6 +366,12 @@ class ControllerNode(Node):
         self.stats["compute_ms_max"] = max(self.stats["compute_ms_max"], dt)
         self.stats["commands"] += 1
         self.pub_cmd.publish(self.cmd_map.to_message(tau))
+        if self.pub_stamped is not None:
+            cmd = JointState()
+            cmd.header.stamp = msg.header.stamp
+            cmd.name = self.cmd_map.joints
+            cmd.effort = tau[self.cmd_map.v_index].tolist()
+            self.pub_stamped.publish(cmd)
 
     # ------------------------------------------------------------------ safety
     def safe_torque(self) -> np.ndarray:

@@ -88,8 +88,8 @@ class DemoConfig:
     max_approach: float = 3.0         # s without contact -> abort
     mass_error: float = 0.10
     # quasi-velocity law
-    qv_kp: float = 30.0
-    qv_kd: float = 60.0
+    qv_kp: float = 60.0
+    qv_kd: float = 120.0
     force_kp: float = 0.3
     force_ki: float = 30.0
     # baseline
@@ -359,18 +359,13 @@ def reference_for(kind: str, task: dict, q3: float) -> Reference:
     return Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
 
 
-def perturbed_masses(system: ConstrainedSystem, factor: float) -> ConstrainedSystem:
-    """A copy of ``system`` whose link masses and inertias are scaled by ``factor`` (model error)."""
-    import pinocchio as pin
+def perturbed_system(cfg: "DemoConfig", factor: float) -> ConstrainedSystem:
+    """The demo's controller model with every link mass and rotational inertia scaled by ``factor``
+    (centres of mass unchanged): the model error of the robustness run."""
+    from .laws import scale_inertias
 
-    model = system.model.copy()
-    for j in range(1, model.njoints):
-        I = model.inertias[j]
-        model.inertias[j] = pin.Inertia(I.mass * factor, I.lever.copy(), I.inertia * factor)
-    sysm = ConstrainedSystem(model, [], name=system.name)
-    for c in system.constraints:
-        sysm.add_constraint({"type": c.type, "frame": c.frame, "axes": list(c.axes), "name": c.name,
-                             "active": c.active})
+    sysm = make_system(cfg)
+    scale_inertias(sysm, factor)
     return sysm
 
 
@@ -454,7 +449,7 @@ def _make_law(kind: str, cfg: DemoConfig, ctrl_system, R_ref, q0):
 def run_direct(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0) -> dict:
     """The scenario without ROS (plant and law called directly): a cross-check of the ROS run."""
     plant_sys, q0, p0, R0 = _initial(cfg)
-    ctrl_sys = plant_sys if mass_factor == 1.0 else perturbed_masses(plant_sys, mass_factor)
+    ctrl_sys = plant_sys if mass_factor == 1.0 else perturbed_system(cfg, mass_factor)
     plant = _make_plant(cfg, plant_sys)
     plant.reset(q0)
     sc = Scenario(cfg, ctrl_sys, p0, plant.set_table_height)
@@ -494,7 +489,7 @@ def run_ros(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0, domain_
     from .controller_node import ControllerNode
 
     plant_sys, q0, p0, R0 = _initial(cfg)
-    ctrl_sys = make_system(cfg) if mass_factor == 1.0 else perturbed_masses(plant_sys, mass_factor)
+    ctrl_sys = make_system(cfg) if mass_factor == 1.0 else perturbed_system(cfg, mass_factor)
     plant = _make_plant(cfg, plant_sys)
     context = Context()
     if domain_id is None:

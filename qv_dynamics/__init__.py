@@ -12,15 +12,15 @@ from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
 
 __all__ = [
     "ConstrainedSystem", "DynamicsTerms", "QuasiState", "quasi_decompose", "direct_dynamics", "projection",
-    "torque_from_quasi_forces", "simulate",
+    "torque_from_quasi_forces", "simulate", "Stepper", "Trajectory",
     "QVError", "NonFiniteError", "DimensionError", "UnknownNameError", "ModelError", "NotPositiveDefiniteError",
     "RankDeficiencyError", "ConvergenceError",
 ]
 
 
-def __getattr__(name):  # simulate lives in simulator.py, imported lazily (it pulls in more)
-    if name == "simulate":
-        from .simulator import simulate
+def __getattr__(name):  # the simulator is imported lazily (it pulls in more)
+    if name in ("simulate", "Stepper", "Trajectory"):
+        from . import simulator
 
-        return simulate
+        return getattr(simulator, name)
     raise AttributeError(name)

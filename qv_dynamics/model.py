@@ -308,7 +308,8 @@ class ConstrainedSystem:
     def _get_plan(self) -> tuple:
         """(items, m, labels) for the active constraints, rebuilt when the active set changes.
         Each item is (constraint, row slice, axis selector) with a slice selector when axes are contiguous."""
-        key = tuple(c.active for c in self.constraints)
+        # identity + active flag of every constraint (the plan keeps the objects alive, so ids stay unique)
+        key = [(id(c), c.active) for c in self.constraints]
         if key != self._plan_key:
             items, r0, labels = [], 0, []
             for c in self.constraints:

@@ -14,8 +14,9 @@ contact ``{type: point_contact, frame: <tool>, axes: [z]}``):
 * the tool/table contact is **frictionless** (``condim=1``): the only contact force is along the table
   normal, which is what a ``point_contact`` with ``axes: [z]`` models. A friction cone would add
   tangential forces the controller does not model (it treats them as disturbances);
-* stiff soft contact: ``solref=(0.002, 1)`` (2 ms time constant, critically damped) with
-  ``solimp=(0.95, 0.99, 0.001)``: about 0.3 mm of penetration at 10 N, crisp on the 1 kHz loop;
+* stiff soft contact: ``solref=(0.002, 1)`` (2 ms time constant, critically damped; MuJoCo needs it
+  ≥ 2 timesteps) with ``solimp=(0.95, 0.99, 0.001)``: about 3 µm of penetration at 10 N, crisp on the
+  1 kHz loop (the price is an impact peak of 2–4× the pressing force when touching down at 1 cm/s);
 * ``timestep`` 0.5 ms (2 kHz physics); the plant's ``step(tau, dt)`` holds τ over ``dt`` (zero-order hold);
 * the table is a mocap body, so its height can change during a run (``set_table_height``);
 * a 6-axis force/torque sensor (MuJoCo ``force``/``torque`` sensors) sits at the tool site on a massless
@@ -56,7 +57,7 @@ class SceneConfig:
     table_half_size: Sequence[float] = (0.4, 0.5)
     table_thickness: float = 0.05
     timestep: float = 0.0005
-    solref: Sequence[float] = (0.005, 1.0)
+    solref: Sequence[float] = (0.002, 1.0)
     solimp: Sequence[float] = (0.95, 0.99, 0.001, 0.5, 2.0)
     friction: float = 0.0              # 0 -> frictionless (condim 1); > 0 -> condim 3 with this μ
     joint_damping: float = 0.0
@@ -308,7 +309,10 @@ class MujocoPlant:
         d.qpos[:] = q
         mujoco.mj_forward(self.model, d)
         M = np.zeros((self.n, self.n))
-        mujoco.mj_fullM(self.model, d, M)
+        if hasattr(d, "qM"):  # mujoco 3.x: mj_fullM(m, dst, qM)
+            mujoco.mj_fullM(self.model, M, d.qM)
+        else:                 # mujoco >= 4: mj_fullM(m, d, dst)
+            mujoco.mj_fullM(self.model, d, M)
         return M
 
     def bias_forces(self, q, qdot) -> np.ndarray:

@@ -2,6 +2,7 @@
 
     qv simulate <name> [--t-final T] [--dt DT] [--method projection|kkt_baumgarte]
                        [--integrator rk4|semi_implicit_euler|scipy] [--out DIR] [--no-plot]
+                       [--record-every K] [--baumgarte ALPHA BETA] [--redundant] [--start extended|singular]
 
 writes ``DIR/trajectory.npz``, ``DIR/summary.json`` (max_constraint_error, energy_drift_rel, wall_time_s,
 steps, sim_time_s, plus scenario extras) and ``DIR/figure.png`` (states, constraint error, energy, λ).
@@ -313,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--integrator", choices=INTEGRATORS, default="rk4")
     ap.add_argument("--out", default=None, help="output folder (default sim_out/<name>)")
     ap.add_argument("--record-every", type=int, default=1)
+    ap.add_argument("--baumgarte", type=float, nargs=2, default=(20.0, 20.0), metavar=("ALPHA", "BETA"),
+                    help="kkt_baumgarte: A q̈ = −Ȧq̇ − 2αAq̇ − β²Φ (default 20 20 [1/s])")
     ap.add_argument("--redundant", action="store_true", help="three_link_chain: redundant constraint rows")
     ap.add_argument("--start", choices=("extended", "singular"), default="extended",
                     help="slider_crank: start extended or exactly at the singular pose q1 = pi/2")
@@ -324,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name == "slider_crank":
         kw["start"] = args.start
     scn = build(args.name, **kw)
-    tr = run(scn, args.t_final, args.dt, args.method, args.integrator, record_every=args.record_every)
+    tr = run(scn, args.t_final, args.dt, args.method, args.integrator, record_every=args.record_every,
+             baumgarte=tuple(args.baumgarte))
     out = Path(args.out or Path("sim_out") / args.name)
     tr.save(out)
     if not args.no_plot and tr.t.size:

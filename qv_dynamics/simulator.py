@@ -694,7 +694,6 @@ def simulate(system: ConstrainedSystem, q0, qdot0, controller_or_tau=None, t_fin
     t0_wall = time.perf_counter()
     t = 0.0
     old_err = np.seterr(over="ignore", invalid="ignore")  # a blow-up is detected and reported explicitly
-    K_scale_E0 = None
     try:
         q, qdot = apply_due(0.0, q, qdot)
         # initial consistency: q0 may be approximate (section 6 iii applied once to the initial state)
@@ -716,7 +715,7 @@ def simulate(system: ConstrainedSystem, q0, qdot0, controller_or_tau=None, t_fin
                 ev.armed = not hit0  # edge-triggered: a guard already true at t = 0 does not fire
         E0 = st.kinetic + st.potential(q)
 
-        def diag(i, qq, first=False):
+        def diag(i, qq):
             V = st.potential(qq)
             E = st.kinetic + V
             drift = E - E0 - state["work"] + state["loss"]
@@ -733,7 +732,7 @@ def simulate(system: ConstrainedSystem, q0, qdot0, controller_or_tau=None, t_fin
                 rec1["energy"][j], rec1["kinetic"][j], rec1["potential"][j] = E, st.kinetic, V
                 rec1["work"][j], rec1["impact_loss"][j] = state["work"], state["loss"]
 
-        diag(0, q, True)
+        diag(0, q)
         rec["q"][0], rec["qdot"][0], rec1["t"][0] = q, qdot, 0.0
         state["k"] = 1
         for i in range(steps):

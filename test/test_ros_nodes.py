@@ -281,9 +281,9 @@ def test_bad_messages_dropped_and_counted_node_stays_alive(ros):
             joint_state(names, q[:2], qdot),                              # wrong length
             joint_state(names[:2], q[:2], qdot[:2]),                      # missing joint3
         ]
-        for msg in bad:
+        for i, msg in enumerate(bad):  # one at a time: the controller keeps only the freshest state
             wire.send(msg)
-        spin_until(ex, lambda: node.rejected() >= 4, 3.0)
+            assert spin_until(ex, lambda: node.rejected() == i + 1, 3.0)
         c = node.rejects["joint_states"].counts
         assert c == {"nonfinite": 2, "size": 1, "names": 1}
         assert node.stats["commands"] == 0 and len(wire.got) == 0  # nothing published for bad input
@@ -293,21 +293,23 @@ def test_bad_messages_dropped_and_counted_node_stays_alive(ros):
         lpub = probe.create_publisher(Float64MultiArray, "/qv_ctrl_bad/lambda_desired", 10)
         assert spin_until(ex, lambda: lpub.get_subscription_count() >= 1)
         lpub.publish(Float64MultiArray(data=[1.0, 2.0]))
+        assert spin_until(ex, lambda: node.rejected("lambda_desired") == 1)
         lpub.publish(Float64MultiArray(data=[float("nan")]))
         assert spin_until(ex, lambda: node.rejected("lambda_desired") == 2)
         assert node.lambda_d.tolist() == LAMBDA_D  # unchanged
         # the dynamics node drops the same way
         dpub = probe.create_publisher(JointState, "/bad/joint_states", 10)
         assert spin_until(ex, lambda: dpub.get_subscription_count() >= 1)
-        for msg in bad:
+        for i, msg in enumerate(bad):
             dpub.publish(msg)
-        assert spin_until(ex, lambda: dyn.rejects.total == 4)
+            assert spin_until(ex, lambda: dyn.rejects.total == i + 1)
         dpub.publish(joint_state(names, q, qdot, np.zeros(3)))
         assert spin_until(ex, lambda: dyn.stats["messages"] == 1)
         # the simulator drops wrong-sized / NaN effort commands and keeps its state
         cpub = probe.create_publisher(Float64MultiArray, "/bad_sim_ctrl/commands", 10)
         assert spin_until(ex, lambda: cpub.get_subscription_count() >= 1)
         cpub.publish(Float64MultiArray(data=[1.0, 2.0]))
+        assert spin_until(ex, lambda: sim.rejects.total == 1)
         cpub.publish(Float64MultiArray(data=[1.0, float("nan"), 0.0]))
         assert spin_until(ex, lambda: sim.rejects.total == 2)
         assert sim.steps == 0
