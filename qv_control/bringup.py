@@ -168,13 +168,16 @@ class Bringup:
             self.sim = SimNode("qv_sim", context=self.context, parameter_overrides=to_parameters(sim_p))
             self.nodes.append(self.sim)
             ctrl_p = dict(self.params["qv_controller"])
+            sim_time = bool(sim_p.get("publish_clock", True))  # stamps and /clock are simulated time
+            ctrl_p.setdefault("use_sim_time", sim_time)
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)
             self.dynamics = None
             if dynamics and "qv_dynamics" in self.params:
-                self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
-                                             parameter_overrides=to_parameters(self.params["qv_dynamics"]))
+                dyn_p = dict(self.params["qv_dynamics"])
+                dyn_p.setdefault("use_sim_time", sim_time)
+                self.dynamics = DynamicsNode("qv_dynamics", context=self.context, parameter_overrides=to_parameters(dyn_p))
                 self.nodes.append(self.dynamics)
         except BaseException:
             self.shutdown()

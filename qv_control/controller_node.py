@@ -33,6 +33,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -125,7 +126,13 @@ class ControllerNode(Node):
         self._injected_law = law is not None
         self.law = law if law is not None else make_law(self._law_name(), system, **self._law_params())
         self.theta_names = law_theta_names(self.law, self.layout.names)
-        self.reference_fn = reference if reference is not None else self._spline_from_params()
+        # an injected reference sees the states' time as is (like simulate); the parameter spline counts
+        # from the first valid state (wall-clock stamps on hardware)
+        self.reference_fn = reference
+        self._ref_relative = False
+        if reference is None:
+            self.reference_fn = self._spline_from_params()
+            self._ref_relative = self.reference_fn is not None
         self.t_first: float | None = None
         self.traj: TrajectoryReference | None = None
         self.theta_d = self._opt_array("theta_desired")
@@ -155,7 +162,9 @@ class ControllerNode(Node):
             c = system.constraint(cname)
             self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
                                      qos_profile_sensor_data)  # best effort: matches any publisher
-        self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog)
+        # steady clock: the watchdog must fire even when (simulated) ROS time stands still
+        self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog,
+                                                clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(1.0, self.publish_diagnostics)
         self.add_on_set_parameters_callback(self.on_set_parameters)
         self.get_logger().info(
@@ -239,8 +248,8 @@ class ControllerNode(Node):
             self._check_scalar_params(new)
             cmd_map = self.cmd_map
             if "joints" in new:
-                joints = [s for s in (new["joints"] or []) if s]
-                if not isinstance(new["joints"], (list, tuple)) or not joints:
+                joints = [s for s in new["joints"] if s] if isinstance(new["joints"], (list, tuple)) else []
+                if not joints:
                     raise ModelError("joints must be a non-empty list of joint names")
                 cmd_map = CommandMap(self.system, joints)
             law = self.law
@@ -256,7 +265,8 @@ class ControllerNode(Node):
                     if not np.all(np.isfinite(arr)):
                         raise ModelError(f"{k} has non-finite entries")
             for k in ("model_config", "robot_description", "joint_states_topic", "controller_name", "command_topic",
-                      "wrench_topics", "wrench_constraints"):
+                      "wrench_topics", "wrench_constraints", "reference.times", "reference.waypoints",
+                      "reference.kind", "joint_states_queue", "publish_stamped_command", "wrench_sign"):
                 if k in new and new[k] != self.get_parameter(k).value:
                     raise ModelError(f"'{k}' is read at start only; restart the node to change it")
         except (QVError, TypeError, ValueError) as exc:
@@ -306,8 +316,8 @@ class ControllerNode(Node):
             self.rejects["wrench"].reject(reject_kind(exc), str(exc))
 
     def reference_at(self, t: float) -> Reference:
-        t_rel = t - (self.t_first or 0.0)
-        ref = self.reference_fn(t_rel) if self.reference_fn is not None else Reference()
+        t_ref = t - (self.t_first or 0.0) if self._ref_relative else t
+        ref = self.reference_fn(t_ref) if self.reference_fn is not None else Reference()
         if self.traj is not None:
             th, thd, thdd = self.traj.sample(t)
             ref = Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=ref.lambda_)

@@ -796,6 +796,10 @@ def run_demo(cfg: DemoConfig, out: Path | None = None, ros: bool = True, plots: 
         "baseline_force_step_path_deviation_rms_m": m["baseline"].get("step_path_deviation_rms_m"),
         "force_step_path_deviation_max_m": m["qv"].get("step_path_deviation_max_m"),
         "baseline_force_step_path_deviation_max_m": m["baseline"].get("step_path_deviation_max_m"),
+        "force_step_qv_path_deviation_below_baseline": (
+            None if m["qv"].get("step_path_deviation_rms_m") is None
+            or m["baseline"].get("step_path_deviation_rms_m") is None
+            else bool(m["qv"]["step_path_deviation_rms_m"] < m["baseline"]["step_path_deviation_rms_m"])),
         "contact_loss_max_torque_ratio": m["qv"].get("contact_loss_max_torque_ratio"),
         "baseline_contact_loss_max_torque_ratio": m["baseline"].get("contact_loss_max_torque_ratio"),
         "contact_lost_logged": m["qv"].get("contact_lost_logged"),

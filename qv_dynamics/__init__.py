@@ -5,7 +5,7 @@ Pure math (numpy + Pinocchio); never imports rclpy. Public API (SPEC §4)::
     from qv_dynamics import ConstrainedSystem, quasi_decompose, direct_dynamics, simulate
 """
 from .errors import (ConvergenceError, DimensionError, ModelError, NonFiniteError, NotPositiveDefiniteError,
-                     QVError, RankDeficiencyError, UnknownNameError)
+                     QVError, RankDeficiencyError, StateMismatchError, UnknownNameError)
 from .model import ConstrainedSystem, DynamicsTerms
 from .projection import direct_dynamics, projection
 from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
@@ -14,7 +14,7 @@ __all__ = [
     "ConstrainedSystem", "DynamicsTerms", "QuasiState", "quasi_decompose", "direct_dynamics", "projection",
     "torque_from_quasi_forces", "simulate", "Stepper", "Trajectory",
     "QVError", "NonFiniteError", "DimensionError", "UnknownNameError", "ModelError", "NotPositiveDefiniteError",
-    "RankDeficiencyError", "ConvergenceError",
+    "RankDeficiencyError", "ConvergenceError", "StateMismatchError",
 ]
 
 

@@ -116,7 +116,8 @@ def mjcf_from_pinocchio(model: pin.Model, scene: SceneConfig | None = None) -> s
         lo, hi = model.lowerPositionLimit[iq], model.upperPositionLimit[iq]
         limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
         rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-        lines = [f'{indent}<body name="{name}_body" pos="{_fmt(Mj.translation)}" quat="{_fmt(_quat_wxyz(Mj.rotation))}">',
+        quat = _fmt(_quat_wxyz(Mj.rotation))
+        lines = [f'{indent}<body name="{name}_body" pos="{_fmt(Mj.translation)}" quat="{quat}">',
                  f'{indent}  <joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} '
                  f'damping="{scene.joint_damping:.12g}" armature="0" frictionloss="0"/>']
         if I.mass > 0:

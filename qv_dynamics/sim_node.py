@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from geometry_msgs.msg import WrenchStamped
 from rosgraph_msgs.msg import Clock
@@ -165,11 +166,12 @@ class SimNode(Node):
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self.last_cmd_wall = time.monotonic()
         self.resend = float(gp("lockstep_resend").value)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)  # pacing is wall-clock, whatever use_sim_time says
         if self.mode == "realtime":
             self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, clock=steady)
         elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend)
+            self.create_timer(self.resend, self.on_resend, clock=steady)
         self.get_logger().info(
             f"simulating '{system.name}' ({self.mode}, dt={self.dt} s): joints {self.layout.names}, "
             f"commands from {topic} in order {self.cmd_map.joints}, constraints {[c.name for c in system.constraints]}")
