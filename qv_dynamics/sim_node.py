@@ -28,7 +28,8 @@ import time
 
 import numpy as np
 import rclpy
-from rclpy.clock import Clock, ClockType
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rclpy.node import Node
 from geometry_msgs.msg import WrenchStamped
 from rosgraph_msgs.msg import Clock
@@ -166,7 +167,7 @@ class SimNode(Node):
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self.last_cmd_wall = time.monotonic()
         self.resend = float(gp("lockstep_resend").value)
-        steady = Clock(clock_type=ClockType.STEADY_TIME)  # pacing is wall-clock, whatever use_sim_time says
+        steady = RosClock(clock_type=ClockType.STEADY_TIME)  # pacing is wall-clock, whatever use_sim_time says
         if self.mode == "realtime":
             self.wall0 = time.monotonic()
             self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, clock=steady)
