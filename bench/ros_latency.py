@@ -46,7 +46,6 @@ CONFIG = str(ROOT / "config" / "planar_3link.yaml")
 
 def arm_states(seconds: float):
     """(t, q, q̇) of a library closed-loop run of the arm (the states the driver replays)."""
-    from qv_control.state import State  # noqa: F401
     from qv_dynamics.simulator import simulate
 
     with Bringup(CONFIG, domain_id=_domain(5), dynamics=False, record=False) as b:  # build law+ref like the node

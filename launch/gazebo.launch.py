@@ -41,9 +41,10 @@ def _nodes(context, *args, **kwargs):
         urdf = ros2_control_urdf(f.read(), GZ_HARDWARE, gazebo_parameters=controllers)
     sim_time = {"use_sim_time": True}
     gz_launch = os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
+    world = LaunchConfiguration("world").perform(context)
     nodes = [
         IncludeLaunchDescription(PythonLaunchDescriptionSource(gz_launch),
-                                 launch_arguments={"gz_args": f"-r {LaunchConfiguration('world').perform(context)}"}.items()),
+                                 launch_arguments={"gz_args": f"-r {world}"}.items()),
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              parameters=[{"robot_description": urdf}, sim_time]),
         Node(package="ros_gz_sim", executable="create", output="screen",

@@ -30,6 +30,7 @@ import numpy as np
 import yaml
 
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
+LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -170,6 +171,11 @@ class Bringup:
             ctrl_p = dict(self.params["qv_controller"])
             sim_time = bool(sim_p.get("publish_clock", True))  # stamps and /clock are simulated time
             ctrl_p.setdefault("use_sim_time", sim_time)
+            if lockstep:
+                # simulated time stands still while the process is busy or descheduled, and in lock-step
+                # every effort command advances the simulator: a wall-clock watchdog that fires on a
+                # scheduling hiccup would inject a safe command into the loop. Keep it for real stalls only.
+                ctrl_p["watchdog_timeout"] = max(float(ctrl_p.get("watchdog_timeout", 0.1)), LOCKSTEP_WATCHDOG)
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)
@@ -177,7 +183,8 @@ class Bringup:
             if dynamics and "qv_dynamics" in self.params:
                 dyn_p = dict(self.params["qv_dynamics"])
                 dyn_p.setdefault("use_sim_time", sim_time)
-                self.dynamics = DynamicsNode("qv_dynamics", context=self.context, parameter_overrides=to_parameters(dyn_p))
+                self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
+                                             parameter_overrides=to_parameters(dyn_p))
                 self.nodes.append(self.dynamics)
         except BaseException:
             self.shutdown()
@@ -221,6 +228,8 @@ class Bringup:
     def run(self, duration: float, wall_timeout: float | None = None) -> dict:
         """Run until the simulated time reaches ``duration``; returns run statistics."""
         self.wait_for_graph()
+        if self.sim.mode == "paused":  # a previous run() ended: continue from where it stopped
+            self.sim.mode = "lockstep"
         steps = int(round(duration / self.sim.dt))
         wall_timeout = wall_timeout if wall_timeout is not None else max(60.0, 50.0 * duration)
         self._snapshot()

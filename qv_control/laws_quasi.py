@@ -14,6 +14,11 @@ so that ξ = ξ_d exactly with an exact model. Sign: the core's ``Gamma_xi_vr`` 
 ξ = ξ_d + 2Γ_ξv_r — a sign slip; the law follows the intent "compensate the velocity term". the optional PI acts on the measured multiplier
 (``State.lambda_meas``: a force sensor or an estimate) and absorbs model error. ``force=False`` sets
 u_ξ = 0: the minimum-‖u‖ (kinetic metric, eq. 43) torque for the commanded motion.
+
+Compliant contacts: with ``normal_motion=True`` (default) the tracking law also accounts for a measured
+normal quasi-velocity v_n = V₁ᵀv ≠ 0 (a soft table: the tool sinks by µm when the force changes), which
+the rigid model (Aq̇ = 0) ignores: v̇_r = −Γ_v v_r − Γ_vn v_n + u_v (:func:`normal_coupling`) and
+θ̇ = Dv_r + D₁v_n. With Aq̇ = 0 the law is exactly eq. 35–38 (see :class:`QuasiTrackingLaw`).
 """
 from __future__ import annotations
 
@@ -24,6 +29,21 @@ from qv_dynamics.quasi import quasi_decompose
 from .coordinates import check_reduced_jacobian
 from .laws_base import ControlLaw, GainError
 from .state import Reference, State
+
+
+def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
+    """Γ_vn v_n: the term a normal quasi-velocity v_n = V₁ᵀv adds to the tangential dynamics,
+    v̇_r = −Γ_v v_r − Γ_vn v_n + u_v (V₂ in the parallel-transport gauge; Γ_vn = 0·v_n is what eq. 17/18a
+    assume with Aq̇ = 0).
+
+    Γ_vn = V₂ᵀΓV₁ − V̇₂ᵀV₁, and differentiating ΛV₂ = 0 (eq. 12) gives V₁ᵀV̇₂ = −W₁Λ̇V₂ with W₁ = V₁ᵀΛ⁺,
+    Λ̇ = (Ȧ − ΛQ̇ᵀ)Q⁻ᵀ, so Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Λ̇ᵀW₁ᵀv_n), Λ̇ᵀz = Q⁻¹(Ȧᵀz − Q̇Λᵀz).
+    ``qs``: a QuasiState (SPEC §2), ``Adot``: Ȧ (m×n) at the same state."""
+    if not qs.rank:
+        return np.zeros(qs.V2.shape[1])
+    z = qs.W1.T @ v_n                                                    # W₁ᵀv_n (m)
+    lam_dot_t = qs.Qinv @ (Adot.T @ z - qs.Qdot @ (qs.Lambda.T @ z))     # Λ̇ᵀW₁ᵀv_n
+    return qs.V2.T @ (qs.Gamma @ (qs.V1 @ v_n) + lam_dot_t)
 
 
 class _QuasiLaw(ControlLaw):
@@ -77,13 +97,68 @@ class QuasiTrackingLaw(_QuasiLaw):
     Ṅσ = Q⁻ᵀ(V̇₂σ − Q̇ᵀw), V̇₂σ = −Λ⁺(Ȧw − ΛQ̇ᵀw), w = Nσ; Ḋσ = J̇w + JṄσ.
     ‖ε‖ does not depend on the basis chosen for V₂ (ε → Rᵀε), so it is a well-defined measured figure.
 
+    Normal motion (``normal_motion=True``, default). The law above assumes Aq̇ = 0. A real contact is
+    compliant (a MuJoCo or real table lets the tool sink by µm when the force changes), so the measured
+    velocity has a normal part v_n = V₁ᵀv and v = V₂v_r + V₁v_n. Two exact consequences (SPEC §2 notation,
+    V₂ in the parallel-transport gauge, W₁ = V₁ᵀΛ⁺, Λ̇ = (Ȧ − ΛQ̇ᵀ)Q⁻ᵀ):
+
+    1. the tangential dynamics pick up a coupling term: from v̇ = −Γv + u − Λᵀλ (eq. 7a) and
+       v̇_r = V₂ᵀv̇ + V̇₂ᵀv, with V₁ᵀV̇₂ = −W₁Λ̇V₂ (derivative of ΛV₂ = 0, eq. 12),
+           v̇_r = −Γ_v v_r − Γ_vn v_n + u_v,    Γ_vn = V₂ᵀΓV₁ − V̇₂ᵀV₁ = V₂ᵀ(ΓV₁ + Λ̇ᵀW₁ᵀ);
+    2. the minimal coordinates move with it: θ̇ = Jq̇ = Dv_r + D₁v_n, D₁ = JQ⁻ᵀV₁ (≠ 0 on the Panda: a
+       normal push along M⁻¹Aᵀ also moves the tool sideways).
+
+    The law then uses the composite error of the *measured* θ̇, ε = D⁻¹(θ̇ − θ̇_d + K_p(θ − θ_d))
+    = v_r + Gv_n − σ with G = D⁻¹D₁, and
+        u_v = σ̇ + Γ_v v_r + Γ_vn v_n − (Gv_n)˙ − k_d ε      ⇒   ε̇ = −k_d ε
+    again. (Gv_n)˙ contains the normal acceleration, which the rigid model cannot predict (it is 0
+    there); it is estimated by the backward difference of the measured Gv_n over the control period
+    (``normal_rate=False`` drops it, keeping the two exact terms; with a noisy velocity measurement filter
+    q̇ first or drop it, since a backward difference amplifies noise). With Aq̇ = 0 (an exact constraint)
+    v_n = 0 and the law is the one above, so the ideal closed loop is unchanged; with a compliant
+    contact a step of the commanded force no longer drags θ through the sinking of the tool.
+
     Parameters: ``coordinates`` (θ spec, k = n − r entries), ``kp`` (scalar or k-vector, 1/s), ``kd`` (1/s),
     ``kf`` < 1 and ``ki`` (force PI on λ_meas), ``force`` (False: u_ξ = 0, min ‖u‖),
-    ``compensate_velocity`` (False: eq. 47 u_ξ = ξ_d), ``effort_limits`` ("urdf", number, n-vector, None),
-    ``cond_max`` (largest accepted cond(D)).
+    ``compensate_velocity`` (False: eq. 47 u_ξ = ξ_d), ``normal_motion`` / ``normal_rate`` (above),
+    ``effort_limits`` ("urdf", number, n-vector, None), ``cond_max`` (largest accepted cond(D)).
     """
 
     name = "quasi_tracking"
+
+    def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
+                 normal_rate: bool = True, **kw):
+        super().__init__(system, coordinates, kp=kp, kd=kd, **kw)
+        self.normal_motion = bool(normal_motion)
+        self.normal_rate = bool(normal_rate)
+        self.rate_max_dt = 0.1  # s: longer gaps between samples restart the backward difference
+        self._gvn_prev: tuple[float, np.ndarray] | None = None
+        self._gvn_rate: np.ndarray | None = None
+
+    def reset(self) -> None:
+        super().reset()
+        self._gvn_prev = None
+        self._gvn_rate = None
+
+    def _normal_terms(self, t, qs, kin, Dinv) -> tuple[np.ndarray, np.ndarray]:
+        """(Gv_n, Γ_vn v_n − (Gv_n)˙) of the normal-motion extension (class docstring, items 1-2)."""
+        if qs.rank_changed:
+            self._gvn_prev = self._gvn_rate = None
+        v_n = qs.V1.T @ qs.v
+        self.last["v_n"] = v_n
+        gvn = Dinv @ (kin.J @ (qs.Qinv.T @ (qs.V1 @ v_n)))                    # G v_n = D⁻¹D₁v_n
+        comp = normal_coupling(qs, kin.Adot, v_n)                              # Γ_vn v_n
+        if self.normal_rate:
+            prev = self._gvn_prev
+            if prev is not None and prev[1].shape == gvn.shape and 0.0 < t - prev[0] <= self.rate_max_dt:
+                self._gvn_rate = (gvn - prev[1]) / (t - prev[0])
+            elif prev is None or t != prev[0]:
+                self._gvn_rate = None
+            if prev is None or t > prev[0]:
+                self._gvn_prev = (t, gvn)
+            if self._gvn_rate is not None:
+                comp = comp - self._gvn_rate
+        return gvn, comp
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
@@ -99,6 +174,10 @@ class QuasiTrackingLaw(_QuasiLaw):
         lu = np.linalg.inv(D)
         sigma = lu @ s_d
         eps = qs.v_r - sigma
+        normal = None
+        if self.normal_motion and qs.rank:
+            gvn, normal = self._normal_terms(t, qs, kin, lu)
+            eps = eps + gvn                                    # = D⁻¹(θ̇ − θ̇_d + K_p e), θ̇ measured
         w = N @ sigma
         y = qs.Qdot.T @ w
         if qs.rank:
@@ -108,6 +187,8 @@ class QuasiTrackingLaw(_QuasiLaw):
         Ddot_sigma = kin.Jdot @ w + kin.J @ (qs.Qinv.T @ (V2dot_sigma - y))
         sigma_dot = lu @ (sd_dot - Ddot_sigma)
         u_v = sigma_dot + qs.Gamma_v @ qs.v_r - self.kd * eps
+        if normal is not None:
+            u_v = u_v + normal
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=e, eps=eps, cond_D=cond, u_v=u_v,
                          u_xi=u_xi, xi_d=xi_d, v_r=qs.v_r, lambda_d=ref.lambda_)
@@ -150,4 +231,4 @@ class QuasiSetpointLaw(_QuasiLaw):
         return self._torque(terms, qs, u_v, u_xi)
 
 
-__all__ = ["QuasiTrackingLaw", "QuasiSetpointLaw"]
+__all__ = ["QuasiTrackingLaw", "QuasiSetpointLaw", "normal_coupling"]

@@ -48,6 +48,7 @@ class DynamicsNode(Node):
         p("model_config", "")
         p("robot_description", "")
         p("joint_states_topic", "/joint_states")
+        p("joint_states_queue", 1)  # 1: evaluate the freshest state; no backlog when slower than the stream
         p("command_topic", "")
         p("joints", [""])
         p("wrench_topics", [""])
@@ -89,7 +90,8 @@ class DynamicsNode(Node):
         self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES}
         self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states, 10)
+        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states,
+                                 max(1, int(gp("joint_states_queue").value)))
         cmd_topic = gp("command_topic").value
         if cmd_topic:
             self.cmd_map = CommandMap(system, [j for j in gp("joints").value if j])
@@ -123,7 +125,8 @@ class DynamicsNode(Node):
         """A force sensor measuring the wrench the robot applies at ``constraint``'s frame, in that frame's
         axes (rotated to world-aligned axes, the axes of λ, with the kinematics of the next joint state)."""
         try:
-            self.lam_meas[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))  # rotated when published
+            # kept in the sensor's axes; rotated when published
+            self.lam_meas[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))
             self.wrench_rejects.ok()
         except QVError as exc:
             self.wrench_rejects.reject(reject_kind(exc), str(exc))
@@ -259,7 +262,8 @@ class DynamicsNode(Node):
         mean = st["eval_ms_sum"] / st["eval_n"] if st["eval_n"] else 0.0
         values = {
             "rank": last.get("rank", -1), "constraint_rows": last.get("m", -1),
-            "condition_Lambda": last.get("condition", float("nan")), "condition_M": float(np.linalg.cond(last["M"])) if last else float("nan"),
+            "condition_Lambda": last.get("condition", float("nan")),
+            "condition_M": float(np.linalg.cond(last["M"])) if last else float("nan"),
             "kinetic_energy": last.get("kinetic_energy", float("nan")), "basis_reseeds": st["reseeds"],
             "eval_time_ms_mean": mean, "eval_time_ms_max": st["eval_ms_max"], "messages": st["messages"],
             "rejected_nonfinite": rej.get("nonfinite", 0), "rejected_size": rej.get("size", 0),

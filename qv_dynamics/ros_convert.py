@@ -241,21 +241,21 @@ def float_array(values: Iterable[float], labels: Sequence[str] | None = None) ->
 
 def lambda_desired_from_message(msg: Float64MultiArray, row_labels: Sequence[str]) -> np.ndarray:
     """λ_d from std_msgs/Float64MultiArray: one value per active constraint row, in ``row_labels``
-    order. If ``layout.dim[0].label`` holds comma-separated row labels, values are matched by label
-    (any order; rows not named get 0)."""
-    m = len(row_labels)
-    if msg.layout.dim and msg.layout.dim[0].label and "," in msg.layout.dim[0].label + ",":
-        labels = [s.strip() for s in msg.layout.dim[0].label.split(",") if s.strip()]
-        if len(labels) == len(msg.data) and all(lab in row_labels for lab in labels):
+    order. If ``layout.dim[0].label`` lists constraint row labels separated by commas (``"wall.x"``,
+    ``"contact.x,contact.z"``), one per value, the values are matched by label instead (any order; rows
+    not named get 0). Any other label is ignored."""
+    rows = list(row_labels)
+    if msg.layout.dim and msg.layout.dim[0].label:
+        labels = [x.strip() for x in msg.layout.dim[0].label.split(",") if x.strip()]
+        if labels and len(labels) == len(msg.data) and all(lab in rows for lab in labels):
+            if len(set(labels)) != len(labels):
+                raise DimensionError(f"lambda_desired: a constraint row is named twice in {labels}")
             vals = as_vector("lambda_desired", msg.data, len(labels))
-            out = np.zeros(m)
+            out = np.zeros(len(rows))
             for lab, x in zip(labels, vals):
-                out[list(row_labels).index(lab)] = x
+                out[rows.index(lab)] = x
             return out
-        unknown = [lab for lab in labels if lab not in row_labels]
-        if unknown:
-            raise UnknownNameError(f"lambda_desired: unknown constraint rows {unknown}; rows are {list(row_labels)}")
-    return as_vector("lambda_desired", msg.data, m)
+    return as_vector(f"lambda_desired (one value per row {rows})", msg.data, len(rows))
 
 
 # ----------------------------------------------------------------------------------------------- wrench
@@ -453,12 +453,14 @@ def reject_kind(exc: Exception) -> str:
 
 # ----------------------------------------------------------------------------------------------- URDF for ros2_control
 
-GZ_PLUGIN = ('<gazebo>\n  <plugin filename="gz_ros2_control-system" name="gz_ros2_control::GazeboSimROS2ControlPlugin">\n'
+GZ_PLUGIN = ('<gazebo>\n'
+             '  <plugin filename="gz_ros2_control-system" name="gz_ros2_control::GazeboSimROS2ControlPlugin">\n'
              '    <parameters>{params}</parameters>\n  </plugin>\n</gazebo>\n')
 
 
-FT_SENSOR = ('    <sensor name="{name}">\n' + "".join(f'      <state_interface name="{k}.{a}"/>\n' for k in ("force", "torque")
-                                               for a in "xyz") + '      <param name="frame_id">{frame}</param>\n    </sensor>\n')
+FT_SENSOR = ('    <sensor name="{name}">\n'
+             + "".join(f'      <state_interface name="{k}.{a}"/>\n' for k in ("force", "torque") for a in "xyz")
+             + '      <param name="frame_id">{frame}</param>\n    </sensor>\n')
 
 
 def ros2_control_urdf(xml: str, hardware_plugin: str | None = None, gazebo_parameters: str | None = None,

@@ -263,3 +263,108 @@ def test_saturation_keeps_force_channel():
     print(f"[saturation] tracking error after the limiter released: {e_end:.2e}")
     assert e_end < 1e-3
     assert over <= 1.0 + 1e-12
+
+
+# ----------------------------------------------------------------------------- compliant contact (Aq̇ ≠ 0)
+
+
+def _violating_state(seed: int = 3):
+    """A Panda state on the plane model whose velocity leaves the plane (Aq̇ ≠ 0, as on a soft table), a
+    torque and a contact multiplier that is not the rigid model's."""
+    rng = np.random.default_rng(seed)
+    _, model = panda_pair()
+    q = Q0 + 0.1 * rng.standard_normal(7)
+    qdot = rng.standard_normal(7)
+    tau = model.evaluate(q, qdot).g + 5.0 * rng.standard_normal(7)
+    return model, q, qdot, tau, np.array([-7.0])
+
+
+def _Adot_fd(model, q, qdot, h=1e-6):
+    """Ȧ = dA/dt along q̇ by a central difference of the constraint rows (independent of the law's Ȧ)."""
+    return (model.constraint_rows(model.integrate(q, h * qdot))[1]
+            - model.constraint_rows(model.integrate(q, -h * qdot))[1]) / (2 * h)
+
+
+def test_normal_coupling_identity_by_finite_differences():
+    """v̇_r = −Γ_v v_r − Γ_vn v_n + u_v when v_n = V₁ᵀv ≠ 0 (normal_coupling, V̇₂ᵀV₁ = −V₂ᵀΛ̇ᵀW₁ᵀ), checked by
+    a central difference of v_r = V₂ᵀQᵀq̇ along q(t) with q̈ from M q̈ = τ − h − Aᵀλ (any λ: Λᵀλ ∈ span V₁)."""
+    from qv_control.laws_quasi import normal_coupling
+
+    model, q, qdot, tau, lam = _violating_state()
+    terms = model.evaluate(q, qdot)
+    qs = quasi_decompose(terms, tau=tau)
+    v_n = qs.V1.T @ qs.v
+    qdd = np.linalg.solve(terms.M, tau - terms.h - terms.A.T @ lam)
+    h = 1e-5
+    vr = {}
+    for s in (-1, 1):
+        qh = model.integrate(q, s * h * qdot + 0.5 * h * h * qdd)
+        vr[s] = quasi_decompose(model.evaluate(qh, qdot + s * h * qdd), prev=qs).v_r  # parallel-transported V₂
+    vr_dot = (vr[1] - vr[-1]) / (2 * h)
+    coupling = normal_coupling(qs, _Adot_fd(model, q, qdot), v_n)
+    pred = -qs.Gamma_v @ qs.v_r - coupling + qs.u_v
+    err = float(np.max(np.abs(vr_dot - pred)))
+    err_rigid = float(np.max(np.abs(vr_dot - (-qs.Gamma_v @ qs.v_r + qs.u_v))))
+    print(f"\n[normal coupling] |A qdot| = {np.linalg.norm(terms.A @ qdot):.2f}, |v_n| = {np.linalg.norm(v_n):.2f}: "
+          f"max |d v_r/dt (FD) - (-Gamma_v v_r - Gamma_vn v_n + u_v)| = {err:.1e}; without Gamma_vn v_n "
+          f"(rigid-model formula) {err_rigid:.2e}; |Gamma_vn v_n| = {np.linalg.norm(coupling):.2f}")
+    assert np.linalg.norm(v_n) > 0.1
+    assert err < 1e-6 * max(1.0, float(np.max(np.abs(vr_dot))))
+    assert err_rigid > 1e4 * err
+
+
+def test_normal_motion_extension_keeps_composite_error_decay():
+    """QuasiTrackingLaw(normal_motion=True) with a surface that does not hold Aq̇ = 0 (multiplier unknown to
+    the law): the composite error of the measured θ̇, ε = D⁻¹(θ̇ − θ̇_d + K_p(θ − θ_d)), still obeys
+    ε̇ = −k_d ε (central difference along the resulting motion; the law estimates the normal acceleration
+    from its previous sample, δ = 1 µs earlier). The rigid-model law does not. With Aq̇ = 0 both laws give
+    the same torque (the ideal closed loop is unchanged)."""
+    from qv_control import State
+
+    model, q, qdot, _, lam = _violating_state()
+    law0 = _law(model)
+    th0 = law0.coords.evaluate(q, qdot).theta + 0.01
+    thd0, thdd = np.full(th0.size, 0.05), np.full(th0.size, 0.2)
+
+    def ref(t):  # θ_d(t) with constant θ̈_d
+        return Reference(theta=th0 + t * thd0 + 0.5 * t * t * thdd, theta_dot=thd0 + t * thdd, theta_ddot=thdd,
+                         lambda_=np.array([LAMBDA_D]))
+    delta, h = 1e-6, 1e-5
+
+    def closed_loop(normal_motion: bool):
+        qdd = np.zeros(7)
+        for _ in range(4):  # q̈ at t = 0 depends on the law's previous sample at −δ, which lies on q(t)
+            law = _law(model, normal_motion=normal_motion)
+            law.compute(State(t=-delta, q=model.integrate(q, -delta * qdot + 0.5 * delta ** 2 * qdd),
+                              qdot=qdot - delta * qdd), ref)
+            tau = law.compute(State(t=0.0, q=q, qdot=qdot), ref)
+            terms = model.evaluate(q, qdot)
+            qdd = np.linalg.solve(terms.M, tau - terms.h - terms.A.T @ lam)
+        qs0 = quasi_decompose(model.evaluate(q, qdot))
+
+        def eps(s):
+            qh, vh = model.integrate(q, s * qdot + 0.5 * s * s * qdd), qdot + s * qdd
+            qs = quasi_decompose(model.evaluate(qh, vh), prev=qs0)
+            kin = law.coords.evaluate(qh, vh)
+            r = ref(s)
+            return np.linalg.solve(kin.J @ qs.Qinv.T @ qs.V2, kin.theta_dot - r.theta_dot + KP * (kin.theta - r.theta))
+
+        e_dot = (eps(h) - eps(-h)) / (2 * h)
+        return float(np.linalg.norm(e_dot + KD * eps(0.0)) / np.linalg.norm(e_dot))
+
+    res, res_rigid = closed_loop(True), closed_loop(False)
+    # exact constraint (Aq̇ = 0): the extension adds nothing
+    terms = model.evaluate(q, qdot)
+    qdot_c = qdot - np.linalg.pinv(terms.A) @ (terms.A @ qdot)
+    taus = []
+    for nm in (True, False):
+        law = _law(model, normal_motion=nm)
+        law.compute(State(t=-1e-3, q=q, qdot=qdot_c), ref)
+        taus.append(law.compute(State(t=0.0, q=q, qdot=qdot_c), ref))
+    same = float(np.max(np.abs(taus[0] - taus[1])))
+    print(f"\n[normal motion] |A qdot| = {np.linalg.norm(terms.A @ qdot):.2f}: |eps_dot + kd eps| / |eps_dot| = "
+          f"{res:.1e} with the extension, {res_rigid:.2f} with the rigid-model law; with A qdot = 0 the torques "
+          f"differ by {same:.1e} N m")
+    assert res < 1e-4
+    assert res_rigid > 1e-2
+    assert same < 1e-9
