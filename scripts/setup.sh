@@ -12,6 +12,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
   fi
 fi
+touch "$VENV/COLCON_IGNORE"   # the venv holds package.xml files of its own: colcon must not crawl it
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$VENV/bin/python" -m pip install -q -r requirements.txt
 if ! "$VENV/bin/python" -c "import rclpy" >/dev/null 2>&1; then
