@@ -27,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 import pinocchio as pin
+from scipy.linalg.lapack import dgesdd as _dgesdd
 
 from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
 
@@ -148,6 +149,21 @@ class MinimalCoordinates:
         for fid, rows in frames.items():
             refs = [getattr(self.items[i], "rotation_reference", None) for i in rows]
             self._rot_ref[fid] = next((r for r in refs if r is not None), None)
+        # evaluation plan (static): joint rows as index arrays, per frame the position / rotation rows
+        jr = self._joint_rows
+        self._j_rows = np.array([i for i, _ in jr], int)
+        self._j_q = np.array([it.index for _, it in jr], int)
+        self._j_v = np.array([it.v_index for _, it in jr], int)
+        self._frame_plan = []
+        for fid, rows in frames.items():
+            pos = [i for i in rows if self.items[i].kind == "position"]
+            rot = [i for i in rows if self.items[i].kind == "rotation"]
+            self._frame_plan.append((fid, np.array(pos, int), np.array([self.items[i].index for i in pos], int),
+                                     np.array(rot, int), np.array([self.items[i].index for i in rot], int)))
+        # range check bounds (joint rows only have finite ones)
+        self._lo = self.lower - 1e-12
+        self._hi = self.upper + 1e-12
+        self._has_range = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
 
     @property
     def size(self) -> int:
@@ -168,6 +184,8 @@ class MinimalCoordinates:
         """Raise ReferenceRangeError when a joint coordinate leaves its URDF joint range."""
         from .references import ReferenceRangeError
 
+        if not self._has_range or not ((theta < self._lo).any() or (theta > self._hi).any()):
+            return
         bad = np.flatnonzero((theta < self.lower - 1e-12) | (theta > self.upper + 1e-12))
         if bad.size:
             msg = ", ".join(f"{self.labels[i]} = {theta[i]:.6g} not in [{self.lower[i]:.6g}, {self.upper[i]:.6g}]"
@@ -175,46 +193,52 @@ class MinimalCoordinates:
             raise ReferenceRangeError(f"{name}: outside the joint range: {msg}")
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, q, qdot, constraint_rates: bool = False) -> KinematicTerms:
+    def evaluate(self, q, qdot, constraint_rates: bool = False, data=None) -> KinematicTerms:
         """θ, J = ∂θ/∂q, J̇, J̇q̇ at (q, q̇); with ``constraint_rates`` also Ȧ of the system's active
-        constraints (rows in the order of ``system.evaluate(...).A``)."""
-        model, data = self.model, self.data
+        constraints (rows in the order of ``system.evaluate(...).A``).
+
+        ``data``: a Pinocchio Data of the same model that already holds the joint Jacobians, their time
+        variation and the frame placements at this (q, q̇) — e.g. ``system.data`` right after
+        ``system.evaluate(q, qdot)`` (computeCoriolisMatrix + updateFramePlacements leave exactly what
+        computeJointJacobiansTimeVariation would compute): the kinematic pass is then skipped. By default
+        the kinematics are computed in this object's private Data."""
+        model = self.model
         n = model.nv
         q = np.asarray(q, float)
         qdot = np.asarray(qdot, float)
-        pin.computeJointJacobiansTimeVariation(model, data, q, qdot)
-        pin.updateFramePlacements(model, data)
+        if data is None:
+            data = self.data
+            pin.computeJointJacobiansTimeVariation(model, data, q, qdot)
+            pin.updateFramePlacements(model, data)
         k = self.k
         theta = np.zeros(k)
         J = np.zeros((k, n))
         Jd = np.zeros((k, n))
-        for i, it in self._joint_rows:
-            theta[i] = q[it.index]
-            J[i, it.v_index] = 1.0
+        if self._j_rows.size:
+            theta[self._j_rows] = q[self._j_q]
+            J[self._j_rows, self._j_v] = 1.0
         cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for fid, rows in self._frames.items():
+        for fid, pos_rows, pos_axes, rot_rows, rot_axes in self._frame_plan:
             J6 = pin.getFrameJacobian(model, data, fid, LWA)
             dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LWA)
             cache[fid] = (J6, dJ6)
             oMf = data.oMf[fid]
-            rot_rows = [i for i in rows if self.items[i].kind == "rotation"]
-            for i in rows:
-                it = self.items[i]
-                if it.kind == "position":
-                    theta[i] = oMf.translation[it.index]
-                    J[i] = J6[it.index]
-                    Jd[i] = dJ6[it.index]
-            if rot_rows:
+            if pos_rows.size:
+                theta[pos_rows] = oMf.translation[pos_axes]
+                J[pos_rows] = J6[pos_axes]
+                Jd[pos_rows] = dJ6[pos_axes]
+            if rot_rows.size:
                 R_ref = self._rot_ref[fid]
+                R = oMf.rotation
                 if R_ref is None:
-                    R_ref = oMf.rotation.copy()
+                    R_ref = R.copy()
                     self._rot_ref[fid] = R_ref
-                E = oMf.rotation @ R_ref.T
+                E = R @ R_ref.T
                 phi = pin.log3(E)
                 if np.linalg.norm(phi) > MAX_ROTATION_ANGLE:
                     raise RankDeficiencyError(
-                        f"coordinates: frame '{self.items[rot_rows[0]].name}' is {np.linalg.norm(phi):.3f} rad from "
-                        "its orientation reference; rotation-vector coordinates are singular near pi "
+                        f"coordinates: frame '{self.items[int(rot_rows[0])].name}' is {np.linalg.norm(phi):.3f} rad "
+                        "from its orientation reference; rotation-vector coordinates are singular near pi "
                         "(choose a rotation_reference closer to the working orientation)")
                 G = pin.Jlog3(E) @ E.T  # φ̇ = G ω
                 Jw, dJw = J6[3:], dJ6[3:]
@@ -227,43 +251,40 @@ class MinimalCoordinates:
                     Gd = (Gp - Gm) / (2.0 * hstep)
                 else:
                     Gd = np.zeros((3, 3))
-                for i in rot_rows:
-                    a = self.items[i].index
-                    theta[i] = phi[a]
-                    J[i] = G[a] @ Jw
-                    Jd[i] = Gd[a] @ Jw + G[a] @ dJw
+                Ga = G[rot_axes]
+                theta[rot_rows] = phi[rot_axes]
+                J[rot_rows] = Ga @ Jw
+                Jd[rot_rows] = Gd[rot_axes] @ Jw + Ga @ dJw
         kt = KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jd @ qdot, theta_dot=J @ qdot)
         if constraint_rates:
-            kt.Adot = self._constraint_rates(q, qdot, cache)
+            kt.Adot = self._constraint_rates(q, qdot, cache, data)
         return kt
 
     @staticmethod
     def _G(E: np.ndarray) -> np.ndarray:
         return pin.Jlog3(E) @ E.T
 
-    def _frame_rates(self, fid: int, cache):
+    def _frame_rates(self, fid: int, cache, data=None):
         if fid not in cache:
-            cache[fid] = (pin.getFrameJacobian(self.model, self.data, fid, LWA),
-                          pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA))
+            data = self.data if data is None else data
+            cache[fid] = (pin.getFrameJacobian(self.model, data, fid, LWA),
+                          pin.getFrameJacobianTimeVariation(self.model, data, fid, LWA))
         return cache[fid][1]
 
-    def _constraint_rates(self, q, qdot, cache) -> np.ndarray:
-        """Ȧ of the active constraints (same row order as ConstrainedSystem._stack)."""
-        rows = []
+    def _constraint_rates(self, q, qdot, cache, data=None) -> np.ndarray:
+        """Ȧ of the active constraints (same rows as ConstrainedSystem._rows, from the system's plan)."""
+        items, m, _ = self.system._get_plan()
         n = self.model.nv
-        for c in self.system.constraints:
-            if not c.active:
-                continue
+        out = np.empty((m, n))
+        for c, rows, sel in items:
             if c.type == "custom":
-                rows.append(_custom_rate(self.system, c, q, qdot))
+                out[rows] = _custom_rate(self.system, c, q, qdot)
                 continue
-            dJ = self._frame_rates(c.frame_id, cache)
+            dJ = self._frame_rates(c.frame_id, cache, data)
             if c.type == "loop_closure":
-                dJ = dJ - self._frame_rates(c.frame_b_id, cache)
-            rows.append(dJ[c.axis_idx])
-        if not rows:
-            return np.zeros((0, n))
-        return np.vstack(rows)
+                dJ = dJ - self._frame_rates(c.frame_b_id, cache, data)
+            out[rows] = dJ[sel]
+        return out
 
 
 def _custom_rate(system, c, q, qdot) -> np.ndarray:
@@ -278,6 +299,13 @@ def _custom_rate(system, c, q, qdot) -> np.ndarray:
     return (np.atleast_2d(np.asarray(Ap, float)) - np.atleast_2d(np.asarray(Am, float))) / (2.0 * h)
 
 
+def _singular_values(D: np.ndarray) -> np.ndarray:
+    """Singular values (descending) by LAPACK dgesdd without vectors, called directly (numpy's wrapper
+    costs more than the 2×2..7×7 decomposition itself)."""
+    _, s, _, info = _dgesdd(D, compute_uv=0)
+    return s if info == 0 else np.linalg.svd(D, compute_uv=False)
+
+
 def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int, cond_max: float) -> float:
     """D = (∂θ/∂q)Q⁻ᵀV₂ (eq. 34) must be square (k = n − r) and well conditioned; returns cond(D)."""
     k, nr = D.shape
@@ -289,7 +317,7 @@ def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int,
                "Remove coordinates (the constraints already fix some of them)."))
     if k == 0:
         return 1.0
-    s = np.linalg.svd(D, compute_uv=False)
+    s = _singular_values(D)
     cond = float(s[0] / s[-1]) if s[-1] > 0 else np.inf
     if not cond <= cond_max:
         raise RankDeficiencyError(

@@ -14,6 +14,8 @@ down with 10 N on a table (point contact, axis z) has λ_z = −10 (the table pu
 """
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -29,6 +31,8 @@ class ReferenceRangeError(QVError):
 
 
 def _vec(name: str, x, size: int | None) -> np.ndarray:
+    if type(x) is np.ndarray and x.ndim == 1 and x.dtype == np.float64:  # the common case: as_vector checks
+        return as_vector(name, x, size)
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError) as exc:
@@ -57,7 +61,7 @@ def validate_reference(ref: Reference | None, k: int, m: int, coordinates=None,
     thd = np.zeros(k) if ref.theta_dot is None else _vec("reference.theta_dot", ref.theta_dot, k)
     thdd = np.zeros(k) if ref.theta_ddot is None else _vec("reference.theta_ddot", ref.theta_ddot, k)
     lam = np.zeros(m) if ref.lambda_ is None else _vec(
-        f"reference.lambda_ (lambda_d, one per active constraint row)", ref.lambda_, m)
+        "reference.lambda_ (lambda_d, one per active constraint row)", ref.lambda_, m)
     if theta is not None and coordinates is not None and ref.theta is not None:
         coordinates.check_range(theta, "reference.theta (theta_d)")
     return ReferenceValues(theta, thd, thdd, lam)
@@ -150,6 +154,7 @@ class SplineReference(TrajectoryReference):
         self._sp, self._d1, self._d2 = sp, sp.derivative(1), sp.derivative(2)
         t0, t1 = float(t[0]), float(t[-1])
         k = W.shape[1]
+        self._pp = _PiecewisePoly(sp, t0, t1)
 
         def clamp(fn, hold):
             def f(tt):
@@ -162,6 +167,66 @@ class SplineReference(TrajectoryReference):
 
         super().__init__(clamp(sp, True), clamp(self._d1, False), clamp(self._d2, False), lambda_=lambda_,
                          size=k, lambda_size=lambda_size, coordinates=coordinates)
+
+    def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(θ_d, θ̇_d, θ̈_d) at t (held outside [t₀, t_end]) from the precomputed piecewise polynomial."""
+        return self._pp(t)
+
+    def __call__(self, t: float) -> Reference:
+        t = float(t)
+        if not math.isfinite(t):
+            raise NonFiniteError(f"reference time must be finite, got {t}")
+        th, thd, thdd = self._pp(t)
+        if self.coordinates is not None:
+            self.coordinates.check_range(th, f"theta_d({t:.6g})")
+        lam = None if self._lambda is None else _vec("lambda_d(t)", self._lambda(t), self.lambda_size)
+        return Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
+
+
+class _PiecewisePoly:
+    """A scipy spline (BSpline or CubicSpline, vector-valued along axis 0) as one power-basis polynomial
+    per knot interval, expanded about the interval's midpoint: value, first and second derivative come
+    from one (deg+1)-vector of powers times a (deg+1) × 3k coefficient matrix, instead of three scipy
+    evaluations per sample. Outside [t₀, t₁] the end value is held with zero derivatives."""
+
+    def __init__(self, sp, t0: float, t1: float):
+        knots = np.asarray(getattr(sp, "t", getattr(sp, "x", None)), float)
+        bp = np.unique(np.concatenate([[t0, t1], knots[(knots > t0) & (knots < t1)]]))
+        deg = int(getattr(sp, "k", 3))
+        self.deg = deg
+        self.breaks = bp[1:-1].tolist()     # interior breakpoints (bisect)
+        self.mid = 0.5 * (bp[:-1] + bp[1:])
+        mids = self.mid
+        # Taylor coefficients a_j = p^(j)(mid)/j!  (exact for a degree-deg polynomial piece)
+        a = np.stack([np.asarray(sp(mids, nu=j), float).reshape(mids.size, -1) / math.factorial(j)
+                      for j in range(deg + 1)], axis=1)                     # (pieces, deg+1, k)
+        P, _, k = a.shape
+        C = np.zeros((P, deg + 1, 3 * k))
+        for j in range(deg + 1):
+            C[:, j, :k] = a[:, j]
+            if j + 1 <= deg:
+                C[:, j, k:2 * k] = (j + 1) * a[:, j + 1]
+            if j + 2 <= deg:
+                C[:, j, 2 * k:] = (j + 2) * (j + 1) * a[:, j + 2]
+        self.C = C
+        self.k = k
+        self.t0, self.t1 = t0, t1
+        self.start = np.asarray(sp(t0), float).reshape(k)
+        self.end = np.asarray(sp(t1), float).reshape(k)
+
+    def __call__(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = self.k
+        if t <= self.t0:
+            return self.start.copy(), np.zeros(k), np.zeros(k)
+        if t >= self.t1:
+            return self.end.copy(), np.zeros(k), np.zeros(k)
+        i = bisect.bisect_right(self.breaks, t)
+        x = t - self.mid[i]
+        p = [1.0]
+        for _ in range(self.deg):
+            p.append(p[-1] * x)
+        out = np.array(p).dot(self.C[i])
+        return out[:k], out[k:2 * k], out[2 * k:]
 
 
 def as_reference_fn(reference) -> Callable[[float], Reference]:

@@ -97,8 +97,8 @@ def test_force_step_barely_moves_the_path_and_less_than_baseline():
     e = step_effect(run_direct(cfg, "qv"), run_direct(nostep, "qv"), cfg)
     b = step_effect(run_direct(cfg, "baseline"), run_direct(nostep, "baseline"), cfg)
     print(f"\nforce step path deviation: qv rms {1e6 * e['step_path_deviation_rms_m']:.3f} um, "
-          f"max {1e6 * e['step_path_deviation_max_m']:.3f} um; baseline rms {1e6 * b['step_path_deviation_rms_m']:.3f} um, "
-          f"max {1e6 * b['step_path_deviation_max_m']:.3f} um")
+          f"max {1e6 * e['step_path_deviation_max_m']:.3f} um; baseline rms "
+          f"{1e6 * b['step_path_deviation_rms_m']:.3f} um, max {1e6 * b['step_path_deviation_max_m']:.3f} um")
     for r in (e, b):
         assert r["prestep_path_deviation_max_m"] < 1e-12  # identical runs before the step
         assert abs(r["step_force_change_n"] - (cfg.force_step - cfg.force)) < 0.05 * (cfg.force_step - cfg.force)
