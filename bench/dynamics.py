@@ -19,21 +19,12 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "test"))
 
+from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
-
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
-
-
-def _pin_constraints(system, specs):
-    model = system.model
-    out = []
-    for kind, frame in specs:
-        fr = model.frames[model.getFrameId(frame)]
-        ct = pin.ContactType.CONTACT_3D if kind == "3d" else pin.ContactType.CONTACT_6D
-        out.append(pin.RigidConstraintModel(ct, model, fr.parentJoint, fr.placement, LWA))
-    return out
 
 
 def _null_qdot(system, q, rng):
@@ -46,7 +37,7 @@ def _null_qdot(system, q, rng):
 def bench_model(label, system, specs, n_states, reps, seed=0):
     model = system.model
     pdata = model.createData()
-    cms = _pin_constraints(system, specs)
+    cms = pin_constraints(system, specs)
     cds = [c.createData() for c in cms]
     pin.initConstraintDynamics(model, pdata, cms, cds)
     prox = pin.ProximalSettings(1e-12, 0.0, 1)

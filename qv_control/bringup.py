@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -28,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from qv_dynamics.jsonutil import jsonable as _jsonable
 
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
 LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
@@ -338,20 +339,6 @@ def _make_executor(context):
         from rclpy.executors import SingleThreadedExecutor
 
         return SingleThreadedExecutor(context=context)
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(float(x)) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    return x
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,6 @@ import sys
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
@@ -334,15 +333,20 @@ class ControllerNode(Node):
             return None
         import pinocchio as pin
 
-        pin.framesForwardKinematics(self.system.model, self._kin_data, q)
+        model, kin = self.system.model, self._kin_data
+        pin.forwardKinematics(model, kin, q)  # joint placements; only the constrained frames are placed below
         parts = []
         for c in self.system.active_constraints:
-            if c.name not in self.wrench_raw:
+            raw = self.wrench_raw.get(c.name)
+            if raw is None:
                 return None
-            w = self.wrench_raw[c.name][1]
-            R = self._kin_data.oMf[c.frame_id].rotation if c.frame_id >= 0 else np.eye(3)
-            parts.append(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
-        return np.concatenate(parts) if parts else None
+            w = raw[1]
+            R = pin.updateFramePlacement(model, kin, c.frame_id).rotation if c.frame_id >= 0 else np.eye(3)
+            if c.type == "point_contact":  # force rows only: the torque need not be rotated
+                parts.append((R @ w[:3])[c.axis_idx])
+            else:
+                parts.append(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else None
 
     def on_joint_states(self, msg: JointState) -> None:
         try:
@@ -364,7 +368,7 @@ class ControllerNode(Node):
             tau = self.law.compute(State(t=t, q=q, qdot=qdot, lambda_meas=self.measured_lambda(q)),
                                    self.reference_at(t))
             tau = np.asarray(tau, float)
-            if tau.shape != (self.system.nv,) or not np.all(np.isfinite(tau)):
+            if tau.shape != (self.system.nv,) or not (math.isfinite(tau.dot(tau)) or np.all(np.isfinite(tau))):
                 raise QVError(f"law returned {tau.shape} / non-finite torque")
         except (QVError, ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # never crash: safe output
             self.rejects["law"].reject(reject_kind(exc), str(exc))
@@ -372,15 +376,26 @@ class ControllerNode(Node):
             return
         self.rejects["law"].ok()
         dt = 1e3 * (time.perf_counter() - t0)
-        self.stats["compute_ms_sum"] += dt
-        self.stats["compute_ms_max"] = max(self.stats["compute_ms_max"], dt)
-        self.stats["commands"] += 1
-        self.pub_cmd.publish(self.cmd_map.to_message(tau))
+        st = self.stats
+        st["compute_ms_sum"] += dt
+        if dt > st["compute_ms_max"]:
+            st["compute_ms_max"] = dt
+        st["commands"] += 1
+        # outgoing messages are kept and refilled (publish serializes at once; building a message costs
+        # more than filling one)
+        out = getattr(self, "_out", None)
+        cmd_map = self.cmd_map
+        if out is None or out[0] is not cmd_map:
+            stamped = JointState()
+            stamped.name = list(cmd_map.joints)
+            out = self._out = (cmd_map, Float64MultiArray(), stamped)
+        data = cmd_map.to_array(tau)
+        out[1].data = data
+        self.pub_cmd.publish(out[1])
         if self.pub_stamped is not None:
-            cmd = JointState()
+            cmd = out[2]
             cmd.header.stamp = msg.header.stamp
-            cmd.name = self.cmd_map.joints
-            cmd.effort = tau[self.cmd_map.v_index].tolist()
+            cmd.effort = data
             self.pub_stamped.publish(cmd)
 
     # ------------------------------------------------------------------ safety
@@ -436,25 +451,10 @@ class ControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_controller_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = ControllerNode(automatically_declare_parameters_from_overrides=False)
-    except QVError as exc:
-        print(f"qv_controller_node: refused to start: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    import gc
+    from qv_dynamics.node_runner import run_node
 
-    gc.collect()
-    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node("qv_controller_node",
+                    lambda: ControllerNode(automatically_declare_parameters_from_overrides=False), argv)
 
 
 if __name__ == "__main__":

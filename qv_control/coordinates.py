@@ -22,6 +22,7 @@ system, all from one Pinocchio ``computeJointJacobiansTimeVariation`` pass in a 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -182,10 +183,10 @@ class MinimalCoordinates:
 
     def check_range(self, theta, name: str = "theta_d") -> None:
         """Raise ReferenceRangeError when a joint coordinate leaves its URDF joint range."""
-        from .references import ReferenceRangeError
-
         if not self._has_range or not ((theta < self._lo).any() or (theta > self._hi).any()):
             return
+        from .references import ReferenceRangeError
+
         bad = np.flatnonzero((theta < self.lower - 1e-12) | (theta > self.upper + 1e-12))
         if bad.size:
             msg = ", ".join(f"{self.labels[i]} = {theta[i]:.6g} not in [{self.lower[i]:.6g}, {self.upper[i]:.6g}]"
@@ -235,7 +236,7 @@ class MinimalCoordinates:
                     self._rot_ref[fid] = R_ref
                 E = R @ R_ref.T
                 phi = pin.log3(E)
-                if np.linalg.norm(phi) > MAX_ROTATION_ANGLE:
+                if math.sqrt(phi.dot(phi)) > MAX_ROTATION_ANGLE:  # ‖φ‖ (= np.linalg.norm, without its overhead)
                     raise RankDeficiencyError(
                         f"coordinates: frame '{self.items[int(rot_rows[0])].name}' is {np.linalg.norm(phi):.3f} rad "
                         "from its orientation reference; rotation-vector coordinates are singular near pi "
@@ -243,7 +244,7 @@ class MinimalCoordinates:
                 G = pin.Jlog3(E) @ E.T  # φ̇ = G ω
                 Jw, dJw = J6[3:], dJ6[3:]
                 w = Jw @ qdot
-                nw = float(np.linalg.norm(w))
+                nw = math.sqrt(w.dot(w))
                 if nw > 0.0:
                     hstep = 1e-5 / nw  # central difference of G along Ė = [ω]×E (O(h²) ≈ 1e-10 rel.)
                     Gp = self._G(pin.exp3(w * hstep) @ E)
@@ -251,10 +252,11 @@ class MinimalCoordinates:
                     Gd = (Gp - Gm) / (2.0 * hstep)
                 else:
                     Gd = np.zeros((3, 3))
-                Ga = G[rot_axes]
                 theta[rot_rows] = phi[rot_axes]
-                J[rot_rows] = Ga @ Jw
-                Jd[rot_rows] = Gd[rot_axes] @ Jw + Ga @ dJw
+                for i, a in zip(rot_rows.tolist(), rot_axes.tolist()):  # row by row (vector-matrix products)
+                    Ga = G[a]
+                    J[i] = Ga @ Jw
+                    Jd[i] = Gd[a] @ Jw + Ga @ dJw
         kt = KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jd @ qdot, theta_dot=J @ qdot)
         if constraint_rates:
             kt.Adot = self._constraint_rates(q, qdot, cache, data)

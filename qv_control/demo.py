@@ -40,6 +40,7 @@ import numpy as np
 
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import ModelError, QVError
+from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.mujoco_plant import MujocoPlant, SceneConfig
 
 from .state import Reference, State
@@ -737,20 +738,6 @@ def _save(fig, path: Path) -> str:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path.name
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(float(x)) else None
-    if isinstance(x, (np.integer, np.bool_)):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    return x
 
 
 # ---------------------------------------------------------------------------------------------- driver

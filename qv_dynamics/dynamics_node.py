@@ -21,7 +21,6 @@ import sys
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, WrenchStamped
 from rclpy.node import Node
@@ -283,25 +282,9 @@ class DynamicsNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_dynamics_node`` (ROS arguments: ``--ros-args --params-file config/...yaml``)."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = DynamicsNode()
-    except QVError as exc:
-        print(f"qv_dynamics_node: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    import gc
+    from .node_runner import run_node
 
-    gc.collect()
-    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node("qv_dynamics_node", DynamicsNode, argv)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ class DynamicsTerms:
     qdot: np.ndarray
     M: np.ndarray          # (n, n) symmetric mass matrix
     h: np.ndarray          # (n,) C q̇ + g
-    C: np.ndarray          # (n, n) Coriolis matrix, Ṁ = C + Cᵀ
-    g: np.ndarray          # (n,) generalized gravity
+    C: np.ndarray | None   # (n, n) Coriolis matrix, Ṁ = C + Cᵀ (None from evaluate(..., coriolis=False))
+    g: np.ndarray | None   # (n,) generalized gravity (None from evaluate(..., coriolis=False))
     A: np.ndarray          # (m, n) constraint Jacobian of the active constraints
     Adot_qdot: np.ndarray  # (m,) Ȧ q̇
     phi: np.ndarray        # (m,) constraint residual Φ(q)
@@ -271,6 +271,8 @@ class ConstrainedSystem:
     def constraint_rows(self, q) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q) and A(q) only (kinematics, no dynamics): for the position projection q ← q − A⁺Φ."""
         q = self.check_q(q)
+        if self._get_plan()[1] == 0:  # no active row: no kinematics needed
+            return np.zeros(0), np.zeros((0, self.nv))
         pin.computeJointJacobians(self.model, self.data, q)
         pin.updateFramePlacements(self.model, self.data)
         self._anchor_from_data(False)
@@ -283,18 +285,32 @@ class ConstrainedSystem:
         return self._rows(q, qdot, drift="classical" if need_drift else None)
 
     # ------------------------------------------------------------------ dynamics
-    def evaluate(self, q, qdot) -> DynamicsTerms:
+    def mass_matrix(self, q) -> np.ndarray:
+        """M(q) by CRBA, made symmetric (CRBA fills the upper triangle only)."""
+        return self._mass(self.check_q(q))
+
+    def _mass(self, q: np.ndarray) -> np.ndarray:
+        M = pin.crba(self.model, self.data, q).copy()
+        Mf = M.reshape(-1)
+        Mf[self._lo_flat] = Mf[self._up_flat]
+        return M
+
+    def evaluate(self, q, qdot, coriolis: bool = True) -> DynamicsTerms:
         """M, h, C, g (Pinocchio CRBA / Coriolis / gravity) and A, Ȧq̇, Φ of the active constraints.
 
         One kinematic pass serves everything: ``computeCoriolisMatrix`` leaves the joint placements, the
         joint Jacobians J and their time variation J̇ in ``data``, so A = J (LOCAL_WORLD_ALIGNED) and
-        Ȧq̇ = J̇q̇, which is the classical acceleration of the frame at q̈ = 0 (d/dt(A q̇) = A q̈ + Ȧ q̇)."""
+        Ȧq̇ = J̇q̇, which is the classical acceleration of the frame at q̈ = 0 (d/dt(A q̇) = A q̈ + Ȧ q̇).
+
+        ``coriolis=False`` (the simulator's path, enough for ``direct_dynamics``) skips C and g: h comes
+        from one RNEA at q̈ = 0 and Ȧq̇ from the frames' classical accelerations; the terms then have
+        ``C = g = None`` and ``quasi_decompose`` refuses them."""
         q = self.check_q(q)
         qdot = as_vector("qdot", qdot, self.nv)
         model, data = self.model, self.data
-        M = pin.crba(model, data, q).copy()
-        Mf = M.reshape(-1)
-        Mf[self._lo_flat] = Mf[self._up_flat]  # CRBA fills the upper triangle only
+        M = self._mass(q)
+        if not coriolis:
+            return self._evaluate_rnea(q, qdot, M)
         g = pin.computeGeneralizedGravity(model, data, q).copy()
         C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
         h = C.dot(qdot)
@@ -303,6 +319,22 @@ class ConstrainedSystem:
         self._anchor_from_data(False)
         phi, A, ad = self._rows(q, qdot, drift="dJ")
         return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=C, g=g, A=A, Adot_qdot=ad, phi=phi,
+                             row_labels=self._plan[2])
+
+    def _evaluate_rnea(self, q: np.ndarray, qdot: np.ndarray, M: np.ndarray) -> DynamicsTerms:
+        """``evaluate(q, qdot, coriolis=False)``: h = RNEA(q, q̇, 0); Φ, A, Ȧq̇ by :meth:`_stack`."""
+        model, data = self.model, self.data
+        h = pin.nonLinearEffects(model, data, q, qdot).copy()
+        _, m, labels = self._get_plan()
+        if m == 0:  # no active row: no kinematics needed
+            return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=None, g=None, A=np.zeros((0, self.nv)),
+                                 Adot_qdot=np.zeros(0), phi=np.zeros(0), row_labels=labels)
+        pin.forwardKinematics(model, data, q, qdot, self._zero_v)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        self._anchor_from_data(False)
+        phi, A, ad = self._stack(q, qdot)
+        return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=None, g=None, A=A, Adot_qdot=ad, phi=phi,
                              row_labels=self._plan[2])
 
     def _get_plan(self) -> tuple:

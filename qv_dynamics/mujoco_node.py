@@ -26,66 +26,38 @@ import time
 from typing import Callable
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import WrenchStamped
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
-from .errors import ModelError, QVError
+from .errors import ModelError
 from .mujoco_plant import MujocoPlant, SceneConfig
-from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, array_to_wrench, arrays_to_joint_state,
-                          load_model_config, reject_kind, sec_to_stamp)
+from .plant_node import DYN, PlantNodeMixin
+from .ros_convert import EpisodeCounter, array_to_wrench, arrays_to_joint_state, load_model_config, sec_to_stamp
 
-MODES = ("realtime", "lockstep")
-DYN = ParameterDescriptor(dynamic_typing=True)
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
 
 
-class MujocoNode(Node):
+class MujocoNode(PlantNodeMixin, Node):
     """MuJoCo plant node; ``step_once(tau)`` is also callable in-process. ``on_step`` is a list of callables
     taking the node, run after every control period (e.g. to record MuJoCo's ground truth)."""
 
     def __init__(self, node_name: str = "qv_mujoco", *, system=None, plant: MujocoPlant | None = None,
                  q0=None, qdot0=None, on_step: Callable | None = None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
+        self._declare_plant_parameters()
         p = self.declare_parameter
-        p("model_config", "")
-        p("robot_description", "")
-        p("joints", None, DYN)
-        p("controller_name", "effort_controller")
-        p("command_topic", "")
-        p("joint_states_topic", "/joint_states")
         p("wrench_topic", "~/tool_ft/wrench")
-        p("dt", 0.001)
-        p("mode", "realtime")
-        p("real_time_factor", 1.0)
-        p("lockstep_resend", 0.5)
-        p("publish_clock", True)
-        p("q0", None, DYN)
-        p("qdot0", None, DYN)
         for k in SCENE_KEYS:
             p(f"scene.{k}", None, DYN)
         gp = self.get_parameter
         doc: dict = {}
         if system is None:
             system, doc = load_model_config(gp("model_config").value, gp("robot_description").value)
-        self.system = system
-        self.layout = JointLayout.from_system(system)
-        joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
-        self.cmd_map = CommandMap(system, joints)
-        self.mode = gp("mode").value
-        if self.mode not in MODES:
-            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
-        self.dt = float(gp("dt").value)
-        if not (self.dt > 0 and np.isfinite(self.dt)):
-            raise ModelError(f"dt must be a positive number, got {self.dt}")
-        self.rtf = float(gp("real_time_factor").value)
-        if not self.rtf > 0:
-            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+        self._configure_plant(system)
         if plant is None:
             scene = dict(doc.get("scene") or {})
             for k in SCENE_KEYS:
@@ -129,16 +101,6 @@ class MujocoNode(Node):
             f"F/T sensor at '{self.tool_frame}' on {self.pub_wrench.topic_name}, table at "
             f"z={plant.table_height:.4f} m")
 
-    def _initial(self, name: str, given, from_doc, default: np.ndarray) -> np.ndarray:
-        if given is not None:
-            return np.asarray(given, float)
-        val = self.get_parameter(name).value
-        if val is None or (isinstance(val, (list, tuple)) and not val):
-            val = from_doc
-        if val is None:
-            return default
-        return np.asarray(val, float)
-
     # ------------------------------------------------------------------ state
     @property
     def t(self) -> float:
@@ -161,19 +123,6 @@ class MujocoNode(Node):
             fn(self)
 
     # ------------------------------------------------------------------ callbacks
-    def on_command(self, msg: Float64MultiArray) -> None:
-        try:
-            tau = self.cmd_map.from_message(msg)
-        except QVError as exc:
-            self.rejects.reject(reject_kind(exc), str(exc))
-            return
-        self.rejects.ok()
-        self.tau = tau
-        self.last_cmd_wall = time.monotonic()
-        if self.mode == "lockstep":
-            self.step_once()
-            self.publish_state()
-
     def on_table_height(self, msg: Float64) -> None:
         z = float(msg.data)
         if not np.isfinite(z):
@@ -183,41 +132,12 @@ class MujocoNode(Node):
         self.plant.set_table_height(z)
         self.get_logger().info(f"table top moved to z={z:.4f} m at t={self.t:.3f} s")
 
-    def on_resend(self) -> None:
-        if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
-            self.publish_state()
-
-    def on_realtime_tick(self) -> None:
-        if self.mode != "realtime":
-            return
-        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
-        for _ in range(min(max(due, 0), 50)):
-            self.step_once()
-        if due > 50:  # cannot keep up: drop real time rather than burst
-            self.wall0 += (due - 50) * self.dt / self.rtf
-        if due > 0:
-            self.publish_state()
-
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_mujoco_node`` (``--ros-args --params-file config/demo_mujoco.yaml``)."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = MujocoNode()
-    except QVError as exc:
-        print(f"qv_mujoco_node: refused to start: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    if node.mode == "lockstep":
-        node.publish_state()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    from .node_runner import publish_if_lockstep, run_node
+
+    return run_node("qv_mujoco_node", MujocoNode, argv, on_start=publish_if_lockstep)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy.linalg.lapack import dgesdd, dgesv, dpotrf, dpotrs
 
-from .errors import NotPositiveDefiniteError, RankDeficiencyError, as_vector
+from .errors import NonFiniteError, NotPositiveDefiniteError, RankDeficiencyError, as_vector
 from .model import DynamicsTerms
 
 RTOL = 1e-9
@@ -37,6 +37,27 @@ def pinv_rank(A: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[np
     r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
     Apinv = (Vt[:r].T / s[:r]).dot(U[:, :r].T)
     return Apinv, r, Vt[r:].T
+
+
+def pinv_basis(A: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[np.ndarray, np.ndarray, int]:
+    """A⁺, V₁ (orthonormal basis of the row space of A, so P = I − V₁V₁ᵀ, eq. 15) and the rank r, from a
+    thin SVD; one row needs none: σ = ‖A‖, A⁺ = Aᵀ/σ², V₁ = Aᵀ/σ (plane contact, slider-crank)."""
+    m, n = A.shape
+    if m == 1:
+        sig = math.sqrt(float(A[0] @ A[0]))
+        if sig > atol:
+            return A.T / (sig * sig), A.T / sig, 1
+        return np.zeros((n, 1)), np.zeros((n, 0)), 0
+    if m == 0:
+        return np.zeros((n, 0)), np.zeros((n, 0)), 0
+    U, s, Vt, info = dgesdd(A, compute_uv=1, full_matrices=0)
+    if info != 0:
+        if not np.all(np.isfinite(A)):
+            raise NonFiniteError("constraint Jacobian is non-finite")
+        U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
+    V1 = Vt[:r].T
+    return (V1 / s[:r]).dot(U[:, :r].T), V1, r
 
 
 @dataclass
@@ -140,9 +161,18 @@ def direct_dynamics(terms: DynamicsTerms, qdot=None, tau=None, method: str = "pr
     A loses rank (the classical method's failure mode). Both raise NotPositiveDefiniteError when M is
     not symmetric positive definite. ``qdot`` defaults to ``terms.qdot`` and must equal it if given.
     """
+    terms.check_qdot(qdot)
+    return direct_dynamics_rank(terms, tau, method, inertia, gamma, rtol, atol)[:3]
+
+
+def direct_dynamics_rank(terms: DynamicsTerms, tau=None, method: str = "projection", inertia: str = "Mc",
+                         gamma: float | None = None, rtol: float = RTOL, atol: float = ATOL):
+    """:func:`direct_dynamics` at ``terms.qdot``, plus the numerical rank r of A: (q̈, F = Aᵀλ, λ, r).
+
+    The constrained simulator calls it at every integrator stage (its KKT + Baumgarte baseline passes
+    terms whose ``Adot_qdot`` holds Ȧq̇ + 2αAq̇ + β²Φ)."""
     M = terms.M
     n = M.shape[0]
-    terms.check_qdot(qdot)
     h = terms.h
     f_h = -h if tau is None else as_vector("tau", tau, n) - h
     L = _cholesky(M)
@@ -150,14 +180,14 @@ def direct_dynamics(terms: DynamicsTerms, qdot=None, tau=None, method: str = "pr
     m = A.shape[0]
     if m == 0:
         qdd = dpotrs(L, f_h, lower=1)[0]
-        return qdd, np.zeros(n), np.zeros(0)
+        return qdd, np.zeros(n), np.zeros(0), 0
     if method == "kkt":
         s = dgesdd(A, compute_uv=0)[1]
         r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
         if r < m:
             raise RankDeficiencyError(
-                f"KKT matrix is singular: rank(A) = {r} < {m} constraint rows (redundant constraints or a "
-                "singular pose); use method='projection'")
+                f"KKT matrix is singular: rank(A) = {r} < {m} constraint rows (smallest singular value "
+                f"{s[-1]:.2e}; redundant constraints or a singular pose) — method='projection' handles it")
         K = np.zeros((n + m, n + m))
         K[:n, :n] = M
         K[:n, n:] = A.T
@@ -165,20 +195,41 @@ def direct_dynamics(terms: DynamicsTerms, qdot=None, tau=None, method: str = "pr
         rhs = np.empty(n + m)
         rhs[:n] = f_h
         np.negative(terms.Adot_qdot, out=rhs[n:])
-        sol = _solve(K, rhs)
+        try:
+            sol = _solve(K, rhs)
+        except np.linalg.LinAlgError:
+            raise RankDeficiencyError(f"KKT matrix is singular (rank(A) = {np.linalg.matrix_rank(A)} < {m} rows): "
+                                      "redundant constraints or a singular pose; method='projection' "
+                                      "handles it") from None
         qdd, lam = sol[:n], sol[n:]
-        return qdd, lam.dot(A), lam
+        return qdd, A.T.dot(lam), lam, r
     if method != "projection":
         raise ValueError(f"unknown method {method!r} (projection, kkt)")
-    pr = projection(terms, rtol, atol)
-    P = pr.P
+    Apinv, V1, r = pinv_basis(A, rtol, atol)
+    P = _eye(n) - V1.dot(V1.T)             # eq. 15
+    a_perp = -Apinv.dot(terms.Adot_qdot)  # eq. 16
     Mc = constraint_inertia(M, P, inertia, gamma)
-    rhs = P.dot(f_h) + constraint_inertia_rhs(M, P, pr.a_perp, inertia, gamma)
-    qdd = _solve(Mc, rhs)
-    F = f_h - M.dot(qdd)       # = (I−P)(f−h−Mq̈): PF = 0 up to round-off
-    F -= P.dot(F)
-    lam = F.dot(pr.Apinv)       # minimum-norm λ = A⁺ᵀF (Remark 4)
-    return qdd, F, lam
+    rhs = P.dot(f_h) + constraint_inertia_rhs(M, P, a_perp, inertia, gamma)
+    try:
+        qdd = _solve(Mc, rhs)
+    except np.linalg.LinAlgError:
+        raise NotPositiveDefiniteError("constraint inertia M_c is singular (M not positive definite?)") from None
+    F = f_h - M.dot(qdd)
+    F = V1.dot(V1.T.dot(F))    # (I−P)(f−h−Mq̈): the constraint force Aᵀλ
+    lam = F.dot(Apinv)         # minimum-norm λ = A⁺ᵀF (Remark 4)
+    return qdd, F, lam, r
+
+
+_EYES: dict[int, np.ndarray] = {}
+
+
+def _eye(n: int) -> np.ndarray:
+    """A cached identity (read-only: callers only subtract from it)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
 
 
 def _cholesky(M: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg.lapack import dgesdd, dpotrf, dtrtri
 
-from .errors import DimensionError, NotPositiveDefiniteError, as_vector
+from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
 from .model import DynamicsTerms
 
 RTOL = 1e-9
@@ -83,6 +83,12 @@ def svd_full(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _polar(X: np.ndarray) -> np.ndarray:
     """Orthogonal polar factor of a square matrix (closest rotation/reflection, Procrustes)."""
+    if X.shape[0] == 1:  # 1×1 (one constraint row): the sign, exactly what the SVD below returns
+        x = float(X[0, 0])
+        if x > 0.0:
+            return np.ones((1, 1))
+        if x < 0.0:
+            return -np.ones((1, 1))
     W, _, Zt = svd_full(X)
     return W.dot(Zt)
 
@@ -131,6 +137,7 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)
+    _require_coriolis(terms)
     Q, Qinv = cholesky_factor(M)
     QinvT = Qinv.T
     v = qdot.dot(Q)                    # Qᵀq̇ (eq. 6a)
@@ -201,4 +208,11 @@ def torque_from_quasi_forces(terms: DynamicsTerms, qs: QuasiState, u_v: np.ndarr
         if u_xi.shape != (qs.rank,):
             raise DimensionError(f"u_xi: expected length {qs.rank}, got {u_xi.shape}")
         w = w + qs.V1 @ u_xi
+    _require_coriolis(terms)
     return terms.g + qs.Q @ w
+
+
+def _require_coriolis(terms: DynamicsTerms) -> None:
+    if terms.C is None or terms.g is None:
+        raise StateMismatchError("these dynamics terms have no Coriolis matrix C / gravity g (evaluated with "
+                                 "coriolis=False): call system.evaluate(q, qdot) for the quasi-velocities")

@@ -16,6 +16,7 @@ Conventions
 """
 from __future__ import annotations
 
+import array
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -104,12 +105,27 @@ class JointLayout:
                 raise UnknownNameError(f"joint state lacks model joints {missing} (message has {list(key)})")
             idx = np.array([pos[n] for n in self.names], int)
             if len(self._cache) > 16:
+                ident = self._cache.get("__identity__")
                 self._cache.clear()
+                if ident is not None:
+                    self._cache["__identity__"] = ident
             self._cache[key] = idx
         return idx
 
+    def _identity(self) -> tuple[bool, bool]:
+        """(q order = joint order, q̇ order = joint order): then to_q/to_v are plain copies."""
+        ident = self._cache.get("__identity__")
+        if ident is None:
+            n = len(self.names)
+            ident = (not self.any_continuous and n == self.nq and np.array_equal(self.q_index, np.arange(n)),
+                     n == self.nv and np.array_equal(self.v_index, np.arange(n)))
+            self._cache["__identity__"] = ident
+        return ident
+
     def to_q(self, theta: np.ndarray) -> np.ndarray:
         """Joint coordinates in model joint order -> Pinocchio q (cos/sin for continuous joints)."""
+        if self._identity()[0]:
+            return np.array(theta, dtype=float)
         q = np.zeros(self.nq)
         if not self.any_continuous:
             q[self.q_index] = theta
@@ -133,6 +149,8 @@ class JointLayout:
         return out
 
     def to_v(self, values: np.ndarray) -> np.ndarray:
+        if self._identity()[1]:
+            return np.array(values, dtype=float)
         v = np.zeros(self.nv)
         v[self.v_index] = values
         return v
@@ -153,10 +171,13 @@ def joint_state_to_arrays(msg: JointState, layout: JointLayout, need_velocity: b
     pos = np.asarray(msg.position, float)[idx]
     vel = np.asarray(msg.velocity, float)[idx] if len(msg.velocity) else np.zeros(len(idx))
     eff = np.asarray(msg.effort, float)[idx] if len(msg.effort) else None
-    for what, arr in (("position", pos), ("velocity", vel), ("effort", eff)):
-        if arr is not None and not np.all(np.isfinite(arr)):
-            bad = [layout.names[i] for i in np.flatnonzero(~np.isfinite(arr))]
-            raise NonFiniteError(f"joint state: non-finite {what} for joints {bad}")
+    # fast path: a sum of squares is finite iff every entry is (NaN/Inf propagate); only if it is not
+    # (or overflows) is each array checked entry by entry
+    if not math.isfinite(pos.dot(pos) + vel.dot(vel) + (eff.dot(eff) if eff is not None else 0.0)):
+        for what, arr in (("position", pos), ("velocity", vel), ("effort", eff)):
+            if arr is not None and not np.all(np.isfinite(arr)):
+                bad = [layout.names[i] for i in np.flatnonzero(~np.isfinite(arr))]
+                raise NonFiniteError(f"joint state: non-finite {what} for joints {bad}")
     q = layout.to_q(pos)
     qdot = layout.to_v(vel)
     tau = layout.to_v(eff) if eff is not None else None
@@ -197,11 +218,16 @@ class CommandMap:
         self.nv = layout.nv
         self.v_index = np.array([layout.v_index[layout.names.index(j)] for j in joints], int)
 
-    def to_message(self, tau: np.ndarray) -> Float64MultiArray:
-        tau = np.asarray(tau, float)
-        msg = Float64MultiArray()
-        msg.data = tau[self.v_index].tolist()
+    def to_message(self, tau: np.ndarray, msg: Float64MultiArray | None = None) -> Float64MultiArray:
+        """τ in the order of ``joints``; fills ``msg`` (a message kept for reuse) when given."""
+        if msg is None:
+            msg = Float64MultiArray()
+        msg.data = self.to_array(tau)
         return msg
+
+    def to_array(self, tau: np.ndarray) -> array.array:
+        """τ in the order of ``joints`` as the array.array('d') a message field takes without re-checking."""
+        return array.array("d", np.asarray(tau, float)[self.v_index].tobytes())
 
     def from_message(self, msg: Float64MultiArray) -> np.ndarray:
         """Full τ (zeros on joints not commanded). DimensionError / NonFiniteError on bad input."""

@@ -27,7 +27,6 @@ import sys
 import time
 
 import numpy as np
-import rclpy
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
 from rclpy.node import Node
@@ -36,14 +35,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from rcl_interfaces.msg import ParameterDescriptor
-
 from .errors import ModelError, QVError
-from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, array_to_wrench, arrays_to_joint_state,
-                          constraint_wrench, load_model_config, reject_kind, sec_to_stamp)
-
-MODES = ("realtime", "lockstep")
-DYN = ParameterDescriptor(dynamic_typing=True)
+from .plant_node import PlantNodeMixin
+from .ros_convert import (EpisodeCounter, array_to_wrench, arrays_to_joint_state, constraint_wrench,
+                          load_model_config, sec_to_stamp)
 
 
 class StepperState:
@@ -95,29 +90,17 @@ def topic_token(name: str) -> str:
     return tok if tok and not tok[0].isdigit() else f"c_{tok}"
 
 
-class SimNode(Node):
+class SimNode(PlantNodeMixin, Node):
     """Constrained simulator node; ``step_once(tau)`` is also callable in-process (bringup, tests)."""
 
     def __init__(self, node_name: str = "qv_sim", *, system=None, q0=None, qdot0=None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
+        self._declare_plant_parameters()
         p = self.declare_parameter
-        p("model_config", "")
-        p("robot_description", "")
-        p("joints", None, DYN)
-        p("controller_name", "effort_controller")
-        p("command_topic", "")
-        p("joint_states_topic", "/joint_states")
-        p("dt", 0.001)
-        p("mode", "realtime")
-        p("real_time_factor", 1.0)
-        p("lockstep_resend", 0.5)
-        p("publish_clock", True)
         p("publish_wrench", True)
         p("method", "projection")
         p("integrator", "rk4")
         p("mass_scale", 1.0)  # plant/model mismatch: every link's mass and rotational inertia × this
-        p("q0", None, DYN)
-        p("qdot0", None, DYN)
         gp = self.get_parameter
         doc: dict = {}
         if system is None:
@@ -127,22 +110,10 @@ class SimNode(Node):
             raise ModelError(f"mass_scale must be a positive number, got {scale}")
         if scale != 1.0:
             scale_masses(system, scale)
-        self.system = system
-        self.layout = JointLayout.from_system(system)
-        joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
-        self.cmd_map = CommandMap(system, joints)
-        self.mode = gp("mode").value
-        if self.mode not in MODES:
-            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
-        self.dt = float(gp("dt").value)
-        if not (self.dt > 0 and np.isfinite(self.dt)):
-            raise ModelError(f"dt must be a positive number, got {self.dt}")
-        self.rtf = float(gp("real_time_factor").value)
-        if not self.rtf > 0:
-            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+        self._configure_plant(system)
         init = doc.get("initial") or {}
-        q0 = self._initial("q0", q0, init.get("q"), self.layout.names, system.neutral())
-        qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), None, np.zeros(system.nv))
+        q0 = self._initial("q0", q0, init.get("q"), system.neutral(), to_q=True)
+        qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), np.zeros(system.nv))
         try:
             self.stepper = StepperState(system, q0, qdot0, self.dt, method=gp("method").value,
                                         integrator=gp("integrator").value)
@@ -176,19 +147,6 @@ class SimNode(Node):
         self.get_logger().info(
             f"simulating '{system.name}' ({self.mode}, dt={self.dt} s): joints {self.layout.names}, "
             f"commands from {topic} in order {self.cmd_map.joints}, constraints {[c.name for c in system.constraints]}")
-
-    def _initial(self, name: str, given, from_doc, names, default: np.ndarray) -> np.ndarray:
-        if given is not None:
-            return np.asarray(given, float)
-        val = self.get_parameter(name).value
-        if val is None or (isinstance(val, (list, tuple)) and not val):
-            val = from_doc
-        if val is None:
-            return default
-        arr = np.asarray(val, float)
-        if name == "q0" and arr.shape == (len(self.layout.names),):
-            return self.layout.to_q(arr)
-        return arr
 
     # ------------------------------------------------------------------ state
     @property
@@ -233,23 +191,13 @@ class SimNode(Node):
         for f in self.on_step:
             f(self)
 
-    # ------------------------------------------------------------------ callbacks
-    def on_command(self, msg: Float64MultiArray) -> None:
+    def _advance(self, steps: int) -> bool:
+        """Step; a solver error (NR not converging, blow-up) stops the simulation instead of the node."""
         try:
-            tau = self.cmd_map.from_message(msg)
-        except QVError as exc:
-            self.rejects.reject(reject_kind(exc), str(exc))
-            return
-        self.rejects.ok()
-        self.tau = tau
-        self.last_cmd_wall = time.monotonic()
-        if self.mode == "lockstep":
-            try:
-                self.step_once()
-            except (QVError, np.linalg.LinAlgError) as exc:
-                self._stop(exc)
-                return
-            self.publish_state()
+            return super()._advance(steps)
+        except (QVError, np.linalg.LinAlgError) as exc:
+            self._stop(exc)
+            return False
 
     def _stop(self, exc: Exception) -> None:
         self.get_logger().error(f"simulation stopped at t={self.t:.4f} s: {exc}")
@@ -258,49 +206,12 @@ class SimNode(Node):
         for f in self.on_stop:
             f(self)
 
-    def on_resend(self) -> None:
-        if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
-            self.publish_state()
-
-    def on_realtime_tick(self) -> None:
-        if self.mode != "realtime":
-            return
-        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
-        try:
-            for _ in range(min(max(due, 0), 50)):
-                self.step_once()
-        except (QVError, np.linalg.LinAlgError) as exc:
-            self._stop(exc)
-            return
-        if due > 50:  # cannot keep up: drop real time rather than burst
-            self.wall0 += (due - 50) * self.dt / self.rtf
-        if due > 0:
-            self.publish_state()
-
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_sim_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    try:
-        node = SimNode()
-    except QVError as exc:
-        print(f"qv_sim_node: refused to start: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    if node.mode == "lockstep":
-        node.publish_state()
-    import gc
+    from .node_runner import publish_if_lockstep, run_node
 
-    gc.collect()
-    gc.freeze()  # start-up objects leave the GC's generations: shorter collector pauses at 1 kHz
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node("qv_sim_node", SimNode, argv, on_start=publish_if_lockstep)
 
 
 if __name__ == "__main__":

@@ -38,16 +38,16 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg import lapack as _lapack
 
-from .errors import (ConvergenceError, DimensionError, NonFiniteError, NotPositiveDefiniteError, QVError,
-                     RankDeficiencyError, as_vector)
+from .errors import ConvergenceError, DimensionError, NonFiniteError, QVError, as_vector
 from .impact import m_projection, predicted_energy_loss
+from .jsonutil import jsonable as _jsonable
 from .model import ConstrainedSystem
+from .projection import direct_dynamics_rank, pinv_basis
 
 RTOL = 1e-9
 ATOL = 1e-9
@@ -83,24 +83,6 @@ def limit_blas_threads(n: int = 1) -> int:
                 done += 1
                 break
     return done
-
-
-def _svd(A: np.ndarray):
-    """Thin SVD through LAPACK dgesdd directly (numpy's wrapper costs more than the 7×3 SVD itself)."""
-    u, s, vt, info = _lapack.dgesdd(A, full_matrices=0)
-    if info != 0:
-        if not np.all(np.isfinite(A)):
-            raise NonFiniteError("constraint Jacobian became non-finite (the integration blew up)")
-        return np.linalg.svd(A, full_matrices=False)
-    return u, s, vt
-
-
-def _solve(K: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LU solve through LAPACK dgesv; LinAlgError when K is exactly singular."""
-    _, _, x, info = _lapack.dgesv(K, b)
-    if info > 0:
-        raise np.linalg.LinAlgError("singular matrix")
-    return x
 
 
 METHODS = ("projection", "kkt_baumgarte")
@@ -156,12 +138,7 @@ class Stepper:
         self.rtol, self.atol = float(rtol), float(atol)
         self.scipy_method, self.scipy_rtol, self.scipy_atol = scipy_method, scipy_rtol, scipy_atol
         self.n, self.nq = system.nv, system.nq
-        self._eye = np.eye(self.n)
-        self._zero = np.zeros(self.n)
-        self._il = np.tril_indices(self.n, -1)
         self._fixed = not system.floating_base
-        # fast path: Pinocchio calls + the model's constraint stacking (falls back to evaluate())
-        self._fast = hasattr(system, "_stack") and hasattr(system, "_anchor_from_data")
         self.last: Accel | None = None
         self.nr_iters = 0
         self.phi_pre = 0.0
@@ -175,103 +152,32 @@ class Stepper:
     # ------------------------------------------------------------------ model terms
     def terms(self, q: np.ndarray, qdot: np.ndarray):
         """(M, h, A, Ȧq̇, Φ) at (q, q̇): CRBA, RNEA with q̈ = 0, and the active constraints."""
-        s = self.system
-        if not self._fast:
-            t = s.evaluate(q, qdot)
-            return t.M, t.h, t.A, t.Adot_qdot, t.phi
-        model, data = s.model, s.data
-        M = pin.crba(model, data, q).copy()
-        M[self._il] = M.T[self._il]  # CRBA fills the upper triangle
-        h = pin.nonLinearEffects(model, data, q, qdot).copy()
-        if s.m == 0:
-            z = np.zeros(0)
-            return M, h, np.zeros((0, self.n)), z, z
-        pin.forwardKinematics(model, data, q, qdot, self._zero)
-        pin.computeJointJacobians(model, data, q)
-        pin.updateFramePlacements(model, data)
-        s._anchor_from_data(False)
-        phi, A, ad = s._stack(q, qdot)
-        return M, h, A, ad, phi
+        t = self.system.evaluate(q, qdot, coriolis=False)
+        return t.M, t.h, t.A, t.Adot_qdot, t.phi
 
     def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q), A(q) only (for the Newton–Raphson loop)."""
-        s = self.system
-        if not self._fast:
-            return s.constraint_rows(q)
-        if s.m == 0:
-            return np.zeros(0), np.zeros((0, self.n))
-        pin.computeJointJacobians(s.model, s.data, q)
-        pin.updateFramePlacements(s.model, s.data)
-        s._anchor_from_data(False)
-        phi, A, _ = s._stack(q, None, need_drift=False)
-        return phi, A
+        return self.system.constraint_rows(q)
 
     def mass(self, q: np.ndarray) -> np.ndarray:
-        M = pin.crba(self.system.model, self.system.data, q).copy()
-        M[self._il] = M.T[self._il]
-        return M
-
-    def _pinv(self, A: np.ndarray):
-        """SVD of A with the core's rank rule σᵢ > max(rtol·σ₁, atol): (A⁺, V₁, r)."""
-        if A.shape[0] == 1:  # one row (plane contact, slider-crank): σ = ‖A‖, no SVD needed
-            sig = math.sqrt(float(A[0] @ A[0]))
-            if sig > self.atol:
-                return A.T / (sig * sig), A.T / sig, 1
-            return np.zeros((self.n, 1)), np.zeros((self.n, 0)), 0
-        U, s, Vt = _svd(A)
-        r = int(np.count_nonzero(s > max(self.rtol * s[0], self.atol))) if s.size else 0
-        V1 = Vt[:r].T
-        return (V1 / s[:r]) @ U[:, :r].T, V1, r
+        return self.system.mass_matrix(q)
 
     # ------------------------------------------------------------------ dynamics
     def accel(self, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray) -> Accel:
-        """q̈ and λ at (q, q̇, τ): projection eq. 25 or KKT + Baumgarte."""
-        if not (np.isfinite(q).all() and np.isfinite(qdot).all()):
-            raise NonFiniteError("state became non-finite (the integration blew up)")
-        M, h, A, ad, phi = self.terms(q, qdot)
-        f_h = tau - h
-        m = A.shape[0]
-        pn = float(np.linalg.norm(phi)) if m else 0.0
-        if m == 0:
-            c, info = _lapack.dpotrf(M, lower=1)
-            if info != 0:
-                raise NotPositiveDefiniteError("mass matrix is not positive definite")
-            qdd, _ = _lapack.dpotrs(c, f_h, lower=1)
-            return Accel(qdd, np.zeros(0), np.zeros(self.n), 0, M, 0.0)
-        if self.method == "projection":
-            Apinv, V1, r = self._pinv(A)
-            P = self._eye - V1 @ V1.T                 # eq. 15
-            a_perp = -(Apinv @ ad)                    # eq. 16
-            PM = P @ M
-            Mc = M + PM - PM.T                        # eq. 23 (M symmetric: MP = (PM)ᵀ)
-            try:
-                qdd = _solve(Mc, P @ f_h + M @ a_perp)   # eq. 25
-            except np.linalg.LinAlgError:
-                raise NotPositiveDefiniteError("constraint inertia M_c is singular (M not positive definite?)") from None
-            F = f_h - M @ qdd
-            F = V1 @ (V1.T @ F)                       # (I−P)F: the constraint force Aᵀλ
-            lam = Apinv.T @ F                         # minimum-norm λ
-            return Accel(qdd, lam, F, r, M, pn)
-        # KKT + Baumgarte: A q̈ = −Ȧq̇ − 2αAq̇ − β²Φ
-        sv = _svd(A)[1]
-        r = int(np.count_nonzero(sv > max(self.rtol * sv[0], self.atol)))
-        if r < m:
-            raise RankDeficiencyError(
-                f"KKT matrix is singular: rank(A) = {r} < {m} constraint rows (smallest singular value "
-                f"{sv[-1]:.2e}; redundant constraints or a singular pose) — method='projection' handles it")
-        K = np.zeros((self.n + m, self.n + m))
-        K[:self.n, :self.n] = M
-        K[:self.n, self.n:] = A.T
-        K[self.n:, :self.n] = A
-        rhs = np.concatenate([f_h, -ad - 2.0 * self.alpha * (A @ qdot) - self.beta ** 2 * phi])
+        """q̈ and λ at (q, q̇, τ) by :func:`~qv_dynamics.projection.direct_dynamics_rank`: projection eq. 25,
+        or KKT + Baumgarte with A q̈ = −(Ȧq̇ + 2αAq̇ + β²Φ)."""
         try:
-            sol = _solve(K, rhs)
-        except np.linalg.LinAlgError:
-            r = np.linalg.matrix_rank(A)
-            raise RankDeficiencyError(f"KKT matrix is singular (rank(A) = {r} < {m} rows): redundant "
-                                      "constraints or a singular pose; method='projection' handles it") from None
-        qdd, lam = sol[:self.n], sol[self.n:]
-        return Accel(qdd, lam, A.T @ lam, r, M, pn)
+            t = self.system.evaluate(q, qdot, coriolis=False)
+        except NonFiniteError:
+            raise NonFiniteError("state became non-finite (the integration blew up)") from None
+        phi = t.phi
+        pn = float(np.linalg.norm(phi)) if phi.size else 0.0
+        if self.method == "projection":
+            qdd, F, lam, r = direct_dynamics_rank(t, tau, "projection", rtol=self.rtol, atol=self.atol)
+        else:
+            t.Adot_qdot = t.Adot_qdot + 2.0 * self.alpha * (t.A @ t.qdot) + self.beta ** 2 * phi
+            qdd, F, lam, r = direct_dynamics_rank(t, tau, "kkt", rtol=self.rtol, atol=self.atol)
+        return Accel(qdd, lam, F, r, t.M, pn)
 
     # ------------------------------------------------------------------ integration
     def _advance(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
@@ -331,7 +237,7 @@ class Stepper:
                 raise ConvergenceError(
                     f"Newton–Raphson position correction did not converge: ‖Φ‖ = {nrm:.3e} > nr_tol = "
                     f"{self.nr_tol:.1e} after {it} iterations (step too large, or the constraints cannot be met)")
-            Apinv, _, r = self._pinv(A)
+            Apinv, _, r = pinv_basis(A, self.rtol, self.atol)
             if r == 0:
                 raise ConvergenceError(f"Newton–Raphson: A has rank 0 at ‖Φ‖ = {nrm:.3e}; cannot correct")
             q = self._advance(q, -(Apinv @ phi))
@@ -350,7 +256,7 @@ class Stepper:
         if A.shape[0] == 0:
             return qdot
         if self.velocity_projection == "P":
-            Apinv, _, _ = self._pinv(A)
+            Apinv, _, _ = pinv_basis(A, self.rtol, self.atol)
             return qdot - Apinv @ (A @ qdot)
         M = self.mass(q) if M is None else M
         return m_projection(M, A, qdot, self.rtol, self.atol)[0]
@@ -472,23 +378,6 @@ class Trajectory:
         summary.update(ok=self.ok, error=self.error, events=_jsonable(self.events))
         (d / "summary.json").write_text(json.dumps(summary, indent=2))
         return d
-
-
-def _jsonable(x: Any):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        v = float(x)
-        return v if math.isfinite(v) else None
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    return x
 
 
 # ============================================================================ schedule

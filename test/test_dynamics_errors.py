@@ -161,3 +161,17 @@ def test_qdot_other_than_the_evaluated_one_is_refused(panda):
     with pytest.raises(StateMismatchError, match="evaluate"):
         direct_dynamics(terms, qd + 1e-3, tau)
     assert issubclass(StateMismatchError, QVError)
+
+
+def test_terms_without_coriolis_are_refused_by_quasi_decompose(panda):
+    """``evaluate(..., coriolis=False)`` leaves C and g out (Γ and u need them): a clear error, not a crash."""
+    from qv_dynamics.errors import StateMismatchError
+
+    rng = np.random.default_rng(1)
+    q, qd = panda.neutral(), rng.normal(size=7)
+    fast = panda.evaluate(q, qd, coriolis=False)
+    with pytest.raises(StateMismatchError, match="coriolis=False"):
+        quasi_decompose(fast, tau=np.zeros(7))
+    qs = quasi_decompose(panda.evaluate(q, qd))
+    with pytest.raises(StateMismatchError, match="coriolis=False"):
+        torque_from_quasi_forces(fast, qs, np.zeros(qs.V2.shape[1]))

@@ -159,3 +159,33 @@ def test_qv_inspect_cli(capsys):
                @ rep["qdot"]) < 1e-12
     assert inspect.main(["panda", "--contact", "no_such_frame"]) == 2
     assert "UnknownNameError" in capsys.readouterr().err
+
+
+def test_evaluate_without_coriolis_matches_evaluate():
+    """``evaluate(q, q̇, coriolis=False)`` (h by RNEA, Ȧq̇ from the classical frame accelerations: the
+    simulator's path) gives the M, h, A, Ȧq̇, Φ of the Coriolis-matrix path and the same direct dynamics;
+    C and g are left out; without active rows A, Ȧq̇, Φ are empty."""
+    from qv_dynamics import direct_dynamics
+
+    system = ConstrainedSystem.from_urdf("panda", constraints=[
+        {"type": "point_contact", "frame": "panda_hand"},
+        {"type": "loop_closure", "frame_a": "panda_hand", "frame_b": "panda_link3", "axes": ["x", "ry"]}])
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        q, qd, tau = system.random_configuration(rng), rng.normal(size=7), 10 * rng.normal(size=7)
+        full, fast = system.evaluate(q, qd), system.evaluate(q, qd, coriolis=False)
+        assert fast.C is None and fast.g is None and fast.row_labels == full.row_labels
+        assert np.array_equal(fast.M, full.M) and np.abs(fast.h - full.h).max() < 1e-10
+        assert np.abs(fast.A - full.A).max() < 1e-14 and np.abs(fast.phi - full.phi).max() < 1e-14
+        assert np.abs(fast.Adot_qdot - full.Adot_qdot).max() < 1e-12
+        for method in ("projection", "kkt"):
+            qdd, F, lam = direct_dynamics(full, tau=tau, method=method)
+            qdd2, F2, lam2 = direct_dynamics(fast, tau=tau, method=method)
+            assert np.abs(qdd2 - qdd).max() < 1e-10 * max(1.0, np.abs(qdd).max())
+            assert np.abs(F2 - F).max() < 1e-10 * max(1.0, np.abs(F).max())
+    free = ConstrainedSystem.from_urdf("panda")
+    q, qd = free.random_configuration(rng), rng.normal(size=7)
+    t = free.evaluate(q, qd, coriolis=False)
+    assert t.A.shape == (0, 7) and t.phi.shape == (0,) and t.Adot_qdot.shape == (0,)
+    assert np.abs(t.h - free.evaluate(q, qd).h).max() < 1e-10
+    assert np.array_equal(free.mass_matrix(q), t.M)

@@ -7,7 +7,6 @@ plumbing: joint order, zero-order hold over dt, stamps), Pinocchio's static bala
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pinocchio as pin
@@ -15,18 +14,18 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
-from rclpy.context import Context  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import _make_executor, to_parameters  # noqa: E402
+from qv_control.bringup import to_parameters  # noqa: E402
 from qv_dynamics import ConstrainedSystem  # noqa: E402
 from qv_dynamics.errors import ModelError  # noqa: E402
 from qv_dynamics.mujoco_node import MujocoNode  # noqa: E402
 from qv_dynamics.mujoco_plant import MujocoPlant, SceneConfig  # noqa: E402
 from qv_dynamics.ros_convert import stamp_to_sec, wrench_to_array  # noqa: E402
+from ros_helpers import ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
 Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
@@ -36,31 +35,15 @@ SHUFFLED = ["panda_joint7", "panda_joint3", "panda_joint1", "panda_joint5", "pan
 
 @pytest.fixture(scope="module")
 def ros():
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
-    ex = _make_executor(ctx)
-    probe = rclpy.create_node("qv_mujoco_probe", context=ctx)
-    ex.add_node(probe)
-    box = {"js": [], "wrench": [], "clock": []}
-    probe.create_subscription(JointState, "/joint_states", box["js"].append, 10)
-    probe.create_subscription(WrenchStamped, "/qv_mujoco/tool_ft/wrench", box["wrench"].append,
-                              qos_profile_sensor_data)
-    probe.create_subscription(Clock, "/clock", box["clock"].append, 10)
-    cmd = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-    table = probe.create_publisher(Float64, "/qv_mujoco/table_height", 10)
-    yield ctx, ex, probe, box, cmd, table
-    ex.shutdown()
-    probe.destroy_node()
-    rclpy.try_shutdown(context=ctx)
-
-
-def spin_until(ex, cond, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        ex.spin_once(timeout_sec=0.01)
-    return cond()
+    with ros_session(DOMAIN, "qv_mujoco_probe") as (ctx, ex, probe):
+        box = {"js": [], "wrench": [], "clock": []}
+        probe.create_subscription(JointState, "/joint_states", box["js"].append, 10)
+        probe.create_subscription(WrenchStamped, "/qv_mujoco/tool_ft/wrench", box["wrench"].append,
+                                  qos_profile_sensor_data)
+        probe.create_subscription(Clock, "/clock", box["clock"].append, 10)
+        cmd = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        table = probe.create_publisher(Float64, "/qv_mujoco/table_height", 10)
+        yield ctx, ex, probe, box, cmd, table
 
 
 @pytest.fixture

@@ -86,3 +86,20 @@ def test_weighted_metric_sec72_is_unit_invariant():
     assert rel_err(out["mm"][1], out["m"][1]) < 1e-10                  # same physical joint rate
     with pytest.raises(NotPositiveDefiniteError):
         weighted_metric(np.eye(2), np.ones((1, 2)), np.diag([1.0, -1.0]))
+
+
+def test_pinv_basis_against_numpy_pinv():
+    """pinv_basis (thin SVD; one row: σ = ‖A‖ without an SVD) gives numpy's pinv, the rank, and V₁ with
+    I − V₁V₁ᵀ = the projector onto N(A); a zero row has rank 0 and P = I."""
+    from qv_dynamics.projection import pinv_basis
+
+    rng = np.random.default_rng(3)
+    for m, n, r in [(1, 7, 1), (1, 2, 1), (3, 7, 3), (6, 7, 4), (9, 7, 5)]:
+        A = rng.normal(size=(m, r)) @ rng.normal(size=(r, n))
+        Ap, V1, rank = pinv_basis(A)
+        assert rank == r and V1.shape == (n, r)
+        assert rel_err(Ap, np.linalg.pinv(A, rcond=1e-9)) < 1e-12
+        assert np.abs(V1.T @ V1 - np.eye(r)).max() < 1e-12
+        assert np.abs((np.eye(n) - V1 @ V1.T) - (np.eye(n) - np.linalg.pinv(A) @ A)).max() < 1e-12
+    Ap, V1, rank = pinv_basis(np.zeros((1, 3)))
+    assert rank == 0 and V1.shape == (3, 0) and np.array_equal(Ap, np.zeros((3, 1)))

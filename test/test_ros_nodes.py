@@ -16,12 +16,11 @@ import pinocchio as pin
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from rclpy.context import Context  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import _make_executor, load_params_file, to_parameters  # noqa: E402
+from qv_control.bringup import load_params_file, to_parameters  # noqa: E402
 from qv_control.controller_node import ControllerNode  # noqa: E402
 from qv_control.laws import make_law  # noqa: E402
 from qv_control.state import Reference, State  # noqa: E402
@@ -30,6 +29,7 @@ from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.errors import UnknownNameError  # noqa: E402
 from qv_dynamics.ros_convert import load_model_config, sec_to_stamp  # noqa: E402
 from qv_dynamics.sim_node import SimNode  # noqa: E402
+from ros_helpers import ros_session, spin_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = str(ROOT / "config" / "planar_3link.yaml")
@@ -41,24 +41,8 @@ LAMBDA_D = [4.0]
 
 @pytest.fixture(scope="module")
 def ros():
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
-    ex = _make_executor(ctx)
-    probe = rclpy.create_node("qv_test_probe", context=ctx)
-    ex.add_node(probe)
-    yield ctx, ex, probe
-    ex.shutdown()
-    probe.destroy_node()
-    rclpy.try_shutdown(context=ctx)
-
-
-def spin_until(ex, cond, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        ex.spin_once(timeout_sec=0.01)
-    return cond()
+    with ros_session(DOMAIN, "qv_test_probe") as session:
+        yield session
 
 
 def arm_params(**extra) -> list:

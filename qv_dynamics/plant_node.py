@@ -1,0 +1,109 @@
+"""What the two plant nodes (``qv_sim_node``, ``qv_mujoco_node``) share (SPEC §5–§6): the parameters of the
+ros2_control topic contract, the pacing modes, and the effort-command callback.
+
+Modes: ``realtime`` steps on a wall-clock timer (``real_time_factor``, zero-order hold of the latest command,
+at most 50 steps per tick: a plant that cannot keep up drops real time rather than bursting); ``lockstep``
+steps once per received command and publishes the new state (``lockstep_resend`` re-publishes it when no
+command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor
+from std_msgs.msg import Float64MultiArray
+
+from .errors import ModelError, QVError
+from .ros_convert import CommandMap, JointLayout, reject_kind
+
+MODES = ("realtime", "lockstep")
+DYN = ParameterDescriptor(dynamic_typing=True)
+MAX_STEPS_PER_TICK = 50
+
+
+class PlantNodeMixin:
+    """Mixed into an rclpy ``Node`` that defines ``step_once()``, ``publish_state()``, ``tau``, ``steps``,
+    ``rejects`` (EpisodeCounter) and, in realtime mode, ``wall0``."""
+
+    def _declare_plant_parameters(self) -> None:
+        p = self.declare_parameter
+        p("model_config", "")
+        p("robot_description", "")
+        p("joints", None, DYN)
+        p("controller_name", "effort_controller")
+        p("command_topic", "")
+        p("joint_states_topic", "/joint_states")
+        p("dt", 0.001)
+        p("mode", "realtime")
+        p("real_time_factor", 1.0)
+        p("lockstep_resend", 0.5)
+        p("publish_clock", True)
+        p("q0", None, DYN)
+        p("qdot0", None, DYN)
+
+    def _configure_plant(self, system) -> None:
+        """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""
+        gp = self.get_parameter
+        self.system = system
+        self.layout = JointLayout.from_system(system)
+        joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
+        self.cmd_map = CommandMap(system, joints)
+        self.mode = gp("mode").value
+        if self.mode not in MODES:
+            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
+        self.dt = float(gp("dt").value)
+        if not (self.dt > 0 and np.isfinite(self.dt)):
+            raise ModelError(f"dt must be a positive number, got {self.dt}")
+        self.rtf = float(gp("real_time_factor").value)
+        if not self.rtf > 0:
+            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+
+    def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
+        """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
+        ``default``. ``to_q``: a parameter/config value with one entry per joint is mapped to Pinocchio's q."""
+        if given is not None:
+            return np.asarray(given, float)
+        val = self.get_parameter(name).value
+        if val is None or (isinstance(val, (list, tuple)) and not val):
+            val = from_doc
+        if val is None:
+            return default
+        arr = np.asarray(val, float)
+        if to_q and arr.shape == (len(self.layout.names),):
+            return self.layout.to_q(arr)
+        return arr
+
+    def _advance(self, steps: int) -> bool:
+        """Step the plant ``steps`` times; False when it stopped (the simulator stops on a solver error)."""
+        for _ in range(steps):
+            self.step_once()
+        return True
+
+    # ------------------------------------------------------------------ callbacks
+    def on_command(self, msg: Float64MultiArray) -> None:
+        try:
+            tau = self.cmd_map.from_message(msg)
+        except QVError as exc:
+            self.rejects.reject(reject_kind(exc), str(exc))
+            return
+        self.rejects.ok()
+        self.tau = tau
+        self.last_cmd_wall = time.monotonic()
+        if self.mode == "lockstep" and self._advance(1):
+            self.publish_state()
+
+    def on_resend(self) -> None:
+        if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
+            self.publish_state()
+
+    def on_realtime_tick(self) -> None:
+        if self.mode != "realtime":
+            return
+        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
+        if not self._advance(min(max(due, 0), MAX_STEPS_PER_TICK)):
+            return
+        if due > MAX_STEPS_PER_TICK:  # cannot keep up: drop real time rather than burst
+            self.wall0 += (due - MAX_STEPS_PER_TICK) * self.dt / self.rtf
+        if due > 0:
+            self.publish_state()

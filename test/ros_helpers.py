@@ -1,0 +1,42 @@
+"""rclpy utilities shared by the ROS test modules: an isolated context with a probe node, bounded spinning.
+
+Import after ``pytest.importorskip("rclpy")``.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import rclpy
+from rclpy.context import Context
+
+from qv_control.bringup import _make_executor
+
+
+@contextmanager
+def ros_session(domain_id: int, probe_name: str) -> Iterator[tuple]:
+    """An rclpy context of its own on ``domain_id``, an executor and a probe node added to it.
+
+    Yields (context, executor, probe); shuts the three down afterwards."""
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=domain_id, args=[])
+    ex = _make_executor(ctx)
+    probe = rclpy.create_node(probe_name, context=ctx)
+    ex.add_node(probe)
+    try:
+        yield ctx, ex, probe
+    finally:
+        ex.shutdown()
+        probe.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def spin_until(ex, cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Spin ``ex`` until ``cond()`` holds or ``timeout`` seconds pass; returns the final ``cond()``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        ex.spin_once(timeout_sec=0.01)
+    return cond()
