@@ -150,17 +150,14 @@ class MinimalCoordinates:
         for fid, rows in frames.items():
             refs = [getattr(self.items[i], "rotation_reference", None) for i in rows]
             self._rot_ref[fid] = next((r for r in refs if r is not None), None)
-        # evaluation plan (static): joint rows as index arrays, per frame the position / rotation rows
-        jr = self._joint_rows
-        self._j_rows = np.array([i for i, _ in jr], int)
-        self._j_q = np.array([it.index for _, it in jr], int)
-        self._j_v = np.array([it.v_index for _, it in jr], int)
+        # evaluation plan (static, plain ints: scalar indexing beats fancy indexing for a few rows):
+        # joint rows (row, q index, v index); per frame its position rows (row, axis) and rotation rows
+        self._j_plan = [(i, it.index, it.v_index) for i, it in self._joint_rows]
         self._frame_plan = []
         for fid, rows in frames.items():
-            pos = [i for i in rows if self.items[i].kind == "position"]
-            rot = [i for i in rows if self.items[i].kind == "rotation"]
-            self._frame_plan.append((fid, np.array(pos, int), np.array([self.items[i].index for i in pos], int),
-                                     np.array(rot, int), np.array([self.items[i].index for i in rot], int)))
+            pos = [(i, self.items[i].index) for i in rows if self.items[i].kind == "position"]
+            rot = [(i, self.items[i].index) for i in rows if self.items[i].kind == "rotation"]
+            self._frame_plan.append((fid, pos, rot))
         # range check bounds (joint rows only have finite ones)
         self._lo = self.lower - 1e-12
         self._hi = self.upper + 1e-12
@@ -215,20 +212,22 @@ class MinimalCoordinates:
         theta = np.zeros(k)
         J = np.zeros((k, n))
         Jd = np.zeros((k, n))
-        if self._j_rows.size:
-            theta[self._j_rows] = q[self._j_q]
-            J[self._j_rows, self._j_v] = 1.0
+        for i, qi, vi in self._j_plan:
+            theta[i] = q[qi]
+            J[i, vi] = 1.0
         cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for fid, pos_rows, pos_axes, rot_rows, rot_axes in self._frame_plan:
+        for fid, pos_rows, rot_rows in self._frame_plan:
             J6 = pin.getFrameJacobian(model, data, fid, LWA)
             dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LWA)
             cache[fid] = (J6, dJ6)
             oMf = data.oMf[fid]
-            if pos_rows.size:
-                theta[pos_rows] = oMf.translation[pos_axes]
-                J[pos_rows] = J6[pos_axes]
-                Jd[pos_rows] = dJ6[pos_axes]
-            if rot_rows.size:
+            if pos_rows:
+                p = oMf.translation
+                for i, a in pos_rows:
+                    theta[i] = p[a]
+                    J[i] = J6[a]
+                    Jd[i] = dJ6[a]
+            if rot_rows:
                 R_ref = self._rot_ref[fid]
                 R = oMf.rotation
                 if R_ref is None:
@@ -238,7 +237,7 @@ class MinimalCoordinates:
                 phi = pin.log3(E)
                 if math.sqrt(phi.dot(phi)) > MAX_ROTATION_ANGLE:  # ‖φ‖ (= np.linalg.norm, without its overhead)
                     raise RankDeficiencyError(
-                        f"coordinates: frame '{self.items[int(rot_rows[0])].name}' is {np.linalg.norm(phi):.3f} rad "
+                        f"coordinates: frame '{self.items[rot_rows[0][0]].name}' is {np.linalg.norm(phi):.3f} rad "
                         "from its orientation reference; rotation-vector coordinates are singular near pi "
                         "(choose a rotation_reference closer to the working orientation)")
                 G = pin.Jlog3(E) @ E.T  # φ̇ = G ω
@@ -252,8 +251,8 @@ class MinimalCoordinates:
                     Gd = (Gp - Gm) / (2.0 * hstep)
                 else:
                     Gd = np.zeros((3, 3))
-                theta[rot_rows] = phi[rot_axes]
-                for i, a in zip(rot_rows.tolist(), rot_axes.tolist()):  # row by row (vector-matrix products)
+                for i, a in rot_rows:  # row by row (vector-matrix products)
+                    theta[i] = phi[a]
                     Ga = G[a]
                     J[i] = Ga @ Jw
                     Jd[i] = Gd[a] @ Jw + Ga @ dJw
