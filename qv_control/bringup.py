@@ -146,6 +146,7 @@ class Bringup:
         from rclpy.context import Context
 
         from qv_dynamics.dynamics_node import DynamicsNode
+        from qv_dynamics.node_runner import make_executor
         from qv_dynamics.sim_node import SimNode
 
         from .controller_node import ControllerNode
@@ -190,7 +191,7 @@ class Bringup:
         except BaseException:
             self.shutdown()
             raise
-        self.executor = _make_executor(self.context)
+        self.executor = make_executor(self.context)
         for n in self.nodes:
             self.executor.add_node(n)
         import gc
@@ -327,18 +328,6 @@ class Bringup:
 
     def __exit__(self, *exc):
         self.shutdown()
-
-
-def _make_executor(context):
-    """rclpy's EventsExecutor when present (~10x lower latency than SingleThreadedExecutor), else the latter."""
-    try:
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor(context=context)
-    except ImportError:
-        from rclpy.executors import SingleThreadedExecutor
-
-        return SingleThreadedExecutor(context=context)
 
 
 def main(argv: list[str] | None = None) -> int:

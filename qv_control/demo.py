@@ -486,7 +486,9 @@ def run_ros(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0, domain_
     from qv_dynamics.mujoco_node import MujocoNode
     from qv_dynamics.ros_convert import stamp_to_sec, wrench_to_array
 
-    from .bringup import _make_executor, to_parameters
+    from qv_dynamics.node_runner import make_executor
+
+    from .bringup import to_parameters
     from .controller_node import ControllerNode
 
     plant_sys, q0, p0, R0 = _initial(cfg)
@@ -531,7 +533,7 @@ def run_ros(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0, domain_
 
         mj.on_step.append(track_rotation)
         sup.create_subscription(WrenchStamped, "/qv_mujoco/tool_ft/wrench", on_wrench, qos_profile_sensor_data)
-        executor = _make_executor(context)
+        executor = make_executor(context)
         for n in nodes:
             executor.add_node(n)
         t_end = time.monotonic() + 10.0

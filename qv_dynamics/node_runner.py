@@ -16,6 +16,18 @@ from rclpy.node import Node
 from .errors import QVError
 
 
+def make_executor(context=None):
+    """rclpy's EventsExecutor when present (~10x lower latency than SingleThreadedExecutor), else the latter."""
+    try:
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    except ImportError:
+        from rclpy.executors import SingleThreadedExecutor
+
+        return SingleThreadedExecutor(context=context)
+
+
 def publish_if_lockstep(node: Node) -> None:
     """A lock-step plant publishes its initial state, so the controller's first command can step it."""
     if node.mode == "lockstep":
@@ -40,11 +52,14 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         on_start(node)
     gc.collect()
     gc.freeze()
+    executor = make_executor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
+        executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

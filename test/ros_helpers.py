@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 import rclpy
 from rclpy.context import Context
 
-from qv_control.bringup import _make_executor
+from qv_dynamics.node_runner import make_executor
 
 
 @contextmanager
@@ -21,7 +21,7 @@ def ros_session(domain_id: int, probe_name: str) -> Iterator[tuple]:
     Yields (context, executor, probe); shuts the three down afterwards."""
     ctx = Context()
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
-    ex = _make_executor(ctx)
+    ex = make_executor(ctx)
     probe = rclpy.create_node(probe_name, context=ctx)
     ex.add_node(probe)
     try:
