@@ -37,7 +37,8 @@ from rclpy.context import Context  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import Bringup, _make_executor, load_params_file, to_parameters  # noqa: E402
+from qv_control.bringup import Bringup, load_params_file, to_parameters  # noqa: E402
+from qv_dynamics.node_runner import make_executor  # noqa: E402
 from qv_control.controller_node import ControllerNode  # noqa: E402
 from qv_dynamics.ros_convert import arrays_to_joint_state, JointLayout, load_model_config, sec_to_stamp  # noqa: E402
 
@@ -179,7 +180,7 @@ def latency_in_process(states, rate, seconds) -> dict:
     ctrl = ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))
     drv_node = rclpy.create_node("driver", context=ctx)
     driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
-    ex = _make_executor(ctx)
+    ex = make_executor(ctx)
     ex.add_node(ctrl)
     ex.add_node(drv_node)
     try:
@@ -210,7 +211,7 @@ def latency_echo(states, rate, seconds) -> dict:
     echo.create_subscription(JointState, "/joint_states", answer, 1)
     drv_node = rclpy.create_node("driver", context=ctx)
     driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
-    ex = _make_executor(ctx)
+    ex = make_executor(ctx)
     ex.add_node(echo)
     ex.add_node(drv_node)
     try:
@@ -234,7 +235,7 @@ def latency_separate_process(states, rate, seconds) -> dict:
     rclpy.init(context=ctx, domain_id=dom, args=[])
     drv_node = rclpy.create_node("driver", context=ctx)
     driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
-    ex = _make_executor(ctx)
+    ex = make_executor(ctx)
     ex.add_node(drv_node)
     try:
         wait_graph(ex, driver, timeout=60.0)
@@ -266,7 +267,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-subprocess", action="store_true", help="skip the separate-process controller")
     args = ap.parse_args(argv)
     print(f"qv_ros latency bench: planar 3-link arm on a wall, law from {Path(CONFIG).name}, "
-          f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(_make_executor(Context())).__name__}")
+          f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(make_executor(Context())).__name__}")
     states = arm_states(min(args.seconds, 5.0))
     rows = [("echo (rclpy floor)", latency_echo(states, args.rate, args.seconds)),
             ("controller, same process", latency_in_process(states, args.rate, args.seconds))]

@@ -52,14 +52,13 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         on_start(node)
     gc.collect()
     gc.freeze()
-    executor = make_executor()
-    executor.add_node(node)
     try:
-        executor.spin()
+        # rclpy.spin's default executor: it ends cleanly on SIGINT/SIGTERM, which rclpy's EventsExecutor
+        # (used by the in-process bringup) did not do here (measured: it kept spinning after SIGTERM)
+        rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
