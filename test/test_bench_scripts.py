@@ -1,0 +1,39 @@
+"""The bench scripts stay runnable: a tiny run of each must finish and print its comparison with Pinocchio.
+
+(Speed figures are not asserted here: they live in bench/ and are read by people, not by CI.)
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(script: str, *args: str, timeout: float = 240.0) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_bench_dynamics_small_run_matches_pinocchio():
+    text = run("dynamics.py", "--states", "3", "--reps", "3")
+    assert "pin.constraintDynamics" in text and "arm target" in text
+    # the bench checks its own q̈ against Pinocchio before timing: the printed worst error is tiny
+    errs = [float(line.split("worst relative error")[1].split()[0]) for line in text.splitlines()
+            if "worst relative error" in line]
+    assert errs and max(errs) < 1e-8
+
+
+def test_bench_simulate_small_run():
+    text = run("simulate.py", "--repeats", "1", "--horizon", "0.05", "--skip-full")
+    assert "Stepper.step cost" in text
+
+
+@pytest.mark.parametrize("script", ["ros_latency.py"])
+def test_bench_ros_latency_parses_its_arguments(script):
+    assert "--seconds" in run(script, "--help", timeout=60.0)
