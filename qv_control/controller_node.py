@@ -29,7 +29,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
@@ -40,7 +40,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
-from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, JointLayout, TrajectoryReference,
+from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, TrajectoryReference,
                                      joint_state_to_arrays, lambda_desired_from_message, load_model_config,
                                      reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
 
@@ -434,14 +434,9 @@ class ControllerNode(Node):
                 values[f"rejected_{k}_{kind}"] = n
         level = DiagnosticStatus.WARN if (self.stale or any(c.total for c in self.rejects.values())) \
             else DiagnosticStatus.OK
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: controller",
-                                  message="stale joint_states" if self.stale else "ok", hardware_id=self.system.name,
-                                  values=[KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
-                                          for k, v in values.items()])
-        out = DiagnosticArray()
-        out.header.stamp = self.get_clock().now().to_msg()
-        out.status = [status]
-        self.pub_diag.publish(out)
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
+                                               "stale joint_states" if self.stale else "ok", self.system.name,
+                                               values))
         st["compute_ms_max"] = 0.0
 
     def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:

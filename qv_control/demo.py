@@ -669,7 +669,7 @@ def plot_report(out: Path, runs: dict, cfg: DemoConfig) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
-    qv, bl = runs["qv"], runs["baseline"]
+    qv = runs["qv"]
     colors = {"qv": "C0", "baseline": "C1", "qv_mass_error": "C2", "qv_mass_error_no_pi": "C3"}
 
     def shade(ax, run):

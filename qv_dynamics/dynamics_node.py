@@ -21,7 +21,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Point, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -31,7 +31,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from .errors import QVError
 from .quasi import quasi_decompose
-from .ros_convert import (CommandMap, EpisodeCounter, JointLayout, joint_state_to_arrays, labelled,
+from .ros_convert import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, joint_state_to_arrays, labelled,
                           load_model_config, reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -269,14 +269,8 @@ class DynamicsNode(Node):
             "rejected_names": rej.get("names", 0), "rejected_model": rej.get("model", 0),
             "messages_without_effort": st["no_effort"],
         }
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: constrained model", message=msg,
-                                  hardware_id=self.system.name,
-                                  values=[KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
-                                          for k, v in values.items()])
-        out = DiagnosticArray()
-        out.header.stamp = self.get_clock().now().to_msg()
-        out.status = [status]
-        self.pub_diag.publish(out)
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,
+                                               f"{self.get_name()}: constrained model", msg, self.system.name, values))
         st["eval_ms_max"] = 0.0
 
 

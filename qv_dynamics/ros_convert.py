@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
@@ -515,3 +516,15 @@ def ros2_control_urdf(xml: str, hardware_plugin: str | None = None, gazebo_param
             raise ModelError("URDF has no closing </robot> tag")
         xml = xml[:i] + GZ_PLUGIN.format(params=gazebo_parameters) + xml[i:]
     return xml
+
+
+def diagnostic_array(stamp: Time, level: int, name: str, message: str, hardware_id: str,
+                     values: dict) -> DiagnosticArray:
+    """One DiagnosticStatus (floats printed with 6 significant digits) in a stamped DiagnosticArray."""
+    status = DiagnosticStatus(level=level, name=name, message=message, hardware_id=hardware_id,
+                              values=[KeyValue(key=k, value=f"{v:.6g}" if isinstance(v, float) else str(v))
+                                      for k, v in values.items()])
+    out = DiagnosticArray()
+    out.header.stamp = stamp
+    out.status = [status]
+    return out

@@ -1,9 +1,8 @@
 """Minimal coordinates, references, limits and the law factory of qv_control: finite-difference checks
 of θ(q), ∂θ/∂q, its time derivative and Ȧ, and the clear errors for bad input."""
 import numpy as np
-import pinocchio as pin
 import pytest
-from control_helpers import COORDS, PLANE, Q0, fivebar, panda_pair
+from control_helpers import COORDS, Q0, fivebar, panda_pair
 
 from qv_control import (GainError, MinimalCoordinates, Reference, ReferenceRangeError, SplineReference, State,
                         TrajectoryReference, make_law, saturate)

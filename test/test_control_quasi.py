@@ -3,11 +3,10 @@
 
 Run with ``pytest -s`` to see the measured figures."""
 import numpy as np
-import pytest
 from control_helpers import (COORDS, LAMBDA_D, Q0, Recorder, circle_reference, composite_error, fit_rate,
                              panda_pair, theta_terms)
 
-from qv_control import Reference, SplineReference, TrajectoryReference, make_law, scale_inertias
+from qv_control import Reference, SplineReference, make_law, scale_inertias
 from qv_dynamics import QVError, quasi_decompose, simulate
 
 KP, KD = 4.0, 8.0
