@@ -40,3 +40,17 @@ def spin_until(ex, cond: Callable[[], bool], timeout: float = 5.0) -> bool:
             return True
         ex.spin_once(timeout_sec=0.01)
     return cond()
+
+
+def retire(ex, *nodes) -> None:
+    """Take nodes out of a running executor for good: cancel their timers, let already-queued timer events
+    drain (rclpy's EventsExecutor may still deliver one after remove_node), then remove and destroy."""
+    for n in nodes:
+        for t in list(n.timers):
+            t.cancel()
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.005)
+    for n in nodes:
+        ex.remove_node(n)
+        n.destroy_node()

@@ -25,7 +25,7 @@ from qv_dynamics.errors import ModelError  # noqa: E402
 from qv_dynamics.mujoco_node import MujocoNode  # noqa: E402
 from qv_dynamics.mujoco_plant import MujocoPlant, SceneConfig  # noqa: E402
 from qv_dynamics.ros_convert import stamp_to_sec, wrench_to_array  # noqa: E402
-from ros_helpers import ros_session, spin_until  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
 Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
@@ -59,8 +59,7 @@ def node(ros):
     for v in box.values():
         v.clear()
     yield n
-    ex.remove_node(n)
-    n.destroy_node()
+    retire(ex, n)
 
 
 def send(ex, cmd, box, tau_msg_order, count_before):

@@ -29,7 +29,7 @@ from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.errors import UnknownNameError  # noqa: E402
 from qv_dynamics.ros_convert import load_model_config, sec_to_stamp  # noqa: E402
 from qv_dynamics.sim_node import SimNode  # noqa: E402
-from ros_helpers import ros_session, spin_until  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = str(ROOT / "config" / "planar_3link.yaml")
@@ -123,8 +123,7 @@ def test_joint_states_in_effort_out_in_controller_joint_order(ros):
             np.testing.assert_allclose(cmd, tau[[2, 0, 1]], rtol=1e-9, atol=1e-9)
             assert np.linalg.norm(tau) > 1.0  # a real torque (gravity + force), not zeros
     finally:
-        ex.remove_node(node)
-        node.destroy_node()
+        retire(ex, node)
 
 
 @pytest.mark.parametrize("model", ["planar_3link_model.yaml", "slider_crank_model.yaml"])
@@ -175,8 +174,7 @@ def test_dynamics_node_xi_lambda_equal_library(ros, model):
             probe.destroy_subscription(s)
         probe.destroy_publisher(pub)
     finally:
-        ex.remove_node(node)
-        node.destroy_node()
+        retire(ex, node)
 
 
 def test_watchdog_fires_within_timeout_and_logs_once(ros):
@@ -213,8 +211,7 @@ def test_watchdog_fires_within_timeout_and_logs_once(ros):
         assert spin_until(ex, lambda: len(wire.got) > n1 + 1)
         assert np.all(np.array(wire.got[-1].data) == 0.0)
     finally:
-        ex.remove_node(node)
-        node.destroy_node()
+        retire(ex, node)
 
 
 def test_watchdog_timing(ros):
@@ -240,8 +237,7 @@ def test_watchdog_timing(ros):
         probe.destroy_subscription(sub)
         probe.destroy_publisher(pub)
     finally:
-        ex.remove_node(node)
-        node.destroy_node()
+        retire(ex, node)
 
 
 def test_bad_messages_dropped_and_counted_node_stays_alive(ros):
@@ -311,9 +307,7 @@ def test_bad_messages_dropped_and_counted_node_stays_alive(ros):
         res = node.set_parameters([Parameter("joints", value=["joint2", "joint3", "joint1"])])
         assert res[0].successful and node.cmd_map.joints == ["joint2", "joint3", "joint1"]
     finally:
-        for n in (node, dyn, sim):
-            ex.remove_node(n)
-            n.destroy_node()
+        retire(ex, node, dyn, sim)
 
 
 def test_unknown_joint_in_config_refused_at_start(ros, tmp_path):
@@ -381,8 +375,7 @@ def test_reference_topics_trajectory_and_lambda_desired(ros):
         assert spin_until(ex, lambda: node.rejected("reference", "names") == 1)
         assert node.traj is not None
     finally:
-        ex.remove_node(node)
-        node.destroy_node()
+        retire(ex, node)
 
 
 def test_conversions_continuous_joint_and_ros2_control_urdf():
