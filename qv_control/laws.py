@@ -13,6 +13,8 @@ Names (``law:`` parameter of qv_controller_node):
 Common parameters: ``coordinates`` (θ spec, see :mod:`qv_control.coordinates`; k = n − r entries),
 ``kp``, ``kd`` (motion gains; G_P, G_D of the projection paper), ``kf`` (< 1), ``ki`` (force PI on the
 measured λ), ``effort_limits`` ("urdf" default, a number, an n-vector or None), ``cond_max``.
+``quasi_tracking`` also takes ``normal_motion`` and ``normal_rate`` (default on): compensation of a measured
+normal quasi-velocity V₁ᵀv ≠ 0 (a soft real contact), see :class:`QuasiTrackingLaw`.
 """
 from __future__ import annotations
 
