@@ -40,7 +40,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
-from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, TrajectoryReference,
+from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, declare_io_parameters, diagnostic_array, JointLayout, TrajectoryReference,
                                      joint_state_to_arrays, lambda_desired_from_message, load_model_config,
                                      reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
 
@@ -85,13 +85,8 @@ class ControllerNode(Node):
         optional callable t -> Reference used until a reference topic message arrives."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
+        declare_io_parameters(self)
         p = self.declare_parameter
-        p("model_config", "")
-        p("robot_description", "")
-        p("joints", None, DYN)
-        p("controller_name", "effort_controller")
-        p("command_topic", "")
-        p("joint_states_topic", "/joint_states")
         p("joint_states_queue", 1)          # 1: always act on the freshest state (no backlog when overloaded)
         p("publish_stamped_command", True)  # ~/command_stamped: τ with joint names and the state's stamp
         p("law", "")

@@ -15,7 +15,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from std_msgs.msg import Float64MultiArray
 
 from .errors import ModelError, QVError
-from .ros_convert import CommandMap, JointLayout, reject_kind
+from .ros_convert import CommandMap, JointLayout, declare_io_parameters, reject_kind
 
 MODES = ("realtime", "lockstep")
 DYN = ParameterDescriptor(dynamic_typing=True)
@@ -27,13 +27,8 @@ class PlantNodeMixin:
     ``rejects`` (EpisodeCounter) and, in realtime mode, ``wall0``."""
 
     def _declare_plant_parameters(self) -> None:
+        declare_io_parameters(self)
         p = self.declare_parameter
-        p("model_config", "")
-        p("robot_description", "")
-        p("joints", None, DYN)
-        p("controller_name", "effort_controller")
-        p("command_topic", "")
-        p("joint_states_topic", "/joint_states")
         p("dt", 0.001)
         p("mode", "realtime")
         p("real_time_factor", 1.0)

@@ -528,3 +528,20 @@ def diagnostic_array(stamp: Time, level: int, name: str, message: str, hardware_
     out.header.stamp = stamp
     out.status = [status]
     return out
+
+
+def declare_io_parameters(node) -> None:
+    """Parameters every node of the effort-command contract shares: the model and the two topics.
+
+    ``model_config``/``robot_description`` (model), ``joints`` (the effort controller's order),
+    ``controller_name``/``command_topic`` (``/<controller_name>/commands`` unless overridden) and
+    ``joint_states_topic``."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    p = node.declare_parameter
+    p("model_config", "")
+    p("robot_description", "")
+    p("joints", None, ParameterDescriptor(dynamic_typing=True))
+    p("controller_name", "effort_controller")
+    p("command_topic", "")
+    p("joint_states_topic", "/joint_states")
