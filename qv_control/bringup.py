@@ -100,16 +100,7 @@ def tracking_errors(law, reference, t: np.ndarray, q: np.ndarray, lam: np.ndarra
     """Force and motion errors of a closed-loop run (same definitions for the ROS run and the library run).
 
     Motion: RMS over time of ‖θ(q) − θ_d(t)‖ (θ = the law's minimal coordinates). Force: RMS over time of
-    ‖λ − λ_d(t)‖, and relative to the RMS of ‖λ_d‖ when λ_d ≠ 0. Delegates to
-    ``qv_control.laws.tracking_errors`` when the control package provides it."""
-    try:
-        from . import laws as _laws
-
-        fn = getattr(_laws, "tracking_errors", None)
-    except ImportError:
-        fn = None
-    if fn is not None:
-        return dict(fn(law, reference, t, q, lam))
+    ‖λ − λ_d(t)‖, and relative to the RMS of ‖λ_d‖ when λ_d ≠ 0."""
     th_err, f_err, f_ref = [], [], []
     theta_fn = getattr(law, "theta", None)
     coords = getattr(law, "coords", None)

@@ -42,7 +42,7 @@ from trajectory_msgs.msg import JointTrajectory
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, declare_io_parameters, diagnostic_array, JointLayout, TrajectoryReference,
                                      joint_state_to_arrays, lambda_desired_from_message, load_model_config,
-                                     reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
+                                     reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
 
 from .state import Reference, State
 
@@ -335,12 +335,8 @@ class ControllerNode(Node):
             raw = self.wrench_raw.get(c.name)
             if raw is None:
                 return None
-            w = raw[1]
             R = pin.updateFramePlacement(model, kin, c.frame_id).rotation if c.frame_id >= 0 else np.eye(3)
-            if c.type == "point_contact":  # force rows only: the torque need not be rotated
-                parts.append((R @ w[:3])[c.axis_idx])
-            else:
-                parts.append(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
+            parts.append(sensor_wrench_rows(c, R, raw[1]))
         return (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else None
 
     def on_joint_states(self, msg: JointState) -> None:
@@ -365,7 +361,7 @@ class ControllerNode(Node):
             tau = np.asarray(tau, float)
             if tau.shape != (self.system.nv,) or not (math.isfinite(tau.dot(tau)) or np.all(np.isfinite(tau))):
                 raise QVError(f"law returned {tau.shape} / non-finite torque")
-        except (QVError, ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # never crash: safe output
+        except Exception as exc:  # noqa: BLE001 - never crash the node (SPEC §6): count, log once, safe output
             self.rejects["law"].reject(reject_kind(exc), str(exc))
             self.publish_safe()
             return

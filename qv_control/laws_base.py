@@ -133,7 +133,7 @@ class ControlLaw:
             self._theta_hold = theta_now.copy()
         return validate_reference(reference, self.k, m, self.coords, theta_hold=self._theta_hold)
 
-    def _finish(self, base, force, motion, freeze_flag: str = "force") -> np.ndarray:
+    def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last["saturation"] = self.saturation
         return tau

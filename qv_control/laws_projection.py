@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from qv_dynamics.errors import RankDeficiencyError, as_vector
-from qv_dynamics.projection import coupling, pinv_rank, weighted_metric
+from qv_dynamics.projection import coupling, length_metric, pinv_rank, projection, weighted_metric
 
 from .coordinates import check_reduced_jacobian
 from .laws_base import ControlLaw, GainError
@@ -41,11 +41,10 @@ class _ProjectionLaw(ControlLaw):
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)
         terms = self.system.evaluate(q, qdot)
-        kin = self.coords.evaluate(q, qdot)
+        kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuses evaluate's kinematics at (q, q̇)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        Apinv, r, V2 = pinv_rank(terms.A)
-        P = V2 @ V2.T
-        a_perp = -(Apinv @ terms.Adot_qdot)
+        pr = projection(terms)                                         # P, A⁺, a⊥ (eq. 15-16)
+        P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
         JN = kin.J @ V2
         cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
         Lam = V2 @ np.linalg.inv(JN)                                   # Λ = ∂ψ/∂θ (eq. 40)
@@ -75,7 +74,7 @@ class PIDCLaw(_ProjectionLaw):
             mask = np.zeros(n, bool)
             for name in translational:
                 mask[system.joint_v_index(name)] = True
-            W = np.where(mask, float(kappa) ** -2, 1.0)
+            W = length_metric(mask, float(kappa))                     # eq. 50
         self.W = None
         if W is not None:
             W = np.asarray(W, float)
@@ -128,12 +127,13 @@ class PIDCForceLaw(_ProjectionLaw):
         return self._finish(base, u_F, motion)
 
 
-def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-8):
+def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-8, P: np.ndarray | None = None):
     """(I + H, residual) of eq. 61–62 and the eq. 58 range-inclusion residual
-    ‖(I − QbQb⁺)(I−B)P‖ / max(‖(I−B)P‖, 1) with Qb = (I−B)(I−P)."""
+    ‖(I − QbQb⁺)(I−B)P‖ / max(‖(I−B)P‖, 1) with Qb = (I−B)(I−P). ``P``: I − A⁺A if already known."""
     n = A.shape[1]
-    _, r, V2 = pinv_rank(A)
-    P = V2 @ V2.T
+    if P is None:
+        _, _, V2 = pinv_rank(A)
+        P = V2 @ V2.T
     IB = np.diag((~actuated_mask).astype(float))
     Pp = np.eye(n) - P
     Qb = IB @ Pp
@@ -207,7 +207,7 @@ class PassiveJointLaw(_ProjectionLaw):
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
-        IH, _, resid = passive_projector(terms.A, self.mask, self.tol)
+        IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
         if resid > self.tol:
             raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
         base = IH @ (P @ terms.h)

@@ -163,7 +163,8 @@ class QuasiTrackingLaw(_QuasiLaw):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
-        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0)
+        # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
+        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         N = qs.Qinv.T @ qs.V2
         D = kin.J @ N
@@ -217,7 +218,7 @@ class QuasiSetpointLaw(_QuasiLaw):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
-        kin = self.coords.evaluate(q, qdot)
+        kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuse evaluate's kinematics
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         D = kin.J @ (qs.Qinv.T @ qs.V2)
         cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)

@@ -115,7 +115,6 @@ def saturate(base: np.ndarray, force: np.ndarray | None, motion: np.ndarray,
             peak = float((np.abs(tau) / info.L).max())
         else:
             peak = float((np.abs(tau[info.idx]) / info.L).max()) if info.idx.size else 0.0
-            peak = max(peak, 0.0)
         if peak != peak:  # NaN in τ counts as an infinite ratio (as nan_to_num below)
             peak = np.inf
     else:

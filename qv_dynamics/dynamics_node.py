@@ -32,7 +32,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from .errors import QVError
 from .quasi import quasi_decompose
 from .ros_convert import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, joint_state_to_arrays, labelled,
-                          load_model_config, reject_kind, stamp_to_sec, wrench_rows, wrench_to_array)
+                          load_model_config, reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
 QUANTITIES = ("v", "v_r", "xi", "u_v", "u_xi", "lambda", "lambda_measured", "scalars")
@@ -182,7 +182,7 @@ class DynamicsNode(Node):
                     w = self.lam_meas[c.name][1]
                     R = data.oMf[c.frame_id].rotation if c.frame_id >= 0 else np.eye(3)
                     labels += c.row_labels
-                    vals += list(wrench_rows(c, np.concatenate([R @ w[:3], R @ w[3:]])))
+                    vals += list(sensor_wrench_rows(c, R, w))
             pubs["lambda_measured"].publish(labelled(stamp, labels, vals))
         phi_norm = float(np.linalg.norm(terms.phi)) if terms.phi.size else 0.0
         out("scalars", stamp, SCALARS,

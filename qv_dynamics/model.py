@@ -69,7 +69,6 @@ class ConstrainedSystem:
         for c in parse_constraints(constraints):
             self.add_constraint(c)
         self._zero_v = np.zeros(model.nv)
-        self._lower = np.tril_indices(model.nv, -1)
         # flat indices: lower triangle of M <- upper triangle (CRBA fills the upper triangle only)
         iu = np.triu_indices(model.nv, 1)
         self._lo_flat = iu[1] * model.nv + iu[0]

@@ -21,6 +21,7 @@ from scipy.linalg.lapack import dgesdd, dgesv, dpotrf, dpotrs
 
 from .errors import NonFiniteError, NotPositiveDefiniteError, RankDeficiencyError, as_vector
 from .model import DynamicsTerms
+from .quasi import svd_full
 
 RTOL = 1e-9
 ATOL = 1e-9
@@ -31,9 +32,7 @@ def pinv_rank(A: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[np
     m, n = A.shape
     if m == 0:
         return np.zeros((n, 0)), 0, np.eye(n)
-    U, s, Vt, info = dgesdd(A, compute_uv=1, full_matrices=1)
-    if info != 0:
-        U, s, Vt = np.linalg.svd(A)
+    U, s, Vt = svd_full(A)
     r = int(np.count_nonzero(s > max(rtol * s[0], atol)))
     Apinv = (Vt[:r].T / s[:r]).dot(U[:, :r].T)
     return Apinv, r, Vt[r:].T

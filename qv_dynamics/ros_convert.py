@@ -319,6 +319,14 @@ def wrench_rows(constraint, wrench_world: np.ndarray) -> np.ndarray:
     return np.asarray(wrench_world, float)[constraint.axis_idx]
 
 
+def sensor_wrench_rows(constraint, R: np.ndarray, wrench_frame: np.ndarray) -> np.ndarray:
+    """The λ rows of one constraint from a wrench in its frame's axes (a force sensor), R = the frame's
+    rotation (frame -> world-aligned axes); a point contact needs only the force part."""
+    if constraint.type == "point_contact":
+        return (R @ wrench_frame[:3])[constraint.axis_idx]
+    return wrench_rows(constraint, np.concatenate([R @ wrench_frame[:3], R @ wrench_frame[3:]]))
+
+
 # ----------------------------------------------------------------------------------------------- trajectories
 
 

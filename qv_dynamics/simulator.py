@@ -289,14 +289,18 @@ class Stepper:
             raise NonFiniteError(f"state became non-finite at t = {t + dt:.6g} s (integration blew up)")
         if self.method == "projection":
             return self.correct(qn, vn)
-        phi, A = self.rows(qn)
+        self.diagnose(qn, vn)
+        return qn, vn
+
+    def diagnose(self, q: np.ndarray, qdot: np.ndarray) -> None:
+        """The diagnostics of :meth:`correct` without correcting (KKT + Baumgarte): ‖Φ‖, ‖Aq̇‖, kinetic energy."""
+        phi, A = self.rows(q)
         self.phi_pre = self.phi_norm = float(np.linalg.norm(phi)) if phi.size else 0.0
         self.nr_iters = 0
-        self.velocity_error = float(np.linalg.norm(A @ vn)) if A.shape[0] else 0.0
-        M = self.mass(qn)
-        self.kinetic = 0.5 * float(vn @ M @ vn)
+        self.velocity_error = float(np.linalg.norm(A @ qdot)) if A.shape[0] else 0.0
+        M = self.mass(q)
+        self.kinetic = 0.5 * float(qdot @ M @ qdot)
         self.M_end = M
-        return qn, vn
 
     def switch(self, name: str, active: bool, q: np.ndarray, qdot: np.ndarray, t: float = 0.0,
                impact_tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -591,12 +595,7 @@ def simulate(system: ConstrainedSystem, q0, qdot0, controller_or_tau=None, t_fin
             q, qdot = st.correct(q, qdot)
             init_corr = float(np.linalg.norm(pin.difference(system.model, q0c, q)))
         else:
-            phi, A = st.rows(q)
-            st.phi_norm = st.phi_pre = float(np.linalg.norm(phi)) if phi.size else 0.0
-            st.velocity_error = float(np.linalg.norm(A @ qdot)) if A.shape[0] else 0.0
-            M = st.mass(q)
-            st.kinetic = 0.5 * float(qdot @ M @ qdot)
-            st.nr_iters = 0
+            st.diagnose(q, qdot)
             init_corr = 0.0
         for ev in events:
             if ev.kind == "guard":
