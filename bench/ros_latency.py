@@ -20,6 +20,7 @@ Measured side by side in one run (2 shared cores: use the medians):
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import os
 import subprocess
 import sys
@@ -172,83 +173,77 @@ def _both(ex, driver: Driver, rate: float, seconds: float) -> dict:
     return out
 
 
-def latency_in_process(states, rate, seconds) -> dict:
+@contextmanager
+def driver_session(states, domain_id: int, make_nodes=lambda ctx: ()):
+    """A context on ``domain_id`` with the joint-state driver and the nodes ``make_nodes(ctx)`` on one
+    executor; yields (executor, driver, nodes) and tears everything down afterwards."""
     system, t, q, qdot = states
     ctx = Context()
-    rclpy.init(context=ctx, domain_id=_domain(1), args=[])
-    P = load_params_file(CONFIG)["qv_controller"]
-    ctrl = ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))
+    rclpy.init(context=ctx, domain_id=domain_id, args=[])
+    nodes = list(make_nodes(ctx))
     drv_node = rclpy.create_node("driver", context=ctx)
     driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
     ex = make_executor(ctx)
-    ex.add_node(ctrl)
-    ex.add_node(drv_node)
+    for n in nodes + [drv_node]:
+        ex.add_node(n)
     try:
+        yield ex, driver, nodes
+    finally:
+        ex.shutdown()
+        for n in nodes + [drv_node]:
+            n.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def latency_in_process(states, rate, seconds) -> dict:
+    P = load_params_file(CONFIG)["qv_controller"]
+
+    def nodes(ctx):
+        return [ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))]
+
+    with driver_session(states, _domain(1), nodes) as (ex, driver, (ctrl,)):
         wait_graph(ex, driver)
         out = _both(ex, driver, rate, seconds)
         out["law_compute_ms_mean"] = ctrl.stats["compute_ms_sum"] / max(ctrl.stats["commands"], 1)
         return out
-    finally:
-        ex.shutdown()
-        ctrl.destroy_node()
-        drv_node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
 
 
 def latency_echo(states, rate, seconds) -> dict:
     """Floor: an echo node that answers each JointState with a Float64MultiArray (no math)."""
-    system, t, q, qdot = states
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=_domain(2), args=[])
-    echo = rclpy.create_node("echo", context=ctx)
-    pub = echo.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-    spub = echo.create_publisher(JointState, "/qv_controller/command_stamped", 10)
 
-    def answer(m) -> None:
-        pub.publish(Float64MultiArray(data=list(m.position)))
-        spub.publish(JointState(header=m.header, name=list(m.name), effort=list(m.position)))
+    def nodes(ctx):
+        echo = rclpy.create_node("echo", context=ctx)
+        pub = echo.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        spub = echo.create_publisher(JointState, "/qv_controller/command_stamped", 10)
 
-    echo.create_subscription(JointState, "/joint_states", answer, 1)
-    drv_node = rclpy.create_node("driver", context=ctx)
-    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
-    ex = make_executor(ctx)
-    ex.add_node(echo)
-    ex.add_node(drv_node)
-    try:
+        def answer(m) -> None:
+            pub.publish(Float64MultiArray(data=list(m.position)))
+            spub.publish(JointState(header=m.header, name=list(m.name), effort=list(m.position)))
+
+        echo.create_subscription(JointState, "/joint_states", answer, 1)
+        return [echo]
+
+    with driver_session(states, _domain(2), nodes) as (ex, driver, _):
         wait_graph(ex, driver)
         return _both(ex, driver, rate, seconds)
-    finally:
-        ex.shutdown()
-        echo.destroy_node()
-        drv_node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
 
 
 def latency_separate_process(states, rate, seconds) -> dict:
-    system, t, q, qdot = states
     dom = _domain(3)
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
     proc = subprocess.Popen([sys.executable, "-m", "qv_control.controller_node", "--ros-args", "-r",
                              "__node:=qv_controller", "--params-file", CONFIG], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=dom, args=[])
-    drv_node = rclpy.create_node("driver", context=ctx)
-    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
-    ex = make_executor(ctx)
-    ex.add_node(drv_node)
     try:
-        wait_graph(ex, driver, timeout=60.0)
-        return _both(ex, driver, rate, seconds)
+        with driver_session(states, dom) as (ex, driver, _):
+            wait_graph(ex, driver, timeout=60.0)
+            return _both(ex, driver, rate, seconds)
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        ex.shutdown()
-        drv_node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
 
 
 def bringup_rate(seconds: float, dynamics: bool, realtime: bool = False, dom: int = 4) -> dict:
