@@ -41,10 +41,10 @@ setup(
     entry_points={
         "console_scripts": [
             "qv = qv_control.cli:main",
-            "qv_dynamics_node = qv_dynamics.dynamics_node:main",
-            "qv_sim_node = qv_dynamics.sim_node:main",
-            "qv_mujoco_node = qv_dynamics.mujoco_node:main",
-            "qv_controller_node = qv_control.controller_node:main",
+            "qv_dynamics_node = qv_dynamics.ros.dynamics_node:main",
+            "qv_sim_node = qv_dynamics.ros.sim_node:main",
+            "qv_mujoco_node = qv_dynamics.ros.mujoco_node:main",
+            "qv_controller_node = qv_control.ros.controller_node:main",
         ],
     },
 )

@@ -38,17 +38,17 @@ from rclpy.context import Context  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import Bringup, load_params_file, to_parameters  # noqa: E402
-from qv_dynamics.node_runner import make_executor  # noqa: E402
-from qv_control.controller_node import ControllerNode  # noqa: E402
-from qv_dynamics.ros_convert import arrays_to_joint_state, JointLayout, load_model_config, sec_to_stamp  # noqa: E402
+from qv_control.ros.bringup import Bringup, load_params_file, to_parameters  # noqa: E402
+from qv_dynamics.ros.runner import make_executor  # noqa: E402
+from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_dynamics.ros.messages import arrays_to_joint_state, JointLayout, load_model_config, sec_to_stamp  # noqa: E402
 
 CONFIG = str(ROOT / "config" / "planar_3link.yaml")
 
 
 def arm_states(seconds: float):
     """(t, q, q̇) of a library closed-loop run of the arm (the states the driver replays)."""
-    from qv_dynamics.simulator import simulate
+    from qv_dynamics.sim.stepper import simulate
 
     with Bringup(CONFIG, domain_id=_domain(5), dynamics=False, record=False) as b:  # build law+ref like the node
         law, ref = b.controller.law, b.controller.reference_at
@@ -231,7 +231,7 @@ def latency_echo(states, rate, seconds) -> dict:
 def latency_separate_process(states, rate, seconds) -> dict:
     dom = _domain(3)
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
-    proc = subprocess.Popen([sys.executable, "-m", "qv_control.controller_node", "--ros-args", "-r",
+    proc = subprocess.Popen([sys.executable, "-m", "qv_control.ros.controller_node", "--ros-args", "-r",
                              "__node:=qv_controller", "--params-file", CONFIG], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

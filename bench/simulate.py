@@ -25,9 +25,9 @@ import pinocchio as pin
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qv_dynamics import ConstrainedSystem  # noqa: E402
-from qv_dynamics.scenarios import (PANDA_Q0, PandaPlaneTorque, panda_plane, run, slider_crank,  # noqa: E402
+from qv_dynamics.sim.scenarios import (PANDA_Q0, PandaPlaneTorque, panda_plane, run, slider_crank,  # noqa: E402
                                    singular_passes)
-from qv_dynamics.simulator import Stepper  # noqa: E402
+from qv_dynamics.sim.stepper import Stepper  # noqa: E402
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 DT = 1e-3

@@ -30,7 +30,7 @@ GZ_HARDWARE = "gz_ros2_control/GazeboSimSystem"
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.ros_convert import ros2_control_urdf
+    from qv_dynamics.ros.messages import ros2_control_urdf
 
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)

@@ -13,13 +13,13 @@ torques, gravity included. Build one by name with :func:`make_law` (names in :mo
 λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`.
 """
 from .coordinates import MinimalCoordinates
-from .laws import LAWS, make_law, scale_inertias
-from .laws_base import ControlLaw, ForcePI, GainError
-from .laws_projection import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
-from .laws_quasi import QuasiSetpointLaw, QuasiTrackingLaw
+from .laws.registry import LAWS, make_law, scale_inertias
+from .laws.base import ControlLaw, ForcePI, GainError
+from .laws.pidc import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
+from .laws.quasi_tracking import QuasiSetpointLaw, QuasiTrackingLaw
 from .references import ReferenceRangeError, SplineReference, TrajectoryReference, validate_reference
 from .saturation import SaturationStatus, saturate
-from .state import Reference, State
+from qv_dynamics.state import Reference, State
 
 __all__ = [
     "State", "Reference", "make_law", "LAWS", "scale_inertias", "ControlLaw", "ForcePI", "GainError",

@@ -7,10 +7,10 @@ import sys
 
 # subcommand -> (module, function taking argv); modules are imported only when used
 COMMANDS = {
-    "simulate": ("qv_dynamics.scenarios", "main", "run a built-in constrained-simulation scenario"),
-    "bringup": ("qv_control.bringup", "main", "run sim + dynamics + controller nodes in one process"),
-    "demo": ("qv_control.demo", "main", "the main demo: Panda on a MuJoCo table, force + path"),
-    "inspect": ("qv_dynamics.inspect", "main", "print the quasi-velocity decomposition of a robot"),
+    "simulate": ("qv_dynamics.sim.scenarios", "main", "run a built-in constrained-simulation scenario"),
+    "bringup": ("qv_control.ros.bringup", "main", "run sim + dynamics + controller nodes in one process"),
+    "demo": ("qv_control.demo.runs", "main", "the main demo: Panda on a MuJoCo table, force + path"),
+    "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
 }
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 
-from .state import Reference
+from qv_dynamics.state import Reference
 
 
 class ReferenceRangeError(QVError):

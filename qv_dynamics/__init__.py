@@ -20,7 +20,7 @@ __all__ = [
 
 def __getattr__(name):  # the simulator is imported lazily (it pulls in more)
     if name in ("simulate", "Stepper", "Trajectory"):
-        from . import simulator
+        from .sim import stepper as simulator
 
         return getattr(simulator, name)
     raise AttributeError(name)

@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 import rclpy
 from rclpy.context import Context
 
-from qv_dynamics.node_runner import make_executor
+from qv_dynamics.ros.runner import make_executor
 
 
 @contextmanager

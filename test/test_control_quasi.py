@@ -287,7 +287,7 @@ def _Adot_fd(model, q, qdot, h=1e-6):
 def test_normal_coupling_identity_by_finite_differences():
     """v̇_r = −Γ_v v_r − Γ_vn v_n + u_v when v_n = V₁ᵀv ≠ 0 (normal_coupling, V̇₂ᵀV₁ = −V₂ᵀΛ̇ᵀW₁ᵀ), checked by
     a central difference of v_r = V₂ᵀQᵀq̇ along q(t) with q̈ from M q̈ = τ − h − Aᵀλ (any λ: Λᵀλ ∈ span V₁)."""
-    from qv_control.laws_quasi import normal_coupling
+    from qv_control.laws.quasi_tracking import normal_coupling
 
     model, q, qdot, tau, lam = _violating_state()
     terms = model.evaluate(q, qdot)

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from qv_control.demo import DemoConfig, metrics, run_direct, run_ros, step_effect  # noqa: E402
+from qv_control.demo.runs import DemoConfig, metrics, run_direct, run_ros, step_effect  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200
 CFG = DemoConfig().shortened()

@@ -146,7 +146,7 @@ def test_qv_inspect_cli(capsys):
     """`qv inspect` prints the decomposition; its λ equals Pinocchio's for the same state."""
     from models import PinReference
     from qv_control.cli import main as qv_main
-    from qv_dynamics import inspect
+    from qv_dynamics import describe as inspect
 
     assert qv_main(["inspect", "panda", "--contact", "panda_hand", "--random", "--seed", "4"]) == 0
     out = capsys.readouterr().out

@@ -19,12 +19,12 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import to_parameters  # noqa: E402
+from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_dynamics import ConstrainedSystem  # noqa: E402
 from qv_dynamics.errors import ModelError  # noqa: E402
-from qv_dynamics.mujoco_node import MujocoNode  # noqa: E402
-from qv_dynamics.mujoco_plant import MujocoPlant, SceneConfig  # noqa: E402
-from qv_dynamics.ros_convert import stamp_to_sec, wrench_to_array  # noqa: E402
+from qv_dynamics.ros.mujoco_node import MujocoNode  # noqa: E402
+from qv_dynamics.plants.mujoco_plant import MujocoPlant, SceneConfig  # noqa: E402
+from qv_dynamics.ros.messages import stamp_to_sec, wrench_to_array  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200

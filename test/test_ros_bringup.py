@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from qv_control.bringup import Bringup, load_params_file, tracking_errors  # noqa: E402
-from qv_control.laws import make_law  # noqa: E402
+from qv_control.ros.bringup import Bringup, load_params_file, tracking_errors  # noqa: E402
+from qv_control.laws.registry import make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
-from qv_control.state import Reference  # noqa: E402
-from qv_dynamics.ros_convert import load_model_config  # noqa: E402
-from qv_dynamics.simulator import simulate  # noqa: E402
-from qv_dynamics.sim_node import scale_masses  # noqa: E402
+from qv_dynamics.state import Reference  # noqa: E402
+from qv_dynamics.ros.messages import load_model_config  # noqa: E402
+from qv_dynamics.sim.stepper import simulate  # noqa: E402
+from qv_dynamics.ros.sim_node import scale_masses  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200

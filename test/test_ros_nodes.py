@@ -20,15 +20,15 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import load_params_file, to_parameters  # noqa: E402
-from qv_control.controller_node import ControllerNode  # noqa: E402
-from qv_control.laws import make_law  # noqa: E402
-from qv_control.state import Reference, State  # noqa: E402
+from qv_control.ros.bringup import load_params_file, to_parameters  # noqa: E402
+from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_control.laws.registry import make_law  # noqa: E402
+from qv_dynamics.state import Reference, State  # noqa: E402
 from qv_dynamics import direct_dynamics, quasi_decompose  # noqa: E402
-from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.errors import UnknownNameError  # noqa: E402
-from qv_dynamics.ros_convert import load_model_config, sec_to_stamp  # noqa: E402
-from qv_dynamics.sim_node import SimNode  # noqa: E402
+from qv_dynamics.ros.messages import load_model_config, sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.sim_node import SimNode  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def joint_state(names, q, qdot, effort=None, t=1.0) -> JointState:
 
 def arm_state(system, rng):
     """A state on the wall (tip x = 1): q from the model config projected, q̇ in N(A)."""
-    from qv_dynamics.simulator import Stepper
+    from qv_dynamics.sim.stepper import Stepper
 
     q0 = np.array([1.0, -1.0, -1.0]) + 0.05 * rng.standard_normal(3)
     q, _ = Stepper(system).correct(q0, np.zeros(3))
@@ -142,7 +142,7 @@ def test_dynamics_node_xi_lambda_equal_library(ros, model):
         assert spin_until(ex, lambda: pub.get_subscription_count() >= 1 and all(s.get_publisher_count() for s in subs))
         system, doc = load_model_config(model)
         rng = np.random.default_rng(7)
-        from qv_dynamics.simulator import Stepper
+        from qv_dynamics.sim.stepper import Stepper
 
         prev = None
         for k in range(4):
@@ -325,7 +325,7 @@ def test_unknown_joint_in_config_refused_at_start(ros, tmp_path):
         "    joints: [joint1, joint2, wrist_joint]\n    law: quasi_tracking\n"
         "    law_params:\n      coordinates: [tip.z, joint3]\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN))
-    proc = subprocess.run([sys.executable, "-m", "qv_control.controller_node", "--ros-args", "-r",
+    proc = subprocess.run([sys.executable, "-m", "qv_control.ros.controller_node", "--ros-args", "-r",
                            "__node:=qv_controller", "--params-file", str(params)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 2, proc.stderr
@@ -385,7 +385,7 @@ def test_conversions_continuous_joint_and_ros2_control_urdf():
 
     from qv_dynamics import ConstrainedSystem
     from qv_dynamics.errors import ModelError
-    from qv_dynamics.ros_convert import (JointLayout, arrays_to_joint_state, joint_state_to_arrays,
+    from qv_dynamics.ros.messages import (JointLayout, arrays_to_joint_state, joint_state_to_arrays,
                                          ros2_control_urdf)
 
     inertial = ('<inertial><mass value="1"/><origin xyz="0.1 0 0"/>'

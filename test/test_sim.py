@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.scenarios import (SLIDER_L, SLIDER_M, build, cart_pendulum, main, run,
+from qv_dynamics.sim.scenarios import (SLIDER_L, SLIDER_M, build, cart_pendulum, main, run,
                                    singular_passes, slider_crank, three_link_chain, urdf_path)
-from qv_dynamics.simulator import Stepper, simulate
+from qv_dynamics.sim.stepper import Stepper, simulate
 
 G = 9.81
 
@@ -263,7 +263,7 @@ def test_controller_object_gets_state_reference_and_measured_lambda():
     """A law with compute(State, Reference) (qv_control contract): it sees t, q, q̇, the λ of the previous
     step as State.lambda_meas and the reference of the callable; with τ = centripetal push the particle's
     normal force changes accordingly (λ = m‖q̇‖²/ρ − f_n, f_n the outward torque component)."""
-    from qv_control.state import Reference
+    from qv_dynamics.state import Reference
 
     seen = []
 

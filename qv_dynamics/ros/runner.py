@@ -13,7 +13,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
-from .errors import QVError
+from ..errors import QVError
 
 
 def make_executor(context=None):

@@ -22,9 +22,9 @@ import pinocchio as pin
 
 from qv_dynamics.errors import UnknownNameError
 
-from .laws_base import ControlLaw
-from .laws_projection import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
-from .laws_quasi import QuasiSetpointLaw, QuasiTrackingLaw
+from .base import ControlLaw
+from .pidc import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
+from .quasi_tracking import QuasiSetpointLaw, QuasiTrackingLaw
 
 LAWS: dict[str, type[ControlLaw]] = {
     "quasi_tracking": QuasiTrackingLaw,

@@ -32,9 +32,9 @@ from typing import Any, Callable
 import numpy as np
 import pinocchio as pin
 
-from .model import ConstrainedSystem
-from .robots import package_share_dir
-from .simulator import INTEGRATORS, METHODS, Trajectory, simulate
+from ..model import ConstrainedSystem
+from ..robots import package_share_dir
+from .stepper import INTEGRATORS, METHODS, Trajectory, simulate
 
 
 @dataclass
@@ -238,7 +238,7 @@ SCENARIOS: dict[str, Callable[..., Scenario]] = {
 
 def build(name: str, **kw) -> Scenario:
     if name not in SCENARIOS:
-        from .errors import UnknownNameError
+        from ..errors import UnknownNameError
 
         raise UnknownNameError(f"unknown scenario {name!r}; choose one of {sorted(SCENARIOS)}")
     return SCENARIOS[name](**kw)

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
 KINDS = ("point_contact", "weld", "loop_closure", "custom")

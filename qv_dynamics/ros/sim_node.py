@@ -17,7 +17,7 @@ Modes (parameter ``mode``):
                 new state is published. With the controller answering every state, the closed loop equals
                 the library's ``simulate`` (same law, same stepper). ``lockstep_resend`` re-publishes the
                 state when no command came for that long (start-up, controller restarted).
-Integration uses :class:`qv_dynamics.simulator.Stepper` (projection method, sec. 6 of
+Integration uses :class:`qv_dynamics.sim.Stepper` (projection method, sec. 6 of
 `aghili-projection-operator`: integrate, Newton–Raphson position projection, velocity projection).
 """
 from __future__ import annotations
@@ -35,20 +35,20 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from .errors import ModelError, QVError
+from ..errors import ModelError, QVError
 from .plant_node import PlantNodeMixin
-from .ros_convert import (EpisodeCounter, array_to_wrench, arrays_to_joint_state, constraint_wrench,
+from .messages import (EpisodeCounter, array_to_wrench, arrays_to_joint_state, constraint_wrench,
                           load_model_config, sec_to_stamp)
 
 
 class StepperState:
-    """The simulator's :class:`~qv_dynamics.simulator.Stepper` plus the state it advances, stepped exactly as
-    :func:`~qv_dynamics.simulator.simulate` does: the section-6 correction is applied once to the initial
+    """The simulator's :class:`~qv_dynamics.sim.Stepper` plus the state it advances, stepped exactly as
+    :func:`~qv_dynamics.sim.simulate` does: the section-6 correction is applied once to the initial
     state, t = k·dt, τ held over each step, and ``lam`` = λ at the start of the last step (what ``simulate``
     passes to the next controller call as ``State.lambda_meas``)."""
 
     def __init__(self, system, q0, qdot0, dt: float, method: str = "projection", integrator: str = "rk4", **kw):
-        from .simulator import Stepper
+        from ..sim.stepper import Stepper
 
         self.stepper = Stepper(system, method, integrator, **kw)
         self.dt = float(dt)
@@ -209,7 +209,7 @@ class SimNode(PlantNodeMixin, Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_sim_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
-    from .node_runner import publish_if_lockstep, run_node
+    from .runner import publish_if_lockstep, run_node
 
     return run_node("qv_sim_node", SimNode, argv, on_start=publish_if_lockstep)
 

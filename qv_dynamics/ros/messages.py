@@ -29,7 +29,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from trajectory_msgs.msg import JointTrajectory
 
-from .errors import DimensionError, ModelError, NonFiniteError, UnknownNameError, as_vector
+from ..errors import DimensionError, ModelError, NonFiniteError, UnknownNameError, as_vector
 
 # ----------------------------------------------------------------------------------------------- time
 
@@ -408,7 +408,7 @@ def resolve_config_path(path: str) -> str:
     colcon share directory)."""
     from pathlib import Path
 
-    from .robots import package_share_dir
+    from ..robots import package_share_dir
 
     p = Path(path).expanduser()
     if p.is_file():
@@ -426,7 +426,7 @@ def load_model_config(model_config: str, robot_description: str = "") -> tuple[o
     ``robot.urdf``. Raises ModelError / UnknownNameError with the reason (bad URDF, missing frame)."""
     import yaml
 
-    from .model import ConstrainedSystem
+    from ..model import ConstrainedSystem
 
     doc: dict = {}
     if model_config:

@@ -26,9 +26,9 @@ import numpy as np
 
 from qv_dynamics.quasi import quasi_decompose
 
-from .coordinates import check_reduced_jacobian
-from .laws_base import ControlLaw, GainError
-from .state import Reference, State
+from ..coordinates import check_reduced_jacobian
+from .base import ControlLaw, GainError
+from qv_dynamics.state import Reference, State
 
 
 def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:

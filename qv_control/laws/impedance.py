@@ -22,7 +22,7 @@ import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError, as_vector
 
-from .state import Reference, State
+from qv_dynamics.state import Reference, State
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 

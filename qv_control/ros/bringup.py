@@ -10,7 +10,7 @@ closed loop deterministic and equal to the library's ``simulate`` with the same 
 ``--realtime`` paces it by the wall clock instead.
 
     qv bringup config/planar_3link.yaml --duration 10 --out runs/arm
-    python -m qv_control.bringup config/slider_crank.yaml --duration 10
+    python -m qv_control.ros.bringup config/slider_crank.yaml --duration 10
 
 ``--out DIR`` writes ``DIR/summary.json`` (force and motion errors of the run, control rate, counts)
 and ``DIR/trajectory.npz``.
@@ -136,9 +136,9 @@ class Bringup:
         import rclpy
         from rclpy.context import Context
 
-        from qv_dynamics.dynamics_node import DynamicsNode
-        from qv_dynamics.node_runner import make_executor
-        from qv_dynamics.sim_node import SimNode
+        from qv_dynamics.ros.dynamics_node import DynamicsNode
+        from qv_dynamics.ros.runner import make_executor
+        from qv_dynamics.ros.sim_node import SimNode
 
         from .controller_node import ControllerNode
 
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from qv_dynamics.errors import QVError
-    from qv_dynamics.ros_convert import resolve_config_path
+    from qv_dynamics.ros.messages import resolve_config_path
 
     try:
         path = args.config if os.path.isfile(args.config) else resolve_config_path(args.config)

@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 import pinocchio as pin
 
-from .errors import DimensionError, ModelError, as_vector
+from ..errors import DimensionError, ModelError, as_vector
 
 try:  # mujoco is a run-time dependency of this module only
     import mujoco

@@ -1,6 +1,6 @@
-"""``qv_mujoco_node``: the MuJoCo plant (:mod:`qv_dynamics.mujoco_plant`) behind ros2_control's topics.
+"""``qv_mujoco_node``: the MuJoCo plant (:mod:`qv_dynamics.plants.mujoco_plant`) behind ros2_control's topics.
 
-Same contract as the built-in simulator node (:mod:`qv_dynamics.sim_node`) and ros2_control hardware with
+Same contract as the built-in simulator node (:mod:`qv_dynamics.ros.sim_node`) and ros2_control hardware with
 joint_state_broadcaster + force_torque_sensor_broadcaster + an effort forward controller:
 
   out ``/joint_states`` (sensor_msgs/JointState: position, velocity, effort = applied, clipped τ)
@@ -17,7 +17,7 @@ Modes (parameter ``mode``), as in the built-in simulator node:
                 command, then the new state is published; ``lockstep_resend`` re-publishes the state when
                 no command came for that long (start-up).
 Scene parameters: ``scene.table_height``, ``scene.tip_radius``, ``scene.friction``, ``scene.timestep``,
-``scene.tool_frame`` (see :class:`~qv_dynamics.mujoco_plant.SceneConfig`).
+``scene.tool_frame`` (see :class:`~qv_dynamics.plants.mujoco_plant.SceneConfig`).
 """
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
-from .errors import ModelError
-from .mujoco_plant import MujocoPlant, SceneConfig
+from ..errors import ModelError
+from ..plants.mujoco_plant import MujocoPlant, SceneConfig
 from .plant_node import DYN, PlantNodeMixin
-from .ros_convert import EpisodeCounter, array_to_wrench, arrays_to_joint_state, load_model_config, sec_to_stamp
+from .messages import EpisodeCounter, array_to_wrench, arrays_to_joint_state, load_model_config, sec_to_stamp
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
 
@@ -135,7 +135,7 @@ class MujocoNode(PlantNodeMixin, Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_mujoco_node`` (``--ros-args --params-file config/demo_mujoco.yaml``)."""
-    from .node_runner import publish_if_lockstep, run_node
+    from .runner import publish_if_lockstep, run_node
 
     return run_node("qv_mujoco_node", MujocoNode, argv, on_start=publish_if_lockstep)
 

@@ -1,6 +1,6 @@
 """``qv_controller_node``: a hybrid force/motion law of :mod:`qv_control` behind ros2_control topics (SPEC §5).
 
-Thin adapter: /joint_states -> :class:`~qv_control.state.State`, references -> :class:`Reference`,
+Thin adapter: /joint_states -> :class:`~qv_dynamics.state.State`, references -> :class:`Reference`,
 ``law.compute(state, reference)`` -> τ -> ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in
 the order of ``joints``: the contract of ``forward_command_controller`` with ``interface_name: effort``
 and of the older ``effort_controllers/JointGroupEffortController``).
@@ -40,11 +40,11 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
-from qv_dynamics.ros_convert import (CommandMap, EpisodeCounter, declare_io_parameters, diagnostic_array, JointLayout, TrajectoryReference,
+from qv_dynamics.ros.messages import (CommandMap, EpisodeCounter, declare_io_parameters, diagnostic_array, JointLayout, TrajectoryReference,
                                      joint_state_to_arrays, lambda_desired_from_message, load_model_config,
                                      reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
 
-from .state import Reference, State
+from qv_dynamics.state import Reference, State
 
 SAFE_MODES = ("zero", "gravity")
 DYN = ParameterDescriptor(dynamic_typing=True)
@@ -53,7 +53,7 @@ DYN = ParameterDescriptor(dynamic_typing=True)
 def make_law(name: str, system, **params):
     """The law ``name`` from :mod:`qv_control.laws` (helper "control"), built on ``system``."""
     try:
-        from .laws import make_law as _make
+        from ..laws.registry import make_law as _make
     except ImportError as exc:  # pragma: no cover - laws module is part of the package
         raise ModelError(f"qv_control.laws is not available: {exc}") from None
     try:
@@ -213,7 +213,7 @@ class ControllerNode(Node):
         if times is None or wps is None or wps.size % times.size:
             raise ModelError("reference.times (T values) and reference.waypoints (T × k values, row-major) "
                              "must be given together")
-        from .references import SplineReference
+        from ..references import SplineReference
 
         return SplineReference(times, wps.reshape(times.size, -1), kind=self.get_parameter("reference.kind").value,
                                coordinates=getattr(self.law, "coords", None) or getattr(self.law, "coordinates", None))
@@ -437,7 +437,7 @@ class ControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_controller_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
-    from qv_dynamics.node_runner import run_node
+    from qv_dynamics.ros.runner import run_node
 
     return run_node("qv_controller_node",
                     lambda: ControllerNode(automatically_declare_parameters_from_overrides=False), argv)

@@ -17,7 +17,7 @@ Scenario (one run per controller, all through the ROS 2 topic contract in one pr
 
 Controllers: the quasi-velocity hybrid law of :mod:`qv_control.laws` (tracking of θ = tool x, y, (z),
 orientation, panda_joint3; force law with a PI on the measured λ), and the baseline of
-:mod:`qv_control.baseline` (Cartesian impedance + Jacobian-transpose force). A third run gives the
+:mod:`qv_control.laws.impedance` (Cartesian impedance + Jacobian-transpose force). A third run gives the
 quasi-velocity law a model with all link masses (and inertias) 10 % too large.
 
 All figures are measured from MuJoCo: the normal force from ``mj_contactForce``, the tool position from
@@ -41,9 +41,9 @@ import numpy as np
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import ModelError, QVError
 from qv_dynamics.jsonutil import jsonable as _jsonable
-from qv_dynamics.mujoco_plant import MujocoPlant, SceneConfig
+from qv_dynamics.plants.mujoco_plant import MujocoPlant, SceneConfig
 
-from .state import Reference, State
+from qv_dynamics.state import Reference, State
 
 log = logging.getLogger("qv_demo")
 
@@ -318,9 +318,9 @@ class SwitchingQVLaw:
         if contact:
             params.update(kf=c.force_kp, ki=c.force_ki)
         try:
-            from .laws import make_law
+            from ..laws.registry import make_law
         except ImportError:  # registry incomplete: the class itself
-            from .laws_quasi import QuasiTrackingLaw
+            from ..laws.quasi_tracking import QuasiTrackingLaw
 
             self.law = QuasiTrackingLaw(self.system, **params)
         else:
@@ -363,7 +363,7 @@ def reference_for(kind: str, task: dict, q3: float) -> Reference:
 def perturbed_system(cfg: "DemoConfig", factor: float) -> ConstrainedSystem:
     """The demo's controller model with every link mass and rotational inertia scaled by ``factor``
     (centres of mass unchanged): the model error of the robustness run."""
-    from .laws import scale_inertias
+    from ..laws.registry import scale_inertias
 
     sysm = make_system(cfg)
     scale_inertias(sysm, factor)
@@ -439,7 +439,7 @@ def _make_plant(cfg: DemoConfig, system) -> MujocoPlant:
 
 def _make_law(kind: str, cfg: DemoConfig, ctrl_system, R_ref, q0):
     if kind == "baseline":
-        from .baseline import ImpedanceForceBaseline
+        from ..laws.impedance import ImpedanceForceBaseline
 
         return ImpedanceForceBaseline(ctrl_system, frame=cfg.tool_frame, contact=CONTACT, kp_pos=cfg.bl_kp,
                                       kd_pos=cfg.bl_kd, kp_rot=cfg.bl_kp_rot, kd_rot=cfg.bl_kd_rot,
@@ -483,13 +483,13 @@ def run_ros(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0, domain_
     from rclpy.qos import qos_profile_sensor_data
     from std_msgs.msg import Float64
 
-    from qv_dynamics.mujoco_node import MujocoNode
-    from qv_dynamics.ros_convert import stamp_to_sec, wrench_to_array
+    from qv_dynamics.ros.mujoco_node import MujocoNode
+    from qv_dynamics.ros.messages import stamp_to_sec, wrench_to_array
 
-    from qv_dynamics.node_runner import make_executor
+    from qv_dynamics.ros.runner import make_executor
 
-    from .bringup import to_parameters
-    from .controller_node import ControllerNode
+    from ..ros.bringup import to_parameters
+    from ..ros.controller_node import ControllerNode
 
     plant_sys, q0, p0, R0 = _initial(cfg)
     ctrl_sys = make_system(cfg) if mass_factor == 1.0 else perturbed_system(cfg, mass_factor)

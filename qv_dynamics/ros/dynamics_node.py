@@ -29,9 +29,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
 
-from .errors import QVError
-from .quasi import quasi_decompose
-from .ros_convert import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, joint_state_to_arrays, labelled,
+from ..errors import QVError
+from ..quasi import quasi_decompose
+from .messages import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, joint_state_to_arrays, labelled,
                           load_model_config, reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -276,7 +276,7 @@ class DynamicsNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_dynamics_node`` (ROS arguments: ``--ros-args --params-file config/...yaml``)."""
-    from .node_runner import run_node
+    from .runner import run_node
 
     return run_node("qv_dynamics_node", DynamicsNode, argv)
 

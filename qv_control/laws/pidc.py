@@ -26,9 +26,9 @@ import numpy as np
 from qv_dynamics.errors import RankDeficiencyError, as_vector
 from qv_dynamics.projection import coupling, length_metric, pinv_rank, projection, weighted_metric
 
-from .coordinates import check_reduced_jacobian
-from .laws_base import ControlLaw, GainError
-from .state import Reference, State
+from ..coordinates import check_reduced_jacobian
+from .base import ControlLaw, GainError
+from qv_dynamics.state import Reference, State
 
 
 class UncontrollableError(RankDeficiencyError):

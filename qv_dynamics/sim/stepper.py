@@ -43,11 +43,11 @@ from typing import Callable, Sequence
 import numpy as np
 import pinocchio as pin
 
-from .errors import ConvergenceError, DimensionError, NonFiniteError, QVError, as_vector
-from .impact import m_projection, predicted_energy_loss
-from .jsonutil import jsonable as _jsonable
-from .model import ConstrainedSystem
-from .projection import direct_dynamics_rank, pinv_basis
+from ..errors import ConvergenceError, DimensionError, NonFiniteError, QVError, as_vector
+from ..impact import m_projection, predicted_energy_loss
+from ..jsonutil import jsonable as _jsonable
+from ..model import ConstrainedSystem
+from ..projection import direct_dynamics_rank, pinv_basis
 
 RTOL = 1e-9
 ATOL = 1e-9
@@ -436,7 +436,7 @@ def _torque_source(system: ConstrainedSystem, controller_or_tau, reference):
         zero = np.zeros(n)
         return (lambda t, q, v, lam: zero), False
     if hasattr(controller_or_tau, "compute"):
-        from qv_control.state import Reference, State
+        from ..state import Reference, State
 
         ctrl = controller_or_tau
 

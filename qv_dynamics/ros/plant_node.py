@@ -14,8 +14,8 @@ import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor
 from std_msgs.msg import Float64MultiArray
 
-from .errors import ModelError, QVError
-from .ros_convert import CommandMap, JointLayout, declare_io_parameters, reject_kind
+from ..errors import ModelError, QVError
+from .messages import CommandMap, JointLayout, declare_io_parameters, reject_kind
 
 MODES = ("realtime", "lockstep")
 DYN = ParameterDescriptor(dynamic_typing=True)

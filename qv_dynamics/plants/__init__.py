@@ -1,0 +1,1 @@
+"""Plants other than the built-in simulator: MuJoCo (soft contact, friction) built from the Pinocchio model."""
