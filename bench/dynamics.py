@@ -4,7 +4,8 @@
 
 For each model and each random state every candidate runs ``reps`` times back to back, the candidates
 interleaved state by state so that load changes hit all of them alike; every call is timed on its own and
-the figures are medians over all calls (robust to the preemptions of a shared machine). Ratios are against ``pin.constraintDynamics`` (which also starts from q, q̇, τ:
+the figures are medians over all calls (robust to the preemptions of a shared machine). Ratios are against
+``pin.constraintDynamics`` (which also starts from q, q̇, τ:
 it computes M, h, the constraint Jacobians and drifts itself), so the fair comparison is
 ``evaluate + direct_dynamics``; ``evaluate + quasi_decompose`` is the dynamics node's per-sample cost.
 """
@@ -24,7 +25,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
+from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
 
 
 def _null_qdot(system, q, rng):
@@ -86,6 +89,7 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
 
 
 def main(argv=None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--states", type=int, default=200)
     ap.add_argument("--reps", type=int, default=20)

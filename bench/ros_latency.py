@@ -20,11 +20,11 @@ Measured side by side in one run (2 shared cores: use the medians):
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
 import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +39,18 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from qv_control.ros.bringup import Bringup, load_params_file, to_parameters  # noqa: E402
-from qv_dynamics.ros.runner import make_executor  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
-from qv_dynamics.ros.messages import arrays_to_joint_state, JointLayout, load_model_config, sec_to_stamp  # noqa: E402
+from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
+from qv_dynamics.ros.messages import JointLayout, arrays_to_joint_state, sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
+from qv_dynamics.ros.runner import make_executor  # noqa: E402
 
 CONFIG = str(ROOT / "config" / "planar_3link.yaml")
 
 
 def arm_states(seconds: float):
     """(t, q, q̇) of a library closed-loop run of the arm (the states the driver replays)."""
-    from qv_dynamics.sim.stepper import simulate
+    from qv_dynamics.sim import simulate
 
     with Bringup(CONFIG, domain_id=_domain(5), dynamics=False, record=False) as b:  # build law+ref like the node
         law, ref = b.controller.law, b.controller.reference_at
@@ -256,6 +258,7 @@ def bringup_rate(seconds: float, dynamics: bool, realtime: bool = False, dom: in
 
 
 def main(argv=None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each measurement")
     ap.add_argument("--rate", type=float, default=1000.0, help="joint-state publish rate (Hz)")

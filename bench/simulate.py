@@ -25,8 +25,8 @@ import pinocchio as pin
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qv_dynamics import ConstrainedSystem  # noqa: E402
-from qv_dynamics.sim.scenarios import (PANDA_Q0, PandaPlaneTorque, panda_plane, run, slider_crank,  # noqa: E402
-                                   singular_passes)
+from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
+from qv_dynamics.sim.scenarios import PANDA_Q0, PandaPlaneTorque, panda_plane, run, singular_passes, slider_crank  # noqa: E402
 from qv_dynamics.sim.stepper import Stepper  # noqa: E402
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -97,6 +97,7 @@ def median_time(fn, repeats):
 
 
 def main(argv=None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--horizon", type=float, default=2.0, help="simulated seconds per timing run")
@@ -159,7 +160,8 @@ def main(argv=None) -> int:
                  tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0])))
 
     print(f"\n## wall time per simulated second at 1 kHz (RK4), horizon {T:g} s")
-    print(f"{'scenario':22s} {'ours [s/s]':>11s} {'pinocchio [s/s]':>16s} {'ratio ours/pin':>15s} {'RT factor ours':>15s}"
+    print(f"{'scenario':22s} {'ours [s/s]':>11s} {'pinocchio [s/s]':>16s} {'ratio ours/pin':>15s} "
+          f"{'RT factor ours':>15s}"
           f"  {'pin routine':26s} {'|q_ours−q_pin| end':>18s} {'ours max|Φ|':>11s} {'pin |Φ| end':>11s}")
     for name, routine, o, p, dq, phi_o, phi_p in rows:
         print(f"{name:22s} {o/T:11.3f} {p/T:16.3f} {o/p:15.2f} {T/o:15.2f}  {routine:26s} {dq:18.1e} {phi_o:11.1e} "

@@ -9,11 +9,12 @@ Every node reads ``config/<robot>.yaml`` (sections qv_sim, qv_dynamics, qv_contr
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {

@@ -11,11 +11,12 @@ collision body); the qv nodes still evaluate the constrained model from ``config
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -30,7 +31,7 @@ GZ_HARDWARE = "gz_ros2_control/GazeboSimSystem"
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.ros.messages import ros2_control_urdf
+    from qv_dynamics.ros.urdf import ros2_control_urdf
 
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)

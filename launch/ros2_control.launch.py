@@ -11,10 +11,11 @@ controller node then drives ``/<effort controller>/commands`` exactly as it driv
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -28,7 +29,7 @@ MOCK_PLUGIN = "mock_components/GenericSystem"
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.ros.messages import ros2_control_urdf
+    from qv_dynamics.ros.urdf import ros2_control_urdf
 
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)

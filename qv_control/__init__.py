@@ -12,14 +12,19 @@ torques, gravity included. Build one by name with :func:`make_law` (names in :mo
 (SPEC): M q̈ + h = τ − Aᵀλ, so pressing a tool down on a table with 10 N (point contact, axis z) is
 λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`.
 """
+from qv_dynamics.state import Reference, State
+
 from .coordinates import MinimalCoordinates
-from .laws.registry import LAWS, make_law, scale_inertias
 from .laws.base import ControlLaw, ForcePI, GainError
-from .laws.pidc import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
-from .laws.quasi_tracking import QuasiSetpointLaw, QuasiTrackingLaw
+from .laws.passive import PassiveJointLaw, check_controllability
+from .laws.pidc import PIDCLaw
+from .laws.pidc_force import PIDCForceLaw
+from .laws.projection_base import UncontrollableError
+from .laws.quasi_setpoint import QuasiSetpointLaw
+from .laws.quasi_tracking import QuasiTrackingLaw
+from .laws.registry import LAWS, make_law, scale_inertias
 from .references import ReferenceRangeError, SplineReference, TrajectoryReference, validate_reference
 from .saturation import SaturationStatus, saturate
-from qv_dynamics.state import Reference, State
 
 __all__ = [
     "State", "Reference", "make_law", "LAWS", "scale_inertias", "ControlLaw", "ForcePI", "GainError",

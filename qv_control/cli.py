@@ -5,6 +5,8 @@ import argparse
 import importlib
 import sys
 
+from qv_dynamics.linalg import limit_blas_threads
+
 # subcommand -> (module, function taking argv); modules are imported only when used
 COMMANDS = {
     "simulate": ("qv_dynamics.sim.scenarios", "main", "run a built-in constrained-simulation scenario"),
@@ -15,9 +17,11 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="qv", description=__doc__)
-    parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[2]}" for k, v in COMMANDS.items()))
+    parser.add_argument("command", choices=sorted(COMMANDS),
+                        help="; ".join(f"{k}: {v[2]}" for k, v in COMMANDS.items()))
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0

@@ -31,9 +31,9 @@ import pinocchio as pin
 from scipy.linalg.lapack import dgesdd as _dgesdd
 
 from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 #: beyond this angle (rad) the rotation-vector coordinates are too close to the log₃ singularity at π
 MAX_ROTATION_ANGLE = 2.8
 
@@ -62,7 +62,8 @@ class KinematicTerms:
     Adot: np.ndarray | None = None
 
 
-def _parse(system, spec) -> list[CoordinateItem]:
+def _entries(spec) -> list[dict]:
+    """The spec as a list of mappings: "frame.axis" -> {frame, axes}, a joint name -> {joint}."""
     if spec is None:
         raise ModelError("coordinates: a list of joints and/or frame components is required, e.g. "
                          "['panda_hand.x', 'panda_hand.y', 'panda_joint3']")
@@ -70,54 +71,65 @@ def _parse(system, spec) -> list[CoordinateItem]:
         spec = [s.strip() for s in spec.split(",") if s.strip()]  # "panda_hand.x, panda_hand.y, ..."
     elif isinstance(spec, dict):
         spec = [spec]
-    items: list[CoordinateItem] = []
-    model = system.model
+    out = []
     for i, s in enumerate(spec):
         if isinstance(s, str):
             head, _, tail = s.rpartition(".")
-            if head and tail in AXES:
-                s = {"frame": head, "axes": [tail]}
-            else:
-                s = {"joint": s}
+            s = {"frame": head, "axes": [tail]} if head and tail in AXES else {"joint": s}
         if not isinstance(s, dict):
             raise ModelError(f"coordinates[{i}]: expected a joint name, 'frame.axis' or a mapping, got {s!r}")
-        s = dict(s)
+        out.append(dict(s))
+    return out
+
+
+def _joint_items(system, i: int, s: dict, joints) -> list[CoordinateItem]:
+    if s:
+        raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
+    model = system.model
+    items = []
+    for jn in joints:
+        vi = system.joint_v_index(jn)  # UnknownNameError with the list of joints
+        jid = model.getJointId(jn)
+        if model.joints[jid].nq != 1 or model.joints[jid].nv != 1:
+            raise ModelError(f"coordinates: joint '{jn}' is not a 1-DoF joint with one position "
+                             "variable (continuous/spherical joints: use a frame orientation instead)")
+        qi = model.joints[jid].idx_q
+        lo, hi = float(model.lowerPositionLimit[qi]), float(model.upperPositionLimit[qi])
+        if not lo < hi:  # URDF without limits (continuous/unbounded) -> no range check
+            lo, hi = -np.inf, np.inf
+        items.append(CoordinateItem("joint", jn, jn, index=qi, v_index=vi, lower=lo, upper=hi))
+    return items
+
+
+def _frame_items(system, i: int, s: dict) -> list[CoordinateItem]:
+    frame = s.pop("frame", None)
+    if frame is None:
+        raise ModelError(f"coordinates[{i}]: needs 'joint', 'joints' or 'frame'")
+    fid = system.frame_id(frame)  # UnknownNameError with suggestions
+    axes = s.pop("axes", ["x", "y", "z"])
+    if isinstance(axes, str):
+        axes = [axes]
+    ref = s.pop("rotation_reference", None)
+    if s:
+        raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
+    items = []
+    for a in axes:
+        if a not in AXES:
+            raise UnknownNameError(f"coordinates[{i}]: unknown axis {a!r} (allowed {AXES})")
+        k = AXES.index(a)
+        it = CoordinateItem("position" if k < 3 else "rotation", f"{frame}.{a}", frame, index=k % 3, frame_id=fid)
+        it.rotation_reference = None if ref is None else np.asarray(ref, float).reshape(3, 3)
+        items.append(it)
+    return items
+
+
+def _parse(system, spec) -> list[CoordinateItem]:
+    items: list[CoordinateItem] = []
+    for i, s in enumerate(_entries(spec)):
         joints = s.pop("joints", None)
         if "joint" in s:
             joints = [s.pop("joint")]
-        if joints is not None:
-            if s:
-                raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
-            for jn in joints:
-                vi = system.joint_v_index(jn)  # UnknownNameError with the list of joints
-                jid = model.getJointId(jn)
-                if model.joints[jid].nq != 1 or model.joints[jid].nv != 1:
-                    raise ModelError(f"coordinates: joint '{jn}' is not a 1-DoF joint with one position "
-                                     "variable (continuous/spherical joints: use a frame orientation instead)")
-                qi = model.joints[jid].idx_q
-                lo, hi = float(model.lowerPositionLimit[qi]), float(model.upperPositionLimit[qi])
-                if not lo < hi:  # URDF without limits (continuous/unbounded) -> no range check
-                    lo, hi = -np.inf, np.inf
-                items.append(CoordinateItem("joint", jn, jn, index=qi, v_index=vi, lower=lo, upper=hi))
-            continue
-        frame = s.pop("frame", None)
-        if frame is None:
-            raise ModelError(f"coordinates[{i}]: needs 'joint', 'joints' or 'frame'")
-        fid = system.frame_id(frame)  # UnknownNameError with suggestions
-        axes = s.pop("axes", ["x", "y", "z"])
-        if isinstance(axes, str):
-            axes = [axes]
-        ref = s.pop("rotation_reference", None)
-        if s:
-            raise ModelError(f"coordinates[{i}]: unknown keys {sorted(s)}")
-        for a in axes:
-            if a not in AXES:
-                raise UnknownNameError(f"coordinates[{i}]: unknown axis {a!r} (allowed {AXES})")
-            k = AXES.index(a)
-            kind = "position" if k < 3 else "rotation"
-            it = CoordinateItem(kind, f"{frame}.{a}", frame, index=k % 3, frame_id=fid)
-            it.rotation_reference = None if ref is None else np.asarray(ref, float).reshape(3, 3)
-            items.append(it)
+        items += _joint_items(system, i, s, joints) if joints is not None else _frame_items(system, i, s)
     labels = [it.label for it in items]
     dup = sorted({lab for lab in labels if labels.count(lab) > 1})
     if dup:
@@ -217,8 +229,8 @@ class MinimalCoordinates:
             J[i, vi] = 1.0
         cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for fid, pos_rows, rot_rows in self._frame_plan:
-            J6 = pin.getFrameJacobian(model, data, fid, LWA)
-            dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LWA)
+            J6 = pin.getFrameJacobian(model, data, fid, LOCAL_WORLD_ALIGNED)
+            dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LOCAL_WORLD_ALIGNED)
             cache[fid] = (J6, dJ6)
             oMf = data.oMf[fid]
             if pos_rows:
@@ -268,36 +280,17 @@ class MinimalCoordinates:
     def _frame_rates(self, fid: int, cache, data=None):
         if fid not in cache:
             data = self.data if data is None else data
-            cache[fid] = (pin.getFrameJacobian(self.model, data, fid, LWA),
-                          pin.getFrameJacobianTimeVariation(self.model, data, fid, LWA))
+            cache[fid] = (pin.getFrameJacobian(self.model, data, fid, LOCAL_WORLD_ALIGNED),
+                          pin.getFrameJacobianTimeVariation(self.model, data, fid, LOCAL_WORLD_ALIGNED))
         return cache[fid][1]
 
     def _constraint_rates(self, q, qdot, cache, data=None) -> np.ndarray:
-        """Ȧ of the active constraints (same rows as ConstrainedSystem._rows, from the system's plan)."""
-        items, m, _ = self.system._get_plan()
-        n = self.model.nv
-        out = np.empty((m, n))
+        """Ȧ of the active constraints, in the rows of the system's :meth:`constraint_plan`."""
+        items, m, _ = self.system.constraint_plan()
+        out = np.empty((m, self.model.nv))
         for c, rows, sel in items:
-            if c.type == "custom":
-                out[rows] = _custom_rate(self.system, c, q, qdot)
-                continue
-            dJ = self._frame_rates(c.frame_id, cache, data)
-            if c.type == "loop_closure":
-                dJ = dJ - self._frame_rates(c.frame_b_id, cache, data)
-            out[rows] = dJ[sel]
+            out[rows] = c.jacobian_rate(self.system, q, qdot, lambda fid: self._frame_rates(fid, cache, data))[sel]
         return out
-
-
-def _custom_rate(system, c, q, qdot) -> np.ndarray:
-    """Ȧ of a custom constraint by a central difference of its A(q) along q̇ (O(h²))."""
-    n = system.nv
-    nrm = float(np.linalg.norm(qdot))
-    if nrm == 0.0:
-        return np.zeros((c.rows, n))
-    h = 1e-6 / nrm
-    _, Ap, _ = c.function(system.integrate(q, h * qdot), qdot)
-    _, Am, _ = c.function(system.integrate(q, -h * qdot), qdot)
-    return (np.atleast_2d(np.asarray(Ap, float)) - np.atleast_2d(np.asarray(Am, float))) / (2.0 * h)
 
 
 def _singular_values(D: np.ndarray) -> np.ndarray:

@@ -22,7 +22,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
-
 from qv_dynamics.state import Reference
 
 
@@ -110,6 +109,46 @@ class TrajectoryReference:
         return Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
 
 
+def _waypoints(times, waypoints, coordinates) -> tuple[np.ndarray, np.ndarray]:
+    """Checked (t, W): ≥ 2 strictly increasing finite times, one finite row per time, inside the coordinates'
+    ranges when given."""
+    t = np.asarray(times, float)
+    W = np.asarray(waypoints, float)
+    if W.ndim == 1:
+        W = W[:, None]
+    if t.ndim != 1 or t.size < 2:
+        raise DimensionError(f"spline: need at least 2 times, got shape {t.shape}")
+    if W.shape[0] != t.size:
+        raise DimensionError(f"spline: {t.size} times but {W.shape[0]} waypoints")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(W))):
+        raise NonFiniteError("spline: times and waypoints must be finite")
+    if np.any(np.diff(t) <= 0):
+        raise DimensionError("spline: times must be strictly increasing")
+    if coordinates is not None:
+        if W.shape[1] != coordinates.size:
+            raise DimensionError(f"spline: waypoints have {W.shape[1]} components, the coordinates "
+                                 f"{coordinates.labels} need {coordinates.size}")
+        for i, w in enumerate(W):
+            coordinates.check_range(w, f"spline waypoint {i}")
+    return t, W
+
+
+def _fit_spline(t: np.ndarray, W: np.ndarray, kind: str):
+    """(scipy spline, its knot times): cubic clamped, or quintic with zero end velocity and acceleration."""
+    from scipy.interpolate import CubicSpline, make_interp_spline
+
+    if kind == "cubic":
+        return CubicSpline(t, W, bc_type="clamped", axis=0), t
+    if kind != "quintic":
+        raise DimensionError(f"spline kind must be 'cubic' or 'quintic', got {kind!r}")
+    if t.size < 3:  # make_interp_spline(k=5) with 4 end conditions needs n + 4 >= 6 coefficients
+        mid = 0.5 * (t[0] + t[1])
+        t = np.array([t[0], mid, t[1]])
+        W = np.vstack([W[0], 0.5 * (W[0] + W[1]), W[1]])
+    bc = [(1, np.zeros(W.shape[1])), (2, np.zeros(W.shape[1]))]
+    return make_interp_spline(t, W, k=5, bc_type=(bc, bc), axis=0), t
+
+
 class SplineReference(TrajectoryReference):
     """A cubic (C², clamped) or quintic (C⁴, zero end velocity/acceleration) spline through waypoints.
 
@@ -118,37 +157,8 @@ class SplineReference(TrajectoryReference):
 
     def __init__(self, times: Sequence[float], waypoints, kind: str = "quintic", lambda_=None,
                  lambda_size: int | None = None, coordinates=None):
-        from scipy.interpolate import CubicSpline, make_interp_spline
-
-        t = np.asarray(times, float)
-        W = np.asarray(waypoints, float)
-        if W.ndim == 1:
-            W = W[:, None]
-        if t.ndim != 1 or t.size < 2:
-            raise DimensionError(f"spline: need at least 2 times, got shape {t.shape}")
-        if W.shape[0] != t.size:
-            raise DimensionError(f"spline: {t.size} times but {W.shape[0]} waypoints")
-        if not (np.all(np.isfinite(t)) and np.all(np.isfinite(W))):
-            raise NonFiniteError("spline: times and waypoints must be finite")
-        if np.any(np.diff(t) <= 0):
-            raise DimensionError("spline: times must be strictly increasing")
-        if coordinates is not None:
-            if W.shape[1] != coordinates.size:
-                raise DimensionError(f"spline: waypoints have {W.shape[1]} components, the coordinates "
-                                     f"{coordinates.labels} need {coordinates.size}")
-            for i, w in enumerate(W):
-                coordinates.check_range(w, f"spline waypoint {i}")
-        if kind == "cubic":
-            sp = CubicSpline(t, W, bc_type="clamped", axis=0)
-        elif kind == "quintic":
-            if t.size < 3:  # make_interp_spline(k=5) with 4 end conditions needs n + 4 >= 6 coefficients
-                mid = 0.5 * (t[0] + t[1])
-                t = np.array([t[0], mid, t[1]])
-                W = np.vstack([W[0], 0.5 * (W[0] + W[1]), W[1]])
-            bc = [(1, np.zeros(W.shape[1])), (2, np.zeros(W.shape[1]))]
-            sp = make_interp_spline(t, W, k=5, bc_type=(bc, bc), axis=0)
-        else:
-            raise DimensionError(f"spline kind must be 'cubic' or 'quintic', got {kind!r}")
+        t, W = _waypoints(times, waypoints, coordinates)
+        sp, t = _fit_spline(t, W, kind)
         self.kind = kind
         self.times = t
         self._sp, self._d1, self._d2 = sp, sp.derivative(1), sp.derivative(2)
@@ -237,7 +247,8 @@ def as_reference_fn(reference) -> Callable[[float], Reference]:
         return lambda t, r=reference: r
     if callable(reference):
         return reference
-    raise DimensionError(f"reference: expected a Reference or a callable t -> Reference, got {type(reference).__name__}")
+    raise DimensionError("reference: expected a Reference or a callable t -> Reference, got "
+                         f"{type(reference).__name__}")
 
 
 __all__ = ["ReferenceRangeError", "ReferenceValues", "validate_reference", "TrajectoryReference",

@@ -4,8 +4,17 @@ Pure math (numpy + Pinocchio); never imports rclpy. Public API (SPEC §4)::
 
     from qv_dynamics import ConstrainedSystem, quasi_decompose, direct_dynamics, simulate
 """
-from .errors import (ConvergenceError, DimensionError, ModelError, NonFiniteError, NotPositiveDefiniteError,
-                     QVError, RankDeficiencyError, StateMismatchError, UnknownNameError)
+from .errors import (
+    ConvergenceError,
+    DimensionError,
+    ModelError,
+    NonFiniteError,
+    NotPositiveDefiniteError,
+    QVError,
+    RankDeficiencyError,
+    StateMismatchError,
+    UnknownNameError,
+)
 from .model import ConstrainedSystem, DynamicsTerms
 from .projection import direct_dynamics, projection
 from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
@@ -20,7 +29,7 @@ __all__ = [
 
 def __getattr__(name):  # the simulator is imported lazily (it pulls in more)
     if name in ("simulate", "Stepper", "Trajectory"):
-        from .sim import stepper as simulator
+        from . import sim as simulator
 
         return getattr(simulator, name)
     raise AttributeError(name)

@@ -18,10 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack as _lapack
 
-from .errors import NotPositiveDefiniteError
-
-RTOL = 1e-9
-ATOL = 1e-9
+from .linalg import ATOL, RTOL, cholesky_lower
 
 
 @dataclass
@@ -36,13 +33,6 @@ class ImpactResult:
     rank: int
 
 
-def _chol(M: np.ndarray) -> np.ndarray:
-    L, info = _lapack.dpotrf(M, lower=1, clean=1)
-    if info != 0:
-        raise NotPositiveDefiniteError("mass matrix is not positive definite (impulse map)")
-    return L
-
-
 def m_projection(M: np.ndarray, A: np.ndarray, qdot: np.ndarray, rtol: float = RTOL, atol: float = ATOL,
                  L: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """q̇⁺ = N_c q̇ = q̇ − M⁻¹Aᵀ(AM⁻¹Aᵀ)⁺Aq̇ and the impulse 𝓕 = (AM⁻¹Aᵀ)⁺Aq̇ (lecture "Contact Dynamics").
@@ -51,7 +41,7 @@ def m_projection(M: np.ndarray, A: np.ndarray, qdot: np.ndarray, rtol: float = R
     m = A.shape[0]
     if m == 0:
         return qdot.copy(), np.zeros(0), 0
-    L = _chol(M) if L is None else L
+    L = cholesky_lower(M, "mass matrix is not positive definite (impulse map)") if L is None else L
     X, _ = _lapack.dtrtrs(L, A.T, lower=1)     # L⁻¹Aᵀ = Λᵀ
     Lam = X.T                                   # Λ = A L⁻ᵀ  (m × n)
     if m == 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -18,7 +18,14 @@ from .constraints import Constraint, parse_constraints
 from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_vector
 from .robots import DEFAULT_LOCKED, resolve_urdf
 
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+class ConstraintPlan(NamedTuple):
+    """The active constraint rows: ``items`` = (constraint, rows in A, selector of its 6 rows) per active
+    constraint, ``m`` rows in all, one label per row."""
+
+    items: tuple
+    m: int
+    labels: list
 
 
 @dataclass
@@ -74,7 +81,7 @@ class ConstrainedSystem:
         self._lo_flat = iu[1] * model.nv + iu[0]
         self._up_flat = iu[0] * model.nv + iu[1]
         self._plan_key = None
-        self._plan: tuple = ((), 0, [])
+        self._plan = ConstraintPlan((), 0, [])
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -139,12 +146,7 @@ class ConstrainedSystem:
 
     def add_constraint(self, spec) -> Constraint:
         (c,) = parse_constraints([spec])
-        c.frame_id = self.frame_id(c.frame) if c.frame else -1
-        c.frame_b_id = self.frame_id(c.frame_b) if c.frame_b else -1
-        if c.type == "loop_closure" and c.position is None:
-            c.position = np.zeros(3)
-        if c.type == "loop_closure" and c.rotation is None:
-            c.rotation = np.eye(3)
+        c.bind(self)
         names = [k.name for k in self.constraints]
         if c.name in names:
             c.name = f"{c.name}#{len(self.constraints)}"
@@ -205,10 +207,8 @@ class ConstrainedSystem:
         A point contact or weld without an explicit ``position`` is re-anchored where its frame is at the
         next evaluation after it is switched on (``reanchor=True``)."""
         c = self.constraint(name)
-        if active and not c.active and reanchor and c.type in ("point_contact", "weld") \
-                and not c.explicit_target:
-            c.position = None
-            c.rotation = None
+        if active and not c.active and reanchor:
+            c.release_anchor()
         c.active = bool(active)
         self._plan_key = None
 
@@ -255,12 +255,7 @@ class ConstrainedSystem:
 
     def _anchor_from_data(self, force: bool = False) -> None:
         for c in self.constraints:
-            if c.type in ("point_contact", "weld") and (force or c.position is None or c.rotation is None):
-                oMf = self.data.oMf[c.frame_id]
-                if force or c.position is None:
-                    c.position = oMf.translation.copy()
-                if force or c.rotation is None:
-                    c.rotation = oMf.rotation.copy()
+            c.anchor(self.data, force)
 
     def frame_placement(self, q, frame: str) -> pin.SE3:
         q = self.check_q(q)
@@ -270,7 +265,7 @@ class ConstrainedSystem:
     def constraint_rows(self, q) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q) and A(q) only (kinematics, no dynamics): for the position projection q ← q − A⁺Φ."""
         q = self.check_q(q)
-        if self._get_plan()[1] == 0:  # no active row: no kinematics needed
+        if self.constraint_plan().m == 0:  # no active row: no kinematics needed
             return np.zeros(0), np.zeros((0, self.nv))
         pin.computeJointJacobians(self.model, self.data, q)
         pin.updateFramePlacements(self.model, self.data)
@@ -324,7 +319,7 @@ class ConstrainedSystem:
         """``evaluate(q, qdot, coriolis=False)``: h = RNEA(q, q̇, 0); Φ, A, Ȧq̇ by :meth:`_stack`."""
         model, data = self.model, self.data
         h = pin.nonLinearEffects(model, data, q, qdot).copy()
-        _, m, labels = self._get_plan()
+        _, m, labels = self.constraint_plan()
         if m == 0:  # no active row: no kinematics needed
             return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=None, g=None, A=np.zeros((0, self.nv)),
                                  Adot_qdot=np.zeros(0), phi=np.zeros(0), row_labels=labels)
@@ -336,9 +331,9 @@ class ConstrainedSystem:
         return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=None, g=None, A=A, Adot_qdot=ad, phi=phi,
                              row_labels=self._plan[2])
 
-    def _get_plan(self) -> tuple:
-        """(items, m, labels) for the active constraints, rebuilt when the active set changes.
-        Each item is (constraint, row slice, axis selector) with a slice selector when axes are contiguous."""
+    def constraint_plan(self) -> ConstraintPlan:
+        """The active rows (see :class:`ConstraintPlan`), rebuilt when the active set changes; the order of
+        the rows of A, Φ, Ȧq̇ and λ."""
         # identity + active flag of every constraint (the plan keeps the objects alive, so ids stay unique)
         key = [(id(c), c.active) for c in self.constraints]
         if key != self._plan_key:
@@ -347,14 +342,10 @@ class ConstrainedSystem:
                 if not c.active:
                     continue
                 k = c.size
-                idx = np.asarray(c.axis_idx, dtype=int)
-                sel = slice(int(idx[0]), int(idx[-1]) + 1) if (c.type != "custom" and k and
-                                                               np.array_equal(idx, np.arange(idx[0], idx[0] + k))) \
-                    else idx
-                items.append((c, slice(r0, r0 + k), sel))
+                items.append((c, slice(r0, r0 + k), c.row_selector()))
                 labels.extend(c.row_labels)
                 r0 += k
-            self._plan = (tuple(items), r0, labels)
+            self._plan = ConstraintPlan(tuple(items), r0, labels)
             self._plan_key = key
         return self._plan
 
@@ -364,64 +355,21 @@ class ConstrainedSystem:
         ``drift="dJ"`` uses J̇q̇ (after computeCoriolisMatrix / computeJointJacobiansTimeVariation),
         ``drift="classical"`` the frame classical acceleration (after forwardKinematics(q, q̇, 0)),
         ``drift=None`` skips Ȧq̇ (kinematics only)."""
-        items, m, _ = self._get_plan()
-        n = self.nv
+        items, m, _ = self.constraint_plan()
         model, data = self.model, self.data
         phi = np.empty(m)
-        A = np.empty((m, n))
+        A = np.empty((m, self.nv))
         ad = np.empty(m) if drift is not None else None
         for c, rows, sel in items:
-            if c.type == "custom":
-                qd = qdot if qdot is not None else np.zeros(n)
-                cphi, cA, cad = c.function(q, qd)
-                cphi = np.atleast_1d(np.asarray(cphi, float))
-                cA = np.atleast_2d(np.asarray(cA, float))
-                cad = np.atleast_1d(np.asarray(cad, float))
-                if cA.shape != (c.rows, n) or cphi.shape != (c.rows,) or cad.shape != (c.rows,):
-                    raise DimensionError(f"custom constraint '{c.name}': expected phi ({c.rows},), A ({c.rows},{n}), "
-                                         f"Adot_qdot ({c.rows},), got {cphi.shape}, {cA.shape}, {cad.shape}")
-                phi[rows], A[rows] = cphi, cA
-                if ad is not None:
-                    ad[rows] = cad
-                continue
-            fid = c.frame_id
-            J = pin.getFrameJacobian(model, data, fid, LWA)
-            d = self._drift(fid, qdot, drift)
-            oMf = data.oMf[fid]
-            if c.type == "point_contact":  # the common case, kept short for the 1 kHz loop
-                A[rows] = J[sel]
-                phi[rows] = (oMf.translation - c.position)[sel]
-                if ad is not None:
-                    ad[rows] = d[sel]
-                continue
-            if c.type == "loop_closure":
-                fb = c.frame_b_id
-                J = J - pin.getFrameJacobian(model, data, fb, LWA)
-                if d is not None:
-                    d = d - self._drift(fb, qdot, drift)
-                oMb = data.oMf[fb]
-                err = np.concatenate([oMf.translation - oMb.translation - c.position,
-                                      pin.log3(oMf.rotation @ (oMb.rotation @ c.rotation).T)])
-            else:  # weld
-                err = np.concatenate([oMf.translation - c.position, pin.log3(oMf.rotation @ c.rotation.T)])
-            A[rows] = J[sel]
-            phi[rows] = err[sel]
+            phi[rows], A[rows], d = c.rows(model, data, q, qdot, drift, sel)
             if ad is not None:
-                ad[rows] = d[sel]
+                ad[rows] = d
         return phi, A, ad
-
-    def _drift(self, fid: int, qdot, drift: str | None):
-        if drift is None:
-            return None
-        if drift == "dJ":
-            return pin.getFrameJacobianTimeVariation(self.model, self.data, fid, LWA).dot(qdot)
-        # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
-        return pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA).vector
 
     @property
     def row_labels(self) -> list[str]:
         """One label per active constraint row, e.g. ``contact.z`` (cached while the active set holds)."""
-        return self._get_plan()[2]
+        return self.constraint_plan().labels
 
     def effort_limits(self) -> np.ndarray:
         """URDF effort limits per velocity index (inf where none, e.g. the floating base)."""

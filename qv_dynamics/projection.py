@@ -12,19 +12,15 @@ and singular poses need no special case.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-import math
-
 import numpy as np
-from scipy.linalg.lapack import dgesdd, dgesv, dpotrf, dpotrs
+from scipy.linalg.lapack import dgesdd, dgesv, dpotrs
 
 from .errors import NonFiniteError, NotPositiveDefiniteError, RankDeficiencyError, as_vector
+from .linalg import ATOL, RTOL, cholesky_lower, svd_full
 from .model import DynamicsTerms
-from .quasi import svd_full
-
-RTOL = 1e-9
-ATOL = 1e-9
 
 
 def pinv_rank(A: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> tuple[np.ndarray, int, np.ndarray]:
@@ -174,7 +170,7 @@ def direct_dynamics_rank(terms: DynamicsTerms, tau=None, method: str = "projecti
     n = M.shape[0]
     h = terms.h
     f_h = -h if tau is None else as_vector("tau", tau, n) - h
-    L = _cholesky(M)
+    L = cholesky_lower(M, "mass matrix is not positive definite; check link masses/inertias in the URDF", clean=False)
     A = terms.A
     m = A.shape[0]
     if m == 0:
@@ -231,13 +227,6 @@ def _eye(n: int) -> np.ndarray:
     return eye
 
 
-def _cholesky(M: np.ndarray) -> np.ndarray:
-    L, info = dpotrf(M, lower=1, clean=0)
-    if info != 0 or not math.isfinite(L[-1, -1]):
-        raise NotPositiveDefiniteError("mass matrix is not positive definite; check link masses/inertias in the URDF")
-    return L
-
-
 def _solve(K: np.ndarray, b: np.ndarray) -> np.ndarray:
     """LU solve (LAPACK dgesv, as numpy.linalg.solve) without the wrapper overhead."""
     _, _, x, info = dgesv(K, b)
@@ -247,7 +236,8 @@ def _solve(K: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _solve_spd(M: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return dpotrs(_cholesky(M), b, lower=1)[0]
+    L = cholesky_lower(M, "mass matrix is not positive definite; check link masses/inertias in the URDF", clean=False)
+    return dpotrs(L, b, lower=1)[0]
 
 
 def constraint_force_eq32(terms: DynamicsTerms, tau: np.ndarray, pr: Projection | None = None) -> np.ndarray:

@@ -20,13 +20,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dgesdd, dpotrf, dtrtri
+from scipy.linalg.lapack import dpotrf, dtrtri
 
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
+from .linalg import ATOL, RTOL, svd_full
 from .model import DynamicsTerms
-
-RTOL = 1e-9
-ATOL = 1e-9
 
 
 @dataclass
@@ -70,15 +68,6 @@ class QuasiState:
     def lambda_from_xi(self, xi: np.ndarray) -> np.ndarray:
         """Minimum-norm λ with V₁ᵀΛᵀλ = ξ: λ = (Λᵀ)⁺V₁ξ = W₁ᵀξ."""
         return self.W1.T @ xi
-
-
-def svd_full(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Full SVD X = U diag(s) Vᵀ (U m×m, Vᵀ n×n) by LAPACK dgesdd called directly (no numpy wrapper
-    overhead; falls back to numpy's dgesdd driver if LAPACK reports no convergence)."""
-    U, s, Vt, info = dgesdd(X, compute_uv=1, full_matrices=1)
-    if info != 0:
-        U, s, Vt = np.linalg.svd(X)
-    return U, s, Vt
 
 
 def _polar(X: np.ndarray) -> np.ndarray:

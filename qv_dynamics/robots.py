@@ -72,3 +72,18 @@ def resolve_urdf(name_or_path: str) -> str:
         if (base / f"{s}.urdf").is_file():
             return str(base / f"{s}.urdf")
     raise FileNotFoundError(f"robot description '{s}' not found (not a file, not one of {sorted(EXAMPLE_ROBOTS)})")
+
+
+def scale_inertias(system, mass_scale: float = 1.1, inertia_scale: float | None = None) -> None:
+    """Model error for robustness studies and plant/model mismatch: multiply every body's mass (and rotational
+    inertia, by ``inertia_scale``, default = ``mass_scale``) of ``system.model`` in place; centres of mass
+    unchanged. ``system.data`` is rebuilt."""
+    import pinocchio as pin
+
+    s_m = float(mass_scale)
+    s_i = s_m if inertia_scale is None else float(inertia_scale)
+    model = system.model
+    for i in range(1, model.njoints):
+        Y = model.inertias[i]
+        model.inertias[i] = pin.Inertia(Y.mass * s_m, Y.lever.copy(), Y.inertia * s_i)
+    system.data = model.createData()

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from models import cart_pendulum, particle_xy, two_link_point_masses
+
 from qv_dynamics import ConstrainedSystem, RankDeficiencyError, direct_dynamics, quasi_decompose
-from qv_dynamics.projection import (ATOL, coupling, constraint_force_eq32, constraint_inertia, decoupling_residual,
-                                    projection)
+from qv_dynamics.projection import (
+    ATOL,
+    constraint_force_eq32,
+    constraint_inertia,
+    coupling,
+    decoupling_residual,
+    projection,
+)
 
 TOL = 1e-12
 

@@ -4,8 +4,17 @@ import numpy as np
 import pytest
 from control_helpers import COORDS, Q0, fivebar, panda_pair
 
-from qv_control import (GainError, MinimalCoordinates, Reference, ReferenceRangeError, SplineReference, State,
-                        TrajectoryReference, make_law, saturate)
+from qv_control import (
+    GainError,
+    MinimalCoordinates,
+    Reference,
+    ReferenceRangeError,
+    SplineReference,
+    State,
+    TrajectoryReference,
+    make_law,
+    saturate,
+)
 from qv_control.saturation import resolve_limits
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, RankDeficiencyError, UnknownNameError
@@ -28,7 +37,8 @@ def test_coordinate_jacobians_against_finite_differences():
     custom = {"type": "custom", "rows": 1, "name": "c",
               "function": lambda q, qd: (np.array([np.sin(q[0]) * q[1]]),
                                          np.array([[np.cos(q[0]) * q[1], np.sin(q[0]), 0, 0, 0, 0, 0]]),
-                                         np.array([-np.sin(q[0]) * q[1] * qd[0] ** 2 + 2 * np.cos(q[0]) * qd[0] * qd[1]]))}
+                                         np.array([-np.sin(q[0]) * q[1] * qd[0] ** 2
+                                                   + 2 * np.cos(q[0]) * qd[0] * qd[1]]))}
     cons = [{"type": "weld", "frame": "panda_hand", "axes": ["z", "rx"]},
             {"type": "loop_closure", "frame_a": "panda_link7", "frame_b": "panda_link3", "axes": ["x"]}, custom]
     system = ConstrainedSystem.from_urdf("panda", constraints=cons)

@@ -3,10 +3,16 @@ PIDC (eq. 45–46), weighted minimum norm (eq. 49–50), constraint force PI (eq
 (eq. 54) and passive joints (eq. 56–64). Run with ``pytest -s`` to see the measured figures."""
 import numpy as np
 import pytest
-from control_helpers import (COORDS, LAMBDA_D, Q0, Recorder, circle_reference, fit_rate, fivebar, panda_pair)
+from control_helpers import COORDS, LAMBDA_D, Q0, Recorder, circle_reference, fit_rate, fivebar, panda_pair
 
-from qv_control import (PassiveJointLaw, Reference, TrajectoryReference, UncontrollableError,
-                        check_controllability, make_law)
+from qv_control import (
+    PassiveJointLaw,
+    Reference,
+    TrajectoryReference,
+    UncontrollableError,
+    check_controllability,
+    make_law,
+)
 from qv_dynamics import simulate
 from qv_dynamics.projection import pinv_rank
 
@@ -75,7 +81,8 @@ def test_weighted_minimum_norm():
             other = W if w is None else np.eye(7)       # and in the *other* metric it is not minimal
             Omh = np.diag(1.0 / np.sqrt(np.diag(other)))
             y2 = np.linalg.lstsq(Omh @ terms.A.T, -(Omh @ f), rcond=None)[0]
-            gap_other = max(gap_other, float(np.linalg.norm(Omh @ f)) / float(np.linalg.norm(Omh @ (f + terms.A.T @ y2))) - 1)
+            gap_other = max(gap_other,
+                            float(np.linalg.norm(Omh @ f)) / float(np.linalg.norm(Omh @ (f + terms.A.T @ y2))) - 1)
         out[label] = (gap, gap_other)
     for label, (gap, other) in out.items():
         print(f"\n[PIDC minimum norm] {label}: ||f||_W exceeds the brute-force minimum over f + A^T y by at most "

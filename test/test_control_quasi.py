@@ -3,8 +3,17 @@
 
 Run with ``pytest -s`` to see the measured figures."""
 import numpy as np
-from control_helpers import (COORDS, LAMBDA_D, Q0, Recorder, circle_reference, composite_error, fit_rate,
-                             panda_pair, theta_terms)
+from control_helpers import (
+    COORDS,
+    LAMBDA_D,
+    Q0,
+    Recorder,
+    circle_reference,
+    composite_error,
+    fit_rate,
+    panda_pair,
+    theta_terms,
+)
 
 from qv_control import Reference, SplineReference, make_law, scale_inertias
 from qv_dynamics import QVError, quasi_decompose, simulate
@@ -227,7 +236,8 @@ def test_robustness_mass_error_with_and_without_force_pi():
         res[label] = (f_err, e_th[-1], f_rms_move)
     for label, (f_err, e_th, f_rms) in res.items():
         print(f"\n[robustness, model masses and inertias +10%] {label}: force error over the last 0.5 s "
-              f"max {f_err:.3%} of |lambda_d|, rms during the move {f_rms:.2%}; final tool x-y error {e_th * 1e3:.2f} mm",
+              f"max {f_err:.3%} of |lambda_d|, rms during the move {f_rms:.2%}; "
+              f"final tool x-y error {e_th * 1e3:.2f} mm",
               end="")
     print()
     assert res["PI"][0] <= 0.02
@@ -287,7 +297,7 @@ def _Adot_fd(model, q, qdot, h=1e-6):
 def test_normal_coupling_identity_by_finite_differences():
     """v̇_r = −Γ_v v_r − Γ_vn v_n + u_v when v_n = V₁ᵀv ≠ 0 (normal_coupling, V̇₂ᵀV₁ = −V₂ᵀΛ̇ᵀW₁ᵀ), checked by
     a central difference of v_r = V₂ᵀQᵀq̇ along q(t) with q̈ from M q̈ = τ − h − Aᵀλ (any λ: Λᵀλ ∈ span V₁)."""
-    from qv_control.laws.quasi_tracking import normal_coupling
+    from qv_control.laws.quasi_base import normal_coupling
 
     model, q, qdot, tau, lam = _violating_state()
     terms = model.evaluate(q, qdot)

@@ -16,7 +16,10 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from qv_control.demo.runs import DemoConfig, metrics, run_direct, run_ros, step_effect  # noqa: E402
+from qv_control.demo.config import DemoConfig  # noqa: E402
+from qv_control.demo.report import metrics, step_effect  # noqa: E402
+from qv_control.demo.ros_run import run_ros  # noqa: E402
+from qv_control.demo.runs import run_direct  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200
 CFG = DemoConfig().shortened()

@@ -3,10 +3,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from models import massless_link_arm
-from qv_dynamics import (ConstrainedSystem, DimensionError, ModelError, NonFiniteError, NotPositiveDefiniteError,
-                         QVError, UnknownNameError, direct_dynamics, quasi_decompose, torque_from_quasi_forces)
+
+from qv_dynamics import (
+    ConstrainedSystem,
+    DimensionError,
+    ModelError,
+    NonFiniteError,
+    NotPositiveDefiniteError,
+    QVError,
+    UnknownNameError,
+    direct_dynamics,
+    quasi_decompose,
+    torque_from_quasi_forces,
+)
 from qv_dynamics.errors import as_vector
 
 

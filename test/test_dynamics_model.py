@@ -6,8 +6,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
-
 from models import prismatic_arm
+
 from qv_dynamics import ConstrainedSystem, ModelError
 
 
@@ -145,6 +145,7 @@ def test_locked_joints_and_effort_limits():
 def test_qv_inspect_cli(capsys):
     """`qv inspect` prints the decomposition; its λ equals Pinocchio's for the same state."""
     from models import PinReference
+
     from qv_control.cli import main as qv_main
     from qv_dynamics import describe as inspect
 

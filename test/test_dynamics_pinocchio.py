@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from models import PinReference, rel_err
+
 from qv_dynamics import ConstrainedSystem, RankDeficiencyError, direct_dynamics
 
 TOL = 1e-8          # relative, q̈ and Aᵀλ vs Pinocchio (regular constraints)

@@ -15,6 +15,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
@@ -22,10 +23,10 @@ from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
 from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_dynamics import ConstrainedSystem  # noqa: E402
 from qv_dynamics.errors import ModelError  # noqa: E402
-from qv_dynamics.ros.mujoco_node import MujocoNode  # noqa: E402
-from qv_dynamics.plants.mujoco_plant import MujocoPlant, SceneConfig  # noqa: E402
+from qv_dynamics.plants.mujoco_plant import MujocoPlant  # noqa: E402
+from qv_dynamics.plants.mujoco_scene import SceneConfig  # noqa: E402
 from qv_dynamics.ros.messages import stamp_to_sec, wrench_to_array  # noqa: E402
-from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+from qv_dynamics.ros.mujoco_node import MujocoNode  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
 Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])

@@ -10,7 +10,8 @@ import pytest
 
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import DimensionError, ModelError, NonFiniteError
-from qv_dynamics.plants.mujoco_plant import MujocoPlant, SceneConfig, mjcf_from_pinocchio
+from qv_dynamics.plants.mujoco_plant import MujocoPlant
+from qv_dynamics.plants.mujoco_scene import SceneConfig, mjcf_from_pinocchio
 
 Q_HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])
 

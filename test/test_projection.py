@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from models import PinReference, prismatic_arm, rel_err
+
 from qv_dynamics import ConstrainedSystem, NotPositiveDefiniteError
-from qv_dynamics.projection import (constraint_force_eq32, constraint_inertia, coupling, decoupling_residual,
-                                    is_decoupled, length_metric, pinv_rank, projection, weighted_metric)
+from qv_dynamics.projection import (
+    constraint_force_eq32,
+    constraint_inertia,
+    coupling,
+    decoupling_residual,
+    is_decoupled,
+    length_metric,
+    pinv_rank,
+    projection,
+    weighted_metric,
+)
 
 
 @pytest.fixture(scope="module")

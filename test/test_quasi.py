@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from models import rel_err
+
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose, torque_from_quasi_forces
 
 N_STATES = 50

@@ -11,8 +11,8 @@ The Euclidean pseudo-inverse answers (A⁺ẋ, (AM⁻¹)⁺a) do not: they depen
 from __future__ import annotations
 
 import numpy as np
-
 from models import prismatic_arm
+
 from qv_dynamics import ConstrainedSystem, quasi_decompose, torque_from_quasi_forces
 
 S = 1000.0

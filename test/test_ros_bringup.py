@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from qv_control.ros.bringup import Bringup, load_params_file, tracking_errors  # noqa: E402
 from qv_control.laws.registry import make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
+from qv_control.ros.bringup import Bringup, load_params_file, tracking_errors  # noqa: E402
+from qv_dynamics.robots import scale_inertias  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
+from qv_dynamics.sim import simulate  # noqa: E402
 from qv_dynamics.state import Reference  # noqa: E402
-from qv_dynamics.ros.messages import load_model_config  # noqa: E402
-from qv_dynamics.sim.stepper import simulate  # noqa: E402
-from qv_dynamics.ros.sim_node import scale_masses  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
@@ -49,7 +49,7 @@ def library_closed_loop(config: str, duration: float):
         return Reference(r.theta, r.theta_dot, r.theta_ddot, lam_d)
 
     plant, pdoc = load_model_config(sp["model_config"])
-    scale_masses(plant, float(sp.get("mass_scale", 1.0)))
+    scale_inertias(plant, float(sp.get("mass_scale", 1.0)))
     traj = simulate(plant, np.asarray(pdoc["initial"]["q"], float), np.zeros(plant.nv), law, duration,
                     float(sp["dt"]), method=sp.get("method", "projection"), integrator=sp.get("integrator", "rk4"),
                     reference=reference)

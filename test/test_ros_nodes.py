@@ -17,19 +17,20 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
+from qv_control.laws.registry import make_law  # noqa: E402
 from qv_control.ros.bringup import load_params_file, to_parameters  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
-from qv_control.laws.registry import make_law  # noqa: E402
-from qv_dynamics.state import Reference, State  # noqa: E402
 from qv_dynamics import direct_dynamics, quasi_decompose  # noqa: E402
-from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.errors import UnknownNameError  # noqa: E402
-from qv_dynamics.ros.messages import load_model_config, sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros.messages import sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.ros.sim_node import SimNode  # noqa: E402
-from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+from qv_dynamics.state import Reference, State  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = str(ROOT / "config" / "planar_3link.yaml")
@@ -385,8 +386,8 @@ def test_conversions_continuous_joint_and_ros2_control_urdf():
 
     from qv_dynamics import ConstrainedSystem
     from qv_dynamics.errors import ModelError
-    from qv_dynamics.ros.messages import (JointLayout, arrays_to_joint_state, joint_state_to_arrays,
-                                         ros2_control_urdf)
+    from qv_dynamics.ros.messages import JointLayout, arrays_to_joint_state, joint_state_to_arrays
+    from qv_dynamics.ros.urdf import ros2_control_urdf
 
     inertial = ('<inertial><mass value="1"/><origin xyz="0.1 0 0"/>'
                 '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>')

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, QVError, as_vector
+from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
 from ..references import ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
-from qv_dynamics.state import Reference, State
 
 
 class GainError(QVError):

@@ -21,10 +21,8 @@ import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError, as_vector
-
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 from qv_dynamics.state import Reference, State
-
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
 
 class ImpedanceForceBaseline:
@@ -66,7 +64,7 @@ class ImpedanceForceBaseline:
         oMf = data.oMf[self.fid]
         if self.R_d is None:
             self.R_d = oMf.rotation.copy()
-        J = pin.getFrameJacobian(model, data, self.fid, LWA)
+        J = pin.getFrameJacobian(model, data, self.fid, LOCAL_WORLD_ALIGNED)
         g = pin.computeGeneralizedGravity(model, data, q).copy()
         Cqd = pin.nonLinearEffects(model, data, q, qd) - g
         xdot = J @ qd

@@ -18,13 +18,16 @@ normal quasi-velocity V₁ᵀv ≠ 0 (a soft real contact), see :class:`QuasiTra
 """
 from __future__ import annotations
 
-import pinocchio as pin
-
 from qv_dynamics.errors import UnknownNameError
+from qv_dynamics.robots import scale_inertias
 
 from .base import ControlLaw
-from .pidc import PassiveJointLaw, PIDCForceLaw, PIDCLaw, UncontrollableError, check_controllability
-from .quasi_tracking import QuasiSetpointLaw, QuasiTrackingLaw
+from .passive import PassiveJointLaw, check_controllability
+from .pidc import PIDCLaw
+from .pidc_force import PIDCForceLaw
+from .projection_base import UncontrollableError
+from .quasi_setpoint import QuasiSetpointLaw
+from .quasi_tracking import QuasiTrackingLaw
 
 LAWS: dict[str, type[ControlLaw]] = {
     "quasi_tracking": QuasiTrackingLaw,
@@ -57,18 +60,6 @@ def make_law(name: str, system, **params) -> ControlLaw:
     if bad:
         raise UnknownNameError(f"law {key!r}: unknown parameter(s) {bad}; accepted: {sorted(allowed)}")
     return cls(system, **params)
-
-
-def scale_inertias(system, mass_scale: float = 1.1, inertia_scale: float | None = None) -> None:
-    """Model error for robustness studies: multiply every body's mass (and rotational inertia, by
-    ``inertia_scale``, default = ``mass_scale``) in ``system.model`` in place; centres of mass unchanged."""
-    s_m = float(mass_scale)
-    s_i = s_m if inertia_scale is None else float(inertia_scale)
-    model = system.model
-    for i in range(1, model.njoints):
-        Y = model.inertias[i]
-        model.inertias[i] = pin.Inertia(Y.mass * s_m, Y.lever.copy(), Y.inertia * s_i)
-    system.data = model.createData()
 
 
 __all__ = ["make_law", "LAWS", "ALIASES", "scale_inertias", "QuasiTrackingLaw", "QuasiSetpointLaw", "PIDCLaw",

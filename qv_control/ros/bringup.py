@@ -29,6 +29,7 @@ import numpy as np
 import yaml
 
 from qv_dynamics.jsonutil import jsonable as _jsonable
+from qv_dynamics.linalg import limit_blas_threads
 
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
 LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
@@ -322,6 +323,7 @@ class Bringup:
 
 
 def main(argv: list[str] | None = None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(prog="qv bringup", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml)")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
@@ -332,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from qv_dynamics.errors import QVError
-    from qv_dynamics.ros.messages import resolve_config_path
+    from qv_dynamics.ros.params import resolve_config_path
 
     try:
         path = args.config if os.path.isfile(args.config) else resolve_config_path(args.config)

@@ -31,7 +31,6 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -39,43 +38,24 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from qv_dynamics.errors import ModelError, QVError, UnknownNameError
-from qv_dynamics.ros.messages import (CommandMap, EpisodeCounter, declare_io_parameters, diagnostic_array, JointLayout, TrajectoryReference,
-                                     joint_state_to_arrays, lambda_desired_from_message, load_model_config,
-                                     reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
-
+from qv_dynamics.errors import ModelError, QVError
+from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
+from qv_dynamics.ros.messages import (
+    JointLayout,
+    joint_state_to_arrays,
+    lambda_desired_from_message,
+    sensor_wrench_rows,
+    stamp_to_sec,
+    wrench_to_array,
+)
+from qv_dynamics.ros.params import declare, load_model_config
 from qv_dynamics.state import Reference, State
 
-SAFE_MODES = ("zero", "gravity")
-DYN = ParameterDescriptor(dynamic_typing=True)
+from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names
+from .trajectory import JointTrajectoryReference
 
 
-def make_law(name: str, system, **params):
-    """The law ``name`` from :mod:`qv_control.laws` (helper "control"), built on ``system``."""
-    try:
-        from ..laws.registry import make_law as _make
-    except ImportError as exc:  # pragma: no cover - laws module is part of the package
-        raise ModelError(f"qv_control.laws is not available: {exc}") from None
-    try:
-        return _make(name, system, **params)
-    except QVError:
-        raise
-    except (TypeError, ValueError, KeyError) as exc:
-        raise ModelError(f"law '{name}' with parameters {params}: {exc}") from None
-
-
-def law_theta_names(law, default: list[str]) -> list[str]:
-    """Names of the law's minimal coordinates θ (for JointTrajectory.joint_names)."""
-    for attr in ("theta_names", "coordinate_names"):
-        names = getattr(law, attr, None)
-        if names:
-            return list(names)
-    coords = getattr(law, "coords", None) or getattr(law, "coordinates", None)
-    names = getattr(coords, "labels", None) or getattr(coords, "names", None)
-    return list(names) if names else list(default)
-
-
-class ControllerNode(Node):
+class ControllerNode(ControllerParameters, Node):
     """Event-driven: one effort command per valid /joint_states message."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None,
@@ -85,22 +65,7 @@ class ControllerNode(Node):
         optional callable t -> Reference used until a reference topic message arrives."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
-        declare_io_parameters(self)
-        p = self.declare_parameter
-        p("joint_states_queue", 1)          # 1: always act on the freshest state (no backlog when overloaded)
-        p("publish_stamped_command", True)  # ~/command_stamped: τ with joint names and the state's stamp
-        p("law", "")
-        p("watchdog_timeout", 0.1)
-        p("watchdog_period", 0.02)
-        p("safe_mode", "zero")
-        p("theta_desired", None, DYN)
-        p("lambda_desired", None, DYN)
-        p("wrench_topics", None, DYN)
-        p("wrench_constraints", None, DYN)
-        p("wrench_sign", 1.0)  # -1 if the sensor reports the environment's reaction instead of λ
-        p("reference.times", None, DYN)
-        p("reference.waypoints", None, DYN)
-        p("reference.kind", "quintic")
+        declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
         # law_params.* from a params file (--params-file) or in-process overrides, e.g. law_params.kp
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
@@ -110,15 +75,11 @@ class ControllerNode(Node):
             system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
         self.system = system
         self.layout = JointLayout.from_system(system)
-        joints = self._str_list("joints")
-        if not joints:
-            raise UnknownNameError("parameter 'joints' is required: the joints of the effort controller, in its order")
-        self.cmd_map = CommandMap(system, joints)  # UnknownNameError with the model's joint names
-        self._check_scalar_params({k: gp(k).value for k in ("watchdog_timeout", "watchdog_period", "safe_mode")})
+        self.cmd_map = self._command_map(gp("joints").value)
         self.watchdog_timeout = float(gp("watchdog_timeout").value)
         self.safe_mode = gp("safe_mode").value
         self._injected_law = law is not None
-        self.law = law if law is not None else make_law(self._law_name(), system, **self._law_params())
+        self.law = law if law is not None else self._build_law()
         self.theta_names = law_theta_names(self.law, self.layout.names)
         # an injected reference sees the states' time as is (like simulate); the parameter spline counts
         # from the first valid state (wall-clock stamps on hardware)
@@ -128,7 +89,7 @@ class ControllerNode(Node):
             self.reference_fn = self._spline_from_params()
             self._ref_relative = self.reference_fn is not None
         self.t_first: float | None = None
-        self.traj: TrajectoryReference | None = None
+        self.traj: JointTrajectoryReference | None = None
         self.theta_d = self._opt_array("theta_desired")
         self.lambda_d = self._opt_array("lambda_desired")
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
@@ -160,36 +121,14 @@ class ControllerNode(Node):
         self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog,
                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(1.0, self.publish_diagnostics)
-        self.add_on_set_parameters_callback(self.on_set_parameters)
+        self.add_on_set_parameters_callback(self.validate_parameters)
+        self.add_post_set_parameters_callback(self.apply_parameters)
         self.get_logger().info(
             f"law '{type(self.law).__name__}' on '{system.name}': commands {self.cmd_map.joints} -> "
             f"{self.pub_cmd.topic_name}; θ coordinates {self.theta_names}; λ rows {system.row_labels}; "
             f"watchdog {self.watchdog_timeout} s -> {self.safe_mode}")
 
     # ------------------------------------------------------------------ parameters
-    def _declare_law_params(self, overrides) -> list[str]:
-        names = []
-        for prm in overrides:
-            if prm.name.startswith("law_params.") and not self.has_parameter(prm.name):
-                self.declare_parameter(prm.name, prm.value, DYN)
-                names.append(prm.name)
-        return names
-
-    def _law_name(self) -> str:
-        name = self.get_parameter("law").value
-        if not name:
-            raise ModelError("parameter 'law' is required (a law name of qv_control.laws.make_law)")
-        return name
-
-    def _law_params(self, overrides: dict | None = None) -> dict:
-        out = {}
-        for full in self._law_param_names:
-            out[full[len("law_params."):]] = self.get_parameter(full).value
-        for full, val in (overrides or {}).items():
-            out[full[len("law_params."):]] = val
-        return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
-                    all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
-
     def _str_list(self, name: str) -> list[str]:
         v = self.get_parameter(name).value
         return [s for s in (v or []) if s]
@@ -222,73 +161,11 @@ class ControllerNode(Node):
         topic = self.get_parameter("command_topic").value
         return topic or f"/{self.get_parameter('controller_name').value}/commands"
 
-    @staticmethod
-    def _check_scalar_params(vals: dict) -> None:
-        if "watchdog_timeout" in vals:
-            t = vals["watchdog_timeout"]
-            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-                raise ModelError(f"watchdog_timeout must be a positive number of seconds, got {t!r}")
-        if "watchdog_period" in vals:
-            t = vals["watchdog_period"]
-            if not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-                raise ModelError(f"watchdog_period must be a positive number of seconds, got {t!r}")
-        if "safe_mode" in vals and vals["safe_mode"] not in SAFE_MODES:
-            raise ModelError(f"safe_mode must be one of {SAFE_MODES}, got {vals['safe_mode']!r}")
-
-    def on_set_parameters(self, params) -> SetParametersResult:
-        """Validate a parameter change as a whole; apply it only if every value is acceptable."""
-        new = {prm.name: prm.value for prm in params}
-        try:
-            self._check_scalar_params(new)
-            cmd_map = self.cmd_map
-            if "joints" in new:
-                joints = [s for s in new["joints"] if s] if isinstance(new["joints"], (list, tuple)) else []
-                if not joints:
-                    raise ModelError("joints must be a non-empty list of joint names")
-                cmd_map = CommandMap(self.system, joints)
-            law = self.law
-            law_changes = {k: v for k, v in new.items() if k.startswith("law_params.")}
-            if "law" in new or law_changes:
-                if self._injected_law and "law" not in new:
-                    raise ModelError("this node's law was passed in-process; set 'law' to rebuild it from parameters")
-                name = new.get("law", self.get_parameter("law").value)
-                law = make_law(name, self.system, **self._law_params(law_changes))
-            for k in ("theta_desired", "lambda_desired"):
-                if k in new and new[k] is not None:
-                    arr = np.asarray(new[k], float)
-                    if not np.all(np.isfinite(arr)):
-                        raise ModelError(f"{k} has non-finite entries")
-            for k in ("model_config", "robot_description", "joint_states_topic", "controller_name", "command_topic",
-                      "wrench_topics", "wrench_constraints", "reference.times", "reference.waypoints",
-                      "reference.kind", "joint_states_queue", "publish_stamped_command", "wrench_sign"):
-                if k in new and new[k] != self.get_parameter(k).value:
-                    raise ModelError(f"'{k}' is read at start only; restart the node to change it")
-        except (QVError, TypeError, ValueError) as exc:
-            self.get_logger().warning(f"parameter change refused: {exc}")
-            return SetParametersResult(successful=False, reason=str(exc))
-        for k in law_changes:
-            if k not in self._law_param_names:
-                self._law_param_names.append(k)
-        self.cmd_map, self.law = cmd_map, law
-        if "law" in new or law_changes:
-            self._injected_law = False
-            self.theta_names = law_theta_names(self.law, self.layout.names)
-        if "watchdog_timeout" in new:
-            self.watchdog_timeout = float(new["watchdog_timeout"])
-        if "safe_mode" in new:
-            self.safe_mode = new["safe_mode"]
-        if "theta_desired" in new:
-            self.theta_d = None if not new["theta_desired"] else np.asarray(new["theta_desired"], float)
-        if "lambda_desired" in new:
-            self.lambda_d = None if not new["lambda_desired"] else np.asarray(new["lambda_desired"], float)
-        self.get_logger().info(f"parameters changed: {sorted(new)}")
-        return SetParametersResult(successful=True)
-
     # ------------------------------------------------------------------ inputs
     def on_reference(self, msg: JointTrajectory) -> None:
         try:
             now = self.get_clock().now().nanoseconds * 1e-9
-            self.traj = TrajectoryReference(msg, self.theta_names, now)
+            self.traj = JointTrajectoryReference(msg, self.theta_names, now)
             self.rejects["reference"].ok()
         except QVError as exc:
             self.rejects["reference"].reject(reject_kind(exc), str(exc))
@@ -419,7 +296,7 @@ class ControllerNode(Node):
         values = {"commands": st["commands"], "safe_commands": st["safe_commands"],
                   "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
                   "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_ms_max": st["compute_ms_max"]}
+                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters)}
         for k, c in self.rejects.items():
             for kind, n in c.counts.items():
                 values[f"rejected_{k}_{kind}"] = n

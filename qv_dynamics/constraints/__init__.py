@@ -1,4 +1,10 @@
-"""Constraint kinds (SPEC §3): one class per kind, each giving Φ(q), A(q) and Ȧq̇."""
-from .base import AXES, KINDS, Constraint, constraint_from_mapping, parse_constraints
+"""Constraint kinds (SPEC §3): an abstract :class:`Constraint` (Φ, A, Ȧq̇) and one class per kind."""
+from .base import AXES, Constraint, FrameConstraint
+from .custom import CustomConstraint
+from .loop_closure import LoopClosure
+from .parse import CONSTRAINT_TYPES, KINDS, constraint_from_mapping, parse_constraints
+from .point_contact import PointContact
+from .weld import Weld
 
-__all__ = ["AXES", "KINDS", "Constraint", "constraint_from_mapping", "parse_constraints"]
+__all__ = ["AXES", "KINDS", "CONSTRAINT_TYPES", "Constraint", "FrameConstraint", "PointContact", "Weld",
+           "LoopClosure", "CustomConstraint", "constraint_from_mapping", "parse_constraints"]

@@ -1,120 +1,186 @@
-"""Constraint specifications (SPEC §3) and their evaluation: Φ(q), A(q) and Ȧ(q, q̇)q̇.
+"""The abstract constraint (SPEC §3): Φ(q), A(q) and Ȧq̇ of one kind, at the kinematics already in ``data``.
 
-Every kind is a mapping, in Python and YAML alike::
-
-    {type: point_contact, frame: tool0, axes: [x, y, z], position: [..]}
-    {type: weld, frame: tool0}                           # six rows: x y z rx ry rz
-    {type: loop_closure, frame_a: a, frame_b: b, axes: [x, z]}
-    {type: custom, function: callable(q, qdot) -> (phi, A, Adot_qdot), rows: k}
-
-Axes are world-aligned at the frame (Pinocchio's LOCAL_WORLD_ALIGNED), so a row of A is the
-world-axis velocity of the frame origin (or world angular velocity), and Ȧq̇ is the matching
-classical (not spatial) acceleration at q̈ = 0: d/dt(A q̇) = A q̈ + Ȧ q̇.
+Axes are world-aligned at the frame (Pinocchio's LOCAL_WORLD_ALIGNED), so a row of A is the world-axis
+velocity of the frame origin (or world angular velocity), and Ȧq̇ is the matching classical (not spatial)
+acceleration at q̈ = 0: d/dt(A q̇) = A q̈ + Ȧ q̇. A constraint selects some of the six rows
+``x y z rx ry rz`` (``axes``) of its 6-row residual, Jacobian and drift.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from abc import ABC, abstractmethod
+from typing import Callable, ClassVar
 
 import numpy as np
+import pinocchio as pin
 
 from ..errors import ModelError
+from ..linalg import LOCAL_WORLD_ALIGNED
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
-KINDS = ("point_contact", "weld", "loop_closure", "custom")
+
+# how Ȧq̇ is read from the kinematics in ``data``: "dJ" = J̇q̇ (after computeCoriolisMatrix or
+# computeJointJacobiansTimeVariation), "classical" = the frame's classical acceleration (after
+# forwardKinematics(q, q̇, 0)), None = not needed (kinematics only)
+DRIFT_MODES = ("dJ", "classical", None)
 
 
-@dataclass
-class Constraint:
-    """One constraint. ``target`` is the anchored value of the measured quantity:
-    a world position (point contact), a world pose as (3,) + (3,3) (weld), or an offset (loop closure)."""
+def frame_drift(model: pin.Model, data: pin.Data, fid: int, qdot: np.ndarray, mode: str | None):
+    """Ȧq̇ of a frame (6-vector, world-aligned axes) in the given mode; None when ``mode`` is None."""
+    if mode is None:
+        return None
+    if mode == "dJ":
+        return pin.getFrameJacobianTimeVariation(model, data, fid, LOCAL_WORLD_ALIGNED).dot(qdot)
+    # classical acceleration at q̈ = 0 = d/dt(J q̇) − J q̈ = J̇q̇ (linear part; angular is ω̇ anyway)
+    return pin.getFrameClassicalAcceleration(model, data, fid, LOCAL_WORLD_ALIGNED).vector
 
-    type: str
-    frame: str | None = None
-    frame_b: str | None = None
-    axes: tuple[str, ...] = ("x", "y", "z")
-    name: str = ""
-    active: bool = True
-    position: np.ndarray | None = None
-    rotation: np.ndarray | None = None
-    function: Callable | None = None
-    rows: int = 0
-    explicit_target: bool = False  # position/rotation given by the user (never re-anchored)
-    # filled in by ConstrainedSystem
-    frame_id: int = -1
-    frame_b_id: int = -1
-    axis_idx: np.ndarray = field(default_factory=lambda: np.arange(3))
+
+class Constraint(ABC):
+    """One constraint of a :class:`~qv_dynamics.model.ConstrainedSystem`, switchable on and off.
+
+    ``position``/``rotation`` are the anchored target of the measured quantity: a world position (point
+    contact), a world pose (weld) or an offset (loop closure). ``explicit_target``: given by the user, never
+    re-anchored. ``frame_id``/``frame_b_id`` are filled in by :meth:`bind`."""
+
+    kind: ClassVar[str]
+    default_axes: ClassVar[tuple[str, ...]] = ("x", "y", "z")
+    keys: ClassVar[tuple[str, ...]] = ()  # the kind's own keys in a YAML/dict spec
+
+    def __init__(self, frame: str | None = None, axes=None, name: str = "", active: bool = True):
+        self.frame = frame
+        self.frame_b: str | None = None
+        self.axes = tuple(self.default_axes if axes is None else axes)
+        self.name = name
+        self.active = bool(active)
+        self.position: np.ndarray | None = None
+        self.rotation: np.ndarray | None = None
+        self.explicit_target = False
+        self.frame_id = -1
+        self.frame_b_id = -1
+        self.axis_idx = np.array([AXES.index(a) for a in self.axes], dtype=int)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self.name!r}, frame={self.frame!r}, axes={self.axes}, "
+                f"active={self.active})")
+
+    @property
+    def type(self) -> str:
+        """The kind's name as written in YAML (``point_contact``, ``weld``, ``loop_closure``, ``custom``)."""
+        return self.kind
 
     @property
     def size(self) -> int:
-        return self.rows if self.type == "custom" else len(self.axes)
+        return len(self.axes)
 
     @property
     def row_labels(self) -> list[str]:
-        if self.type == "custom":
-            return [f"{self.name}[{i}]" for i in range(self.rows)]
         return [f"{self.name}.{a}" for a in self.axes]
 
+    def row_selector(self):
+        """Rows of the 6-row quantities this constraint keeps: a slice when the axes are contiguous."""
+        idx = self.axis_idx
+        k = idx.size
+        if k and np.array_equal(idx, np.arange(idx[0], idx[0] + k)):
+            return slice(int(idx[0]), int(idx[0]) + k)
+        return idx
 
-def constraint_from_mapping(spec, index: int = 0) -> Constraint:
-    """Build a :class:`Constraint` from a dict (YAML/Python); raise ModelError with the reason."""
-    if isinstance(spec, Constraint):
-        return spec
-    if not isinstance(spec, dict):
-        raise ModelError(f"constraint #{index}: expected a mapping, got {type(spec).__name__}")
-    d = dict(spec)
-    kind = d.pop("type", None)
-    if kind not in KINDS:
-        raise ModelError(f"constraint #{index}: type must be one of {KINDS}, got {kind!r}")
-    default_axes = {"point_contact": ("x", "y", "z"), "weld": AXES, "loop_closure": ("x", "y", "z")}
-    axes = tuple(d.pop("axes", default_axes.get(kind, ())))
-    for a in axes:
-        if a not in AXES:
-            raise ModelError(f"constraint #{index}: unknown axis {a!r} (allowed {AXES})")
-    if kind == "point_contact" and any(a.startswith("r") for a in axes):
-        raise ModelError(f"constraint #{index}: a point contact constrains translations only, got {axes}")
-    if len(set(axes)) != len(axes):
-        raise ModelError(f"constraint #{index}: repeated axis in {axes}")
-    c = Constraint(type=kind, axes=axes)
-    c.active = bool(d.pop("active", True))
-    if kind in ("point_contact", "weld"):
-        c.frame = d.pop("frame", None)
-        if not c.frame:
-            raise ModelError(f"constraint #{index} ({kind}): 'frame' is required")
-    elif kind == "loop_closure":
-        c.frame = d.pop("frame_a", d.pop("frame", None))
-        c.frame_b = d.pop("frame_b", None)
-        if not c.frame or not c.frame_b:
-            raise ModelError(f"constraint #{index} (loop_closure): 'frame_a' and 'frame_b' are required")
-    else:
-        c.function = d.pop("function", None)
-        if not callable(c.function):
-            raise ModelError(f"constraint #{index} (custom): 'function' must be callable (q, qdot) -> (phi, A, Adot_qdot)")
-        c.rows = int(d.pop("rows", 0))
-        if c.rows <= 0:
-            raise ModelError(f"constraint #{index} (custom): 'rows' must be a positive integer")
-    c.explicit_target = "position" in d or "rotation" in d
-    if "position" in d:
-        c.position = np.asarray(d.pop("position"), dtype=float).reshape(3)
-    if "offset" in d:
-        c.position = np.asarray(d.pop("offset"), dtype=float).reshape(3)
-    if "rotation" in d:
-        c.rotation = np.asarray(d.pop("rotation"), dtype=float).reshape(3, 3)
-    c.name = str(d.pop("name", f"{kind}_{c.frame or index}" if c.frame else f"{kind}_{index}"))
-    if d:
-        raise ModelError(f"constraint #{index} ({kind}): unknown keys {sorted(d)}")
-    c.axis_idx = np.array([AXES.index(a) for a in c.axes], dtype=int)
-    return c
+    # ------------------------------------------------------------------ set-up
+    def bind(self, system) -> None:
+        """Resolve frame names to ids of ``system``'s model (UnknownNameError when absent)."""
+        self.frame_id = system.frame_id(self.frame) if self.frame else -1
+        self.frame_b_id = system.frame_id(self.frame_b) if self.frame_b else -1
+
+    def anchor(self, data: pin.Data, force: bool = False) -> None:
+        """Record the target from the frame placements in ``data`` (kinds with an anchored target)."""
+
+    def release_anchor(self) -> None:
+        """Forget an anchored target (re-anchored at the next evaluation), unless it was given explicitly."""
+
+    # ------------------------------------------------------------------ the three quantities
+    @abstractmethod
+    def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
+        """Φ (6 rows, before axis selection) from the frame placements in ``data``."""
+
+    @abstractmethod
+    def jacobian(self, model: pin.Model, data: pin.Data, q: np.ndarray) -> np.ndarray:
+        """A (6 × n, before axis selection) from the joint Jacobians in ``data``."""
+
+    @abstractmethod
+    def drift(self, model: pin.Model, data: pin.Data, q: np.ndarray, qdot: np.ndarray, mode: str) -> np.ndarray:
+        """Ȧq̇ (6 rows, before axis selection); ``mode`` as in :data:`DRIFT_MODES`."""
+
+    @abstractmethod
+    def jacobian_rate(self, system, q: np.ndarray, qdot: np.ndarray, frame_rate: Callable[[int], np.ndarray]
+                      ) -> np.ndarray:
+        """Ȧ (6 × n, before axis selection); ``frame_rate(fid)`` gives J̇ of a frame (cached by the caller)."""
+
+    def rows(self, model: pin.Model, data: pin.Data, q: np.ndarray, qdot, mode: str | None, sel):
+        """(Φ, A, Ȧq̇ or None) of the selected rows ``sel`` (see :meth:`row_selector`)."""
+        ad = None if mode is None else self.drift(model, data, q, qdot, mode)[sel]
+        return self.residual(data, q)[sel], self.jacobian(model, data, q)[sel], ad
+
+    # ------------------------------------------------------------------ parsing
+    @classmethod
+    def from_mapping(cls, d: dict, index: int) -> "Constraint":
+        """Build from the keys of a spec (``type`` removed); the keys used are popped from ``d``."""
+        axes = tuple(d.pop("axes", cls.default_axes))
+        for a in axes:
+            if a not in AXES:
+                raise ModelError(f"constraint #{index}: unknown axis {a!r} (allowed {AXES})")
+        if len(set(axes)) != len(axes):
+            raise ModelError(f"constraint #{index}: repeated axis in {axes}")
+        c = cls(axes=axes, active=bool(d.pop("active", True)))
+        c.read_keys(d, index)
+        return c
+
+    def read_keys(self, d: dict, index: int) -> None:
+        """Pop this kind's own keys from ``d`` (ModelError when one is missing or wrong)."""
+
+    def read_target(self, d: dict) -> None:
+        """``position`` (or ``offset``) and ``rotation`` of the spec: an explicit target."""
+        self.explicit_target = "position" in d or "rotation" in d
+        if "position" in d:
+            self.position = np.asarray(d.pop("position"), dtype=float).reshape(3)
+        if "offset" in d:
+            self.position = np.asarray(d.pop("offset"), dtype=float).reshape(3)
+        if "rotation" in d:
+            self.rotation = np.asarray(d.pop("rotation"), dtype=float).reshape(3, 3)
 
 
-def parse_constraints(specs: Sequence) -> list[Constraint]:
-    cons = [constraint_from_mapping(s, i) for i, s in enumerate(specs or [])]
-    names = [c.name for c in cons]
-    dup = {n for n in names if names.count(n) > 1}
-    for n in dup:  # same contact listed twice is legal (redundant constraints): make names unique
-        k = 0
-        for c in cons:
-            if c.name == n:
-                c.name = f"{n}#{k}"
-                k += 1
-    return cons
+def require_frame(d: dict, index: int, kind: str, key: str = "frame") -> str:
+    frame = d.pop(key, None)
+    if not frame:
+        raise ModelError(f"constraint #{index} ({kind}): '{key}' is required")
+    return frame
+
+
+class FrameConstraint(Constraint):
+    """A constraint on one frame's placement with an anchored world target (point contact, weld).
+
+    A target that was not given is recorded where the frame is at the first evaluation after the
+    constraint is added or switched on (contact made where the tool touched)."""
+
+    def anchor(self, data: pin.Data, force: bool = False) -> None:
+        if force or self.position is None or self.rotation is None:
+            oMf = data.oMf[self.frame_id]
+            if force or self.position is None:
+                self.position = oMf.translation.copy()
+            if force or self.rotation is None:
+                self.rotation = oMf.rotation.copy()
+
+    def release_anchor(self) -> None:
+        if not self.explicit_target:
+            self.position = None
+            self.rotation = None
+
+    def jacobian(self, model: pin.Model, data: pin.Data, q: np.ndarray) -> np.ndarray:
+        return pin.getFrameJacobian(model, data, self.frame_id, LOCAL_WORLD_ALIGNED)
+
+    def drift(self, model: pin.Model, data: pin.Data, q, qdot: np.ndarray, mode: str) -> np.ndarray:
+        return frame_drift(model, data, self.frame_id, qdot, mode)
+
+    def jacobian_rate(self, system, q, qdot, frame_rate) -> np.ndarray:
+        return frame_rate(self.frame_id)
+
+    def read_keys(self, d: dict, index: int) -> None:
+        self.frame = require_frame(d, index, self.kind)
+        self.read_target(d)

@@ -1,27 +1,5 @@
-"""A MuJoCo plant built from the same URDF as the Pinocchio model, plus a table scene (issue 6).
-
-The MJCF is generated from the (reduced) Pinocchio model, body by body: joint placements, joint axes,
-link masses / centres of mass / inertias (the locked Panda fingers are merged into link 7 exactly as
-``pin.buildReducedModel`` merges them), position limits and URDF effort limits. Meshes are not loaded:
-the only collision geometry is a sphere at the tool point (``tool_frame``) and the table box, so the
-plant is independent of mesh files and robust on a fresh machine.
-
-Scene and modelling choices (documented for the controller, which models a frictionless surface
-contact ``{type: point_contact, frame: <tool>, axes: [z]}``):
-
-* torque motors only (``ctrl`` = joint torque, ``ctrlrange`` = ± URDF effort), no position servos;
-* joint damping/armature 0 (Pinocchio's M and h carry neither), so free motion matches Pinocchio;
-* the tool/table contact is **frictionless** (``condim=1``): the only contact force is along the table
-  normal, which is what a ``point_contact`` with ``axes: [z]`` models. A friction cone would add
-  tangential forces the controller does not model (it treats them as disturbances);
-* stiff soft contact: ``solref=(0.002, 1)`` (2 ms time constant, critically damped; MuJoCo needs it
-  ≥ 2 timesteps) with ``solimp=(0.95, 0.99, 0.001)``: about 3 µm of penetration at 10 N, crisp on the
-  1 kHz loop (the price is an impact peak of 2–4× the pressing force when touching down at 1 cm/s);
-* ``timestep`` 0.5 ms (2 kHz physics); the plant's ``step(tau, dt)`` holds τ over ``dt`` (zero-order hold);
-* the table is a mocap body, so its height can change during a run (``set_table_height``);
-* a 6-axis force/torque sensor (MuJoCo ``force``/``torque`` sensors) sits at the tool site on a massless
-  tool body, so it reads exactly the contact wrench; the normal force is also available from
-  ``mj_contactForce`` (``contact_force_world``).
+"""A MuJoCo plant built from the same URDF as the Pinocchio model, plus a table scene (issue 6); the MJCF and
+the modelling choices are in :mod:`qv_dynamics.plants.mujoco_scene`.
 
 Sign conventions: :meth:`MujocoPlant.contact_force_world` is the force the table exerts **on** the tool,
 in world axes (pressing down on the table gives +z). With the SPEC's ``M q̈ + h = τ − Aᵀλ`` and the
@@ -29,13 +7,13 @@ constraint row A = ∂z_tool/∂q, the multiplier is ``λ = −F_z`` (:meth:`lam
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
+from .mujoco_scene import SceneConfig, mjcf_from_pinocchio
 
 try:  # mujoco is a run-time dependency of this module only
     import mujoco
@@ -44,128 +22,6 @@ except ImportError as exc:  # pragma: no cover - reported when the module is use
     _IMPORT_ERROR = exc
 else:
     _IMPORT_ERROR = None
-
-
-@dataclass
-class SceneConfig:
-    """Scene parameters (all SI units)."""
-
-    tool_frame: str = "panda_hand_tcp"
-    tip_radius: float = 0.01
-    table_height: float = 0.2          # z of the table top surface
-    table_center: Sequence[float] = (0.5, 0.0)
-    table_half_size: Sequence[float] = (0.4, 0.5)
-    table_thickness: float = 0.05
-    timestep: float = 0.0005
-    solref: Sequence[float] = (0.002, 1.0)
-    solimp: Sequence[float] = (0.95, 0.99, 0.001, 0.5, 2.0)
-    friction: float = 0.0              # 0 -> frictionless (condim 1); > 0 -> condim 3 with this μ
-    joint_damping: float = 0.0
-    gravity: Sequence[float] = (0.0, 0.0, -9.81)
-    extra: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "SceneConfig":
-        d = dict(d or {})
-        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
-        return cls(**known, extra=d)
-
-
-def _fmt(x) -> str:
-    return " ".join(f"{float(v):.12g}" for v in np.ravel(x))
-
-
-def _quat_wxyz(R: np.ndarray) -> np.ndarray:
-    q = pin.Quaternion(R)
-    return np.array([q.w, q.x, q.y, q.z])
-
-
-_AXIS = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1),
-         "JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
-
-
-def mjcf_from_pinocchio(model: pin.Model, scene: SceneConfig | None = None) -> str:
-    """Generate MJCF for a fixed-base chain/tree of 1-DoF joints from a Pinocchio model, plus the scene.
-
-    Bodies follow Pinocchio's joint tree (jointPlacements), inertias are Pinocchio's (already merged
-    for fixed/locked children). Raises ModelError for joint types MuJoCo cannot mirror here."""
-    scene = scene or SceneConfig()
-    if not model.existFrame(scene.tool_frame):
-        raise ModelError(f"tool frame '{scene.tool_frame}' is not in the model")
-    children: dict[int, list[int]] = {j: [] for j in range(model.njoints)}
-    for j in range(1, model.njoints):
-        children[model.parents[j]].append(j)
-    lim = np.array(model.effortLimit, dtype=float)
-    tool = model.frames[model.getFrameId(scene.tool_frame)]
-    cond = 1 if scene.friction <= 0 else 3
-    fric = max(scene.friction, 0.0)
-    solref, solimp = _fmt(scene.solref), _fmt(scene.solimp)
-
-    def body(j: int, indent: str) -> list[str]:
-        jm = model.joints[j]
-        kind = jm.shortname()
-        if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
-            raise ModelError(f"joint '{model.names[j]}' of type {kind} is not supported by the MuJoCo plant")
-        axis = _AXIS.get(kind) or tuple(np.asarray(jm.axis).ravel())
-        jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
-        Mj = model.jointPlacements[j]
-        name = model.names[j]
-        I = model.inertias[j]
-        Ic = np.asarray(I.inertia)
-        iq = jm.idx_q
-        lo, hi = model.lowerPositionLimit[iq], model.upperPositionLimit[iq]
-        limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
-        rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-        quat = _fmt(_quat_wxyz(Mj.rotation))
-        lines = [f'{indent}<body name="{name}_body" pos="{_fmt(Mj.translation)}" quat="{quat}">',
-                 f'{indent}  <joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} '
-                 f'damping="{scene.joint_damping:.12g}" armature="0" frictionloss="0"/>']
-        if I.mass > 0:
-            full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])
-            lines.append(f'{indent}  <inertial pos="{_fmt(I.lever)}" mass="{I.mass:.12g}" fullinertia="{_fmt(full)}"/>')
-        if tool.parentJoint == j:
-            P = tool.placement
-            lines += [f'{indent}  <body name="tool" pos="{_fmt(P.translation)}" quat="{_fmt(_quat_wxyz(P.rotation))}">',
-                      f'{indent}    <site name="tool_site" size="0.005"/>',
-                      f'{indent}    <geom name="tool_tip" type="sphere" size="{scene.tip_radius:.12g}" mass="0" '
-                      f'contype="1" conaffinity="1" condim="{cond}" friction="{fric:.12g} 0 0" '
-                      f'solref="{solref}" solimp="{solimp}"/>',
-                      f'{indent}  </body>']
-        for c in children[j]:
-            lines += body(c, indent + "  ")
-        lines.append(f"{indent}</body>")
-        return lines
-
-    tree = []
-    for c in children[0]:
-        tree += body(c, "    ")
-    motors = []
-    for j in range(1, model.njoints):
-        iv = model.joints[j].idx_v
-        e = lim[iv] if lim[iv] > 0 else 1e6
-        motors.append(f'    <motor name="{model.names[j]}_motor" joint="{model.names[j]}" gear="1" '
-                      f'ctrllimited="true" ctrlrange="{-e:.12g} {e:.12g}"/>')
-    cx, cy = scene.table_center
-    hx, hy = scene.table_half_size
-    ht = scene.table_thickness / 2
-    return "\n".join([
-        f'<mujoco model="{model.name or "robot"}_table">',
-        '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
-        f'  <option timestep="{scene.timestep:.12g}" gravity="{_fmt(scene.gravity)}" integrator="Euler"/>',
-        '  <worldbody>',
-        f'    <body name="table" mocap="true" pos="{cx:.12g} {cy:.12g} {scene.table_height - ht:.12g}">',
-        f'      <geom name="table_top" type="box" size="{hx:.12g} {hy:.12g} {ht:.12g}" contype="1" conaffinity="1" '
-        f'condim="{cond}" friction="{fric:.12g} 0 0" solref="{solref}" solimp="{solimp}" rgba="0.6 0.5 0.4 1"/>',
-        '    </body>',
-        *tree,
-        '  </worldbody>',
-        '  <actuator>', *motors, '  </actuator>',
-        '  <sensor>',
-        '    <force name="tool_force" site="tool_site"/>',
-        '    <torque name="tool_torque" site="tool_site"/>',
-        '  </sensor>',
-        '</mujoco>',
-    ])
 
 
 class MujocoPlant:

@@ -31,8 +31,17 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from ..errors import QVError
 from ..quasi import quasi_decompose
-from .messages import (CommandMap, EpisodeCounter, diagnostic_array, JointLayout, joint_state_to_arrays, labelled,
-                          load_model_config, reject_kind, sensor_wrench_rows, stamp_to_sec, wrench_to_array)
+from .health import EpisodeCounter, diagnostic_array, reject_kind
+from .messages import (
+    CommandMap,
+    JointLayout,
+    joint_state_to_arrays,
+    labelled,
+    sensor_wrench_rows,
+    stamp_to_sec,
+    wrench_to_array,
+)
+from .params import DYNAMICS_NODE, declare, load_model_config
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
 QUANTITIES = ("v", "v_r", "xi", "u_v", "u_xi", "lambda", "lambda_measured", "scalars")
@@ -43,23 +52,7 @@ class DynamicsNode(Node):
 
     def __init__(self, node_name: str = "qv_dynamics", *, system=None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
-        p = self.declare_parameter
-        p("model_config", "")
-        p("robot_description", "")
-        p("joint_states_topic", "/joint_states")
-        p("joint_states_queue", 1)  # 1: evaluate the freshest state; no backlog when slower than the stream
-        p("command_topic", "")
-        p("joints", [""])
-        p("wrench_topics", [""])
-        p("wrench_constraints", [""])
-        p("wrench_sign", 1.0)  # -1 if the sensor reports the environment's reaction instead of λ
-        p("fixed_frame", "")
-        p("force_scale", 0.01)      # m of arrow per N
-        p("publish_markers", True)
-        p("markers_period", 0.04)   # s of message time between MarkerArrays (rviz needs ~25 Hz, not 1 kHz)
-        p("decimation", 1)          # evaluate every k-th /joint_states message
-        p("diagnostics_period", 1.0)
-        p("condition_warn", 1e6)
+        declare(self, DYNAMICS_NODE)
         gp = self.get_parameter
         if system is None:
             system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
@@ -267,6 +260,7 @@ class DynamicsNode(Node):
             "eval_time_ms_mean": mean, "eval_time_ms_max": st["eval_ms_max"], "messages": st["messages"],
             "rejected_nonfinite": rej.get("nonfinite", 0), "rejected_size": rej.get("size", 0),
             "rejected_names": rej.get("names", 0), "rejected_model": rej.get("model", 0),
+            "unknown_parameters": len(self.unknown_parameters),
             "messages_without_effort": st["no_effort"],
         }
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,

@@ -17,7 +17,7 @@ Modes (parameter ``mode``), as in the built-in simulator node:
                 command, then the new state is published; ``lockstep_resend`` re-publishes the state when
                 no command came for that long (start-up).
 Scene parameters: ``scene.table_height``, ``scene.tip_radius``, ``scene.friction``, ``scene.timestep``,
-``scene.tool_frame`` (see :class:`~qv_dynamics.plants.mujoco_plant.SceneConfig`).
+``scene.tool_frame`` (see :class:`~qv_dynamics.plants.mujoco_scene.SceneConfig`).
 """
 from __future__ import annotations
 
@@ -34,11 +34,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
 from ..errors import ModelError
-from ..plants.mujoco_plant import MujocoPlant, SceneConfig
-from .plant_node import DYN, PlantNodeMixin
-from .messages import EpisodeCounter, array_to_wrench, arrays_to_joint_state, load_model_config, sec_to_stamp
-
-SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
+from ..plants.mujoco_plant import MujocoPlant
+from ..plants.mujoco_scene import SceneConfig
+from .health import EpisodeCounter
+from .messages import array_to_wrench, arrays_to_joint_state, sec_to_stamp
+from .params import MUJOCO_NODE, SCENE_KEYS
+from .plant_node import PlantNodeMixin
 
 
 class MujocoNode(PlantNodeMixin, Node):
@@ -48,15 +49,8 @@ class MujocoNode(PlantNodeMixin, Node):
     def __init__(self, node_name: str = "qv_mujoco", *, system=None, plant: MujocoPlant | None = None,
                  q0=None, qdot0=None, on_step: Callable | None = None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
-        self._declare_plant_parameters()
-        p = self.declare_parameter
-        p("wrench_topic", "~/tool_ft/wrench")
-        for k in SCENE_KEYS:
-            p(f"scene.{k}", None, DYN)
+        system, doc = self._declare_and_load(MUJOCO_NODE, system)
         gp = self.get_parameter
-        doc: dict = {}
-        if system is None:
-            system, doc = load_model_config(gp("model_config").value, gp("robot_description").value)
         self._configure_plant(system)
         if plant is None:
             scene = dict(doc.get("scene") or {})

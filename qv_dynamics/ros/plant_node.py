@@ -11,14 +11,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from rcl_interfaces.msg import ParameterDescriptor
 from std_msgs.msg import Float64MultiArray
 
-from ..errors import ModelError, QVError
-from .messages import CommandMap, JointLayout, declare_io_parameters, reject_kind
+from ..errors import QVError
+from .health import reject_kind
+from .messages import CommandMap, JointLayout
+from .params import declare, load_model_config
 
-MODES = ("realtime", "lockstep")
-DYN = ParameterDescriptor(dynamic_typing=True)
 MAX_STEPS_PER_TICK = 50
 
 
@@ -26,16 +25,14 @@ class PlantNodeMixin:
     """Mixed into an rclpy ``Node`` that defines ``step_once()``, ``publish_state()``, ``tau``, ``steps``,
     ``rejects`` (EpisodeCounter) and, in realtime mode, ``wall0``."""
 
-    def _declare_plant_parameters(self) -> None:
-        declare_io_parameters(self)
-        p = self.declare_parameter
-        p("dt", 0.001)
-        p("mode", "realtime")
-        p("real_time_factor", 1.0)
-        p("lockstep_resend", 0.5)
-        p("publish_clock", True)
-        p("q0", None, DYN)
-        p("qdot0", None, DYN)
+    def _declare_and_load(self, table, system) -> tuple[object, dict]:
+        """Declare the node's parameter table; (system, model config document) from the parameters unless
+        ``system`` was passed in-process."""
+        declare(self, table)
+        if system is not None:
+            return system, {}
+        return load_model_config(self.get_parameter("model_config").value,
+                                 self.get_parameter("robot_description").value)
 
     def _configure_plant(self, system) -> None:
         """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""
@@ -44,15 +41,9 @@ class PlantNodeMixin:
         self.layout = JointLayout.from_system(system)
         joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
         self.cmd_map = CommandMap(system, joints)
-        self.mode = gp("mode").value
-        if self.mode not in MODES:
-            raise ModelError(f"mode must be one of {MODES}, got {self.mode!r}")
+        self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table
         self.dt = float(gp("dt").value)
-        if not (self.dt > 0 and np.isfinite(self.dt)):
-            raise ModelError(f"dt must be a positive number, got {self.dt}")
         self.rtf = float(gp("real_time_factor").value)
-        if not self.rtf > 0:
-            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
 
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else

@@ -14,6 +14,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from ..errors import QVError
+from ..linalg import limit_blas_threads
 
 
 def make_executor(context=None):
@@ -41,6 +42,7 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
     ``argv`` defaults to ``sys.argv`` (ROS arguments: ``--ros-args --params-file config/...yaml``);
     ``on_start(node)`` runs once before spinning. Start-up objects are moved out of the garbage
     collector's generations (``gc.freeze``): shorter collector pauses in the 1 kHz callbacks."""
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     rclpy.init(args=argv if argv is not None else sys.argv)
     try:
         node = factory()

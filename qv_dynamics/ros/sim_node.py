@@ -27,18 +27,20 @@ import sys
 import time
 
 import numpy as np
+from geometry_msgs.msg import WrenchStamped
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
 from rclpy.node import Node
-from geometry_msgs.msg import WrenchStamped
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import ModelError, QVError
+from ..robots import scale_inertias
+from .health import EpisodeCounter
+from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench, sec_to_stamp
+from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
-from .messages import (EpisodeCounter, array_to_wrench, arrays_to_joint_state, constraint_wrench,
-                          load_model_config, sec_to_stamp)
 
 
 class StepperState:
@@ -72,18 +74,6 @@ class StepperState:
         self.k += 1
 
 
-def scale_masses(system, scale: float) -> None:
-    """Multiply every body's mass and rotational inertia by ``scale`` (centres of mass unchanged), in
-    place: the simulated plant then differs from the controller's model (e.g. an unmodelled payload)."""
-    import pinocchio as pin
-
-    model = system.model
-    for i in range(1, model.njoints):
-        Y = model.inertias[i]
-        model.inertias[i] = pin.Inertia(Y.mass * scale, Y.lever.copy(), Y.inertia * scale)
-    system.data = model.createData()
-
-
 def topic_token(name: str) -> str:
     """A constraint name as a valid ROS topic token (``wall#1`` -> ``wall_1``)."""
     tok = re.sub(r"[^A-Za-z0-9_]", "_", name)
@@ -95,21 +85,11 @@ class SimNode(PlantNodeMixin, Node):
 
     def __init__(self, node_name: str = "qv_sim", *, system=None, q0=None, qdot0=None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
-        self._declare_plant_parameters()
-        p = self.declare_parameter
-        p("publish_wrench", True)
-        p("method", "projection")
-        p("integrator", "rk4")
-        p("mass_scale", 1.0)  # plant/model mismatch: every link's mass and rotational inertia × this
+        system, doc = self._declare_and_load(SIM_NODE, system)
         gp = self.get_parameter
-        doc: dict = {}
-        if system is None:
-            system, doc = load_model_config(gp("model_config").value, gp("robot_description").value)
         scale = float(gp("mass_scale").value)
-        if not (scale > 0 and np.isfinite(scale)):
-            raise ModelError(f"mass_scale must be a positive number, got {scale}")
         if scale != 1.0:
-            scale_masses(system, scale)
+            scale_inertias(system, scale)
         self._configure_plant(system)
         init = doc.get("initial") or {}
         q0 = self._initial("q0", q0, init.get("q"), system.neutral(), to_q=True)

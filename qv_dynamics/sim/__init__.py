@@ -1,4 +1,7 @@
-"""The constrained simulator (SPEC §5): a :class:`Stepper` advances one step, :func:`simulate` runs a schedule."""
-from .stepper import INTEGRATORS, METHODS, Stepper, Trajectory, simulate
+"""The constrained simulator (SPEC §4 "Simulator contract"): a :class:`Stepper` advances one step (section 6
+of the projection-operator paper), :func:`simulate` runs it with a controller and a contact schedule."""
+from .simulate import Simulation, simulate
+from .stepper import INTEGRATORS, METHODS, Accel, Stepper
+from .trajectory import Trajectory
 
-__all__ = ["Stepper", "Trajectory", "simulate", "METHODS", "INTEGRATORS"]
+__all__ = ["Stepper", "Accel", "Trajectory", "Simulation", "simulate", "METHODS", "INTEGRATORS"]

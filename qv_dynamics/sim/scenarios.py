@@ -32,9 +32,12 @@ from typing import Any, Callable
 import numpy as np
 import pinocchio as pin
 
+from ..linalg import limit_blas_threads
 from ..model import ConstrainedSystem
 from ..robots import package_share_dir
-from .stepper import INTEGRATORS, METHODS, Trajectory, simulate
+from .simulate import simulate
+from .stepper import INTEGRATORS, METHODS
+from .trajectory import Trajectory
 
 
 @dataclass
@@ -305,6 +308,7 @@ def plot(tr: Trajectory, path, title: str = "") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="qv simulate", description="Run a built-in constrained-simulation scenario.")
     ap.add_argument("name", choices=sorted(SCENARIOS))

@@ -1,0 +1,104 @@
+"""Control with passive joints (paper `aghili-projection-operator` eq. 56–62) and the controllability test
+R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from qv_dynamics.projection import pinv_rank
+from qv_dynamics.state import Reference, State
+
+from .base import GainError
+from .projection_base import ProjectionLawBase, UncontrollableError
+
+
+def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-8, P: np.ndarray | None = None):
+    """(I + H, residual) of eq. 61–62 and the eq. 58 range-inclusion residual
+    ‖(I − QbQb⁺)(I−B)P‖ / max(‖(I−B)P‖, 1) with Qb = (I−B)(I−P). ``P``: I − A⁺A if already known."""
+    n = A.shape[1]
+    if P is None:
+        _, _, V2 = pinv_rank(A)
+        P = V2 @ V2.T
+    IB = np.diag((~actuated_mask).astype(float))
+    Pp = np.eye(n) - P
+    Qb = IB @ Pp
+    Qb_pinv, _, _ = pinv_rank(Qb)
+    IBP = IB @ P
+    resid = float(np.linalg.norm(IBP - Qb @ (Qb_pinv @ IBP), 2) / max(np.linalg.norm(IBP, 2), 1.0))
+    H = -Pp @ Qb_pinv @ IB
+    return np.eye(n) + H, P, resid
+
+
+def _uncontrollable_message(system, A: np.ndarray, mask: np.ndarray, resid: float) -> str:
+    n = A.shape[1]
+    B = np.eye(n)[mask]
+    K = np.vstack([A, B]) if B.size else A
+    _, _, V2 = pinv_rank(K)
+    passive = [nm for nm, a in zip(_velocity_names(system), mask) if not a]
+    msg = (f"uncontrollable with actuated joints {[nm for nm, a in zip(_velocity_names(system), mask) if a]}: "
+           f"R((I-B)P) is not inside R((I-B)(I-P)) (eq. 58/64, residual {resid:.2e})")
+    if V2.shape[1]:
+        d = V2[:, 0]
+        msg += ("; the passive joints " + str(passive) + " can move with every actuator locked, e.g. along "
+                + ", ".join(f"{nm}: {x:+.3f}" for nm, x in zip(_velocity_names(system), d) if abs(x) > 1e-6))
+    return msg
+
+
+def _velocity_names(system) -> list[str]:
+    names = [""] * system.nv
+    for jn in system.joint_names:
+        names[system.joint_v_index(jn)] = jn
+    return [nm or f"v{i}" for i, nm in enumerate(names)]
+
+
+def _actuated_mask(system, actuated) -> np.ndarray:
+    mask = np.zeros(system.nv, bool)
+    if actuated is None or len(actuated) == 0:
+        raise GainError("actuated: list the actuated joint names (the others are passive)")
+    for name in actuated:
+        mask[system.joint_v_index(name)] = True
+    return mask
+
+
+def check_controllability(system, actuated: Sequence[str], q, tol: float = 1e-8) -> float:
+    """Eq. 58/64 at configuration q for the given actuated joints; returns the residual or raises
+    :class:`UncontrollableError` naming a passive motion that no actuator can resist."""
+    mask = _actuated_mask(system, actuated)
+    _, A = system.constraint_rows(q)
+    _, _, resid = passive_projector(A, mask, tol)
+    if resid > tol:
+        raise UncontrollableError(_uncontrollable_message(system, A, mask, resid))
+    return resid
+
+
+class PassiveJointLaw(ProjectionLawBase):
+    """PIDC for mechanisms with passive joints, eq. 56–62: f = (I + H)(h∥ + PMu_p), zero on passive joints.
+
+    ``actuated``: names of the actuated joints (B of eq. 55). Raises :class:`UncontrollableError` at
+    construction (if ``q0`` is given) and on any call where eq. 58/64 fails."""
+
+    name = "passive"
+
+    def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, q0=None,
+                 controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6):
+        super().__init__(system, coordinates, kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max)
+        self.actuated = list(actuated)
+        self.mask = _actuated_mask(system, self.actuated)
+        self.tol = float(controllability_tol)
+        if self.limits is not None:
+            self.limits = np.where(self.mask, self.limits, np.inf)
+        if q0 is not None:
+            check_controllability(system, self.actuated, q0, self.tol)
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
+        IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
+        if resid > self.tol:
+            raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
+        base = IH @ (P @ terms.h)
+        motion = IH @ (P @ (terms.M @ u_p))
+        base[~self.mask] = 0.0
+        motion[~self.mask] = 0.0
+        self.last.update(controllability_residual=resid)
+        return self._finish(base, None, motion)

@@ -1,0 +1,38 @@
+"""Hybrid PIDC motion + constraint-force control (paper `aghili-projection-operator` eq. 51–54)."""
+from __future__ import annotations
+
+import numpy as np
+
+from qv_dynamics.projection import coupling
+from qv_dynamics.state import Reference, State
+
+from .projection_base import ProjectionLawBase
+
+
+class PIDCForceLaw(ProjectionLawBase):
+    """Hybrid motion/force control, eq. 54 = PIDC (eq. 45–46) + constraint force control (eq. 51–52).
+
+    ``kf`` (G_F, < 1 because the measured force is one sample old) and ``ki`` (G_I) act on
+    e_f = Aᵀ(λ_d − λ_meas); without ``State.lambda_meas`` the force loop is open (F = F_d with an exact
+    model). With a measurement the force error obeys (G_F + 1)ė_f + G_I e_f = 0."""
+
+    name = "pidc_force"
+
+    def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
+                 cond_max: float = 1e6):
+        super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
+                         cond_max=cond_max)
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
+        M, A = terms.M, terms.A
+        mu = coupling(M, P)                                 # (I−P)MM_c⁻¹ (eq. 32)
+        F_d = A.T @ ref.lambda_
+        corr = self._force_correction(t, None if lam_meas is None else F_d - A.T @ lam_meas)
+        u_F = F_d if corr is None else F_d + corr
+        u_F = u_F - P @ u_F                                 # keep it impotent: (I−P)u_F
+        PMu = P @ (M @ u_p)
+        base = terms.h + mu @ (M @ a_perp)
+        motion = PMu + mu @ PMu
+        self.last.update(F_d=F_d, u_F=u_F, force_feedback=corr is not None)
+        return self._finish(base, u_F, motion)

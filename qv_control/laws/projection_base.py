@@ -1,0 +1,55 @@
+"""Control laws of the projection-operator formulation (paper `aghili-projection-operator` section 7).
+
+Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ = (I−P)q̈ = −A⁺Ȧq̇ (eq. 13/16).
+
+- PIDC (eq. 45–46): f∥ = h∥ + PMu_p, u_p = Λ̇θ̇ + Λ(θ̈_d + G_D ė + G_P e), e = θ_d − θ, where
+  Λ = ∂ψ/∂θ = N(JN)⁻¹ (N a basis of N(A), J = ∂θ/∂q: the unique right inverse of J inside N(A), eq. 40
+  and 43) and Λ̇θ̇ = a⊥ − Λ(J̇q̇ + Ja⊥) (the unique a with Aa = −Ȧq̇, Ja = −J̇q̇). Closed loop:
+  ë + G_D ė + G_P e = 0 (proof of Theorem 4), with the minimum-norm torque f = f∥ (eq. 48).
+- Weighted minimum norm (eq. 49–50): with a p.d. W, f = W^½ P_W W^-½ (h + Mu_p), P_W = I − A_W⁺A_W,
+  A_W = AW^-½: the same motion (Pf is unchanged) with the least fᵀW⁻¹f.
+- Constraint force control (eq. 51–52): f⊥ = h⊥ + μ(f∥ − h∥ + Ma⊥) + u_F, u_F = (I−P)(F_d + G_F e_f +
+  G_I∫e_f), e_f = F_d − F, F_d = Aᵀλ_d, μ = (I−P)MM_c⁻¹. (The paper prints μ(f∥ − h∥ + Cq̇) with its C =
+  Ṗ; by eq. 32 the term is μC_c q̇ = μMa⊥ — an acceleration needs M to be a force.) With an exact model
+  F = u_F, hence (G_F + 1)ė_f + G_I e_f = 0 for the measured F.
+- Hybrid (eq. 54): f = h + μMa⊥ + (I + μ)PMu_p + u_F.
+- Passive joints (eq. 56–62): f = (I + H)f∥, H = −(I−P)Q⁺(I−B), Q = (I−B)(I−P) (named Qb here), which
+  puts zero torque on the passive joints without changing the motion; the controllability condition
+  R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64) is checked on every call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from qv_dynamics.errors import RankDeficiencyError
+from qv_dynamics.projection import projection
+from qv_dynamics.state import State
+
+from ..coordinates import check_reduced_jacobian
+from .base import ControlLaw
+
+
+class UncontrollableError(RankDeficiencyError):
+    """The actuated joints cannot realise every admissible motion (eq. 58/64 violated)."""
+
+
+class ProjectionLawBase(ControlLaw):
+    """Shared PIDC motion part (eq. 45–46)."""
+
+    def _pidc(self, state: State, reference):
+        t, q, qdot, lam_meas = self._read_state(state)
+        terms = self.system.evaluate(q, qdot)
+        kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuses evaluate's kinematics at (q, q̇)
+        ref = self._read_reference(reference, t, kin.theta, terms.m)
+        pr = projection(terms)                                         # P, A⁺, a⊥ (eq. 15-16)
+        P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
+        JN = kin.J @ V2
+        cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
+        Lam = V2 @ np.linalg.inv(JN)                                   # Λ = ∂ψ/∂θ (eq. 40)
+        e = ref.theta - kin.theta
+        edot = ref.theta_dot - kin.theta_dot
+        acc = ref.theta_ddot + self.kd * edot + self.kp * e
+        u_p = a_perp + Lam @ (acc - kin.Jdot_qdot - kin.J @ a_perp)  # eq. 46
+        self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=cond, u_p=u_p,
+                         lambda_d=ref.lambda_)
+        return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas

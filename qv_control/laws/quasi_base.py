@@ -1,0 +1,87 @@
+"""Hybrid force/motion control in quasi-velocities and quasi-forces (paper `aghili-quasi-velocities`
+section 3, with the SPEC §2 signs: v̇_r = −Γ_v v_r + u_v, ξ = u_ξ + Γ_ξ v_r).
+
+Both laws output τ = g + Q(V₁u_ξ + V₂u_v) (SPEC §2) and use one ``system.evaluate`` and one
+``quasi_decompose`` per call (the previous QuasiState is passed as ``prev`` so V₁, V₂ stay continuous).
+
+Force channel (eq. 42; eq. 47 when ``compensate_velocity=False``)::
+
+    u_ξ = ξ_d − (Γ_ξ v_r) [+ V₁ᵀΛᵀ(k_f e_λ + k_i ∫e_λ)],   ξ_d = V₁ᵀΛᵀλ_d,   e_λ = λ_d − λ_meas
+
+so that ξ = ξ_d exactly with an exact model. Sign: the core's ``Gamma_xi_vr`` is the term with
+ξ = u_ξ + Γ_ξv_r (SPEC §2, paper eq. 20, checked numerically against KKT dynamics), so it must be
+*subtracted* to compensate it. The paper's eq. 42 (and the SPEC's copy "u_ξ = ξ_d + Γ_ξ v_r") would give
+ξ = ξ_d + 2Γ_ξv_r — a sign slip; the law follows the intent "compensate the velocity term". The optional PI acts
+on the measured multiplier
+(``State.lambda_meas``: a force sensor or an estimate) and absorbs model error. ``force=False`` sets
+u_ξ = 0: the minimum-‖u‖ (kinetic metric, eq. 43) torque for the commanded motion.
+
+Compliant contacts: with ``normal_motion=True`` (default) the tracking law also accounts for a measured
+normal quasi-velocity v_n = V₁ᵀv ≠ 0 (a soft table: the tool sinks by µm when the force changes), which
+the rigid model (Aq̇ = 0) ignores: v̇_r = −Γ_v v_r − Γ_vn v_n + u_v (:func:`normal_coupling`) and
+θ̇ = Dv_r + D₁v_n. With Aq̇ = 0 the law is exactly eq. 35–38 (see :class:`QuasiTrackingLaw`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from qv_dynamics.quasi import quasi_decompose
+
+from .base import ControlLaw
+
+
+def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
+    """Γ_vn v_n: the term a normal quasi-velocity v_n = V₁ᵀv adds to the tangential dynamics,
+    v̇_r = −Γ_v v_r − Γ_vn v_n + u_v (V₂ in the parallel-transport gauge; Γ_vn = 0·v_n is what eq. 17/18a
+    assume with Aq̇ = 0).
+
+    Γ_vn = V₂ᵀΓV₁ − V̇₂ᵀV₁, and differentiating ΛV₂ = 0 (eq. 12) gives V₁ᵀV̇₂ = −W₁Λ̇V₂ with W₁ = V₁ᵀΛ⁺,
+    Λ̇ = (Ȧ − ΛQ̇ᵀ)Q⁻ᵀ, so Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Λ̇ᵀW₁ᵀv_n), Λ̇ᵀz = Q⁻¹(Ȧᵀz − Q̇Λᵀz).
+    ``qs``: a QuasiState (SPEC §2), ``Adot``: Ȧ (m×n) at the same state."""
+    if not qs.rank:
+        return np.zeros(qs.V2.shape[1])
+    z = qs.W1.T @ v_n                                                    # W₁ᵀv_n (m)
+    lam_dot_t = qs.Qinv @ (Adot.T @ z - qs.Qdot @ (qs.Lambda.T @ z))     # Λ̇ᵀW₁ᵀv_n
+    return qs.V2.T @ (qs.Gamma @ (qs.V1 @ v_n) + lam_dot_t)
+
+
+class QuasiLawBase(ControlLaw):
+    """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
+
+    def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
+                 compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6):
+        super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
+                         cond_max=cond_max)
+        self.force = bool(force)
+        self.compensate_velocity = bool(compensate_velocity)
+        self._prev = None
+
+    def reset(self) -> None:
+        super().reset()
+        self._prev = None
+
+    def _decompose(self, q, qdot):
+        terms = self.system.evaluate(q, qdot)
+        qs = quasi_decompose(terms, prev=self._prev)
+        if qs.rank_changed:
+            self.force_pi.reset()
+        self._prev = qs
+        return terms, qs
+
+    def _force_channel(self, t, qs, lam_d, lam_meas) -> tuple[np.ndarray, np.ndarray]:
+        """u_ξ (eq. 42/47 + PI) and ξ_d."""
+        r = qs.rank
+        if not self.force or r == 0:
+            return np.zeros(r), np.zeros(r)
+        xi_d = qs.xi_from_lambda(lam_d)
+        u_xi = xi_d - qs.Gamma_xi_vr if self.compensate_velocity else xi_d.copy()
+        corr = self._force_correction(t, None if lam_meas is None else lam_d - lam_meas)
+        if corr is not None:
+            u_xi = u_xi + qs.xi_from_lambda(corr)
+        self.last["force_feedback"] = corr is not None
+        return u_xi, xi_d
+
+    def _torque(self, terms, qs, u_v, u_xi) -> np.ndarray:
+        Q = qs.Q
+        force = Q @ (qs.V1 @ u_xi) if qs.rank else None
+        return self._finish(terms.g, force, Q @ (qs.V2 @ u_v))

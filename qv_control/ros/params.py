@@ -1,0 +1,154 @@
+"""Parameters of ``qv_controller_node`` as data (see :mod:`qv_dynamics.ros.params` for the mechanism).
+
+``read_only=False`` marks what may change while running: ``joints``, ``law`` and ``law_params.*`` (the law
+is rebuilt), ``watchdog_timeout``, ``safe_mode``, ``theta_desired``, ``lambda_desired``. ``law_params.*``
+(e.g. ``law_params.kp``) are the keyword arguments of :func:`qv_control.make_law`; the node declares the
+ones it is given.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+
+from qv_dynamics.errors import ModelError, QVError, UnknownNameError
+from qv_dynamics.ros.messages import CommandMap
+from qv_dynamics.ros.params import MODEL_IO, Param, finite_list, one_of, positive, validate
+
+from ..laws.registry import make_law
+
+SAFE_MODES = ("zero", "gravity")
+LAW_PREFIX = "law_params."
+
+CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
+    Param("joint_states_queue", 1, "subscription depth; 1 always acts on the freshest state (no backlog)"),
+    Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
+    Param("law", "", "law name for qv_control.make_law (quasi_tracking, quasi_setpoint, pidc, pidc_force, passive)",
+          read_only=False),
+    Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output",
+          positive("watchdog_timeout"), read_only=False),
+    Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]", positive("watchdog_period")),
+    Param("safe_mode", "zero", "safe output: zero effort or gravity hold τ = g(q_last)",
+          one_of("safe_mode", SAFE_MODES), read_only=False),
+    Param("theta_desired", None, "constant θ_d until a ~/reference trajectory arrives",
+          finite_list("theta_desired"), read_only=False),
+    Param("lambda_desired", None, "λ_d, one value per active constraint row", finite_list("lambda_desired"),
+          read_only=False),
+    Param("wrench_topics", None, "geometry_msgs/WrenchStamped topics measuring λ, paired with wrench_constraints"),
+    Param("wrench_constraints", None, "constraint names measured by wrench_topics"),
+    Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
+    Param("reference.times", None, "spline reference: knot times [s] from the first valid state",
+          finite_list("reference.times")),
+    Param("reference.waypoints", None, "spline reference: len(times) × k values, row-major",
+          finite_list("reference.waypoints")),
+    Param("reference.kind", "quintic", "spline reference: quintic or cubic", one_of("reference.kind",
+                                                                                     ("quintic", "cubic"))),
+)
+
+
+def make_node_law(name: str, system, **params):
+    """:func:`qv_control.make_law` for a node: a bad parameter set is a ModelError naming the law."""
+    try:
+        return make_law(name, system, **params)
+    except QVError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ModelError(f"law '{name}' with parameters {params}: {exc}") from None
+
+
+def law_theta_names(law, default: list[str]) -> list[str]:
+    """Names of the law's minimal coordinates θ (for JointTrajectory.joint_names)."""
+    for attr in ("theta_names", "coordinate_names"):
+        names = getattr(law, attr, None)
+        if names:
+            return list(names)
+    coords = getattr(law, "coords", None) or getattr(law, "coordinates", None)
+    names = getattr(coords, "labels", None) or getattr(coords, "names", None)
+    return list(names) if names else list(default)
+
+
+class ControllerParameters:
+    """The parameter behaviour of :class:`~qv_control.ros.controller_node.ControllerNode`: the law built from
+    ``law`` + ``law_params.*``, an on-set callback that only validates, a post-set callback that applies."""
+
+    def _declare_law_params(self, overrides) -> list[str]:
+        names = []
+        for prm in overrides:
+            if prm.name.startswith(LAW_PREFIX) and not self.has_parameter(prm.name):
+                self.declare_parameter(prm.name, prm.value, ParameterDescriptor(dynamic_typing=True))
+                names.append(prm.name)
+        return names
+
+    def _law_name(self) -> str:
+        name = self.get_parameter("law").value
+        if not name:
+            raise ModelError("parameter 'law' is required (a law name of qv_control.laws.make_law)")
+        return name
+
+    def _law_params(self, overrides: dict | None = None) -> dict:
+        out = {}
+        for full in self._law_param_names:
+            out[full[len("law_params."):]] = self.get_parameter(full).value
+        for full, val in (overrides or {}).items():
+            out[full[len("law_params."):]] = val
+        return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
+                    all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
+
+    def _command_map(self, joints) -> CommandMap:
+        """The effort command order; UnknownNameError with the model's joint names."""
+        joints = [j for j in joints if j] if isinstance(joints, (list, tuple)) else []
+        if not joints:
+            raise UnknownNameError("parameter 'joints' is required: the joints of the effort controller, in its order")
+        return CommandMap(self.system, joints)
+
+    def _build_law(self, law_changes: dict | None = None, name: str | None = None):
+        """The law from ``law`` + ``law_params.*`` (current values, overridden by ``law_changes``)."""
+        name = self._law_name() if name is None else name
+        if not name:
+            raise ModelError("parameter 'law' is required (a law name of qv_control.make_law)")
+        return make_node_law(name, self.system, **self._law_params(law_changes))
+
+    def validate_parameters(self, params) -> SetParametersResult:
+        """On-set callback: validate a change as a whole (table checks, the joints, the law it would build).
+        Nothing is applied here: :meth:`apply_parameters` does that once every value is accepted."""
+        new = {prm.name: prm.value for prm in params}
+        try:
+            validate(CONTROLLER_NODE, new)
+            if "joints" in new:
+                self._command_map(new["joints"])
+            law_changes = {k: v for k, v in new.items() if k.startswith(LAW_PREFIX)}
+            if "law" in new or law_changes:
+                if self._injected_law and "law" not in new:
+                    raise ModelError("this node's law was passed in-process; set 'law' to rebuild it from parameters")
+                self._build_law(law_changes, new.get("law"))
+        except (QVError, TypeError, ValueError) as exc:
+            self.get_logger().warning(f"parameter change refused: {exc}")
+            return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    def apply_parameters(self, params) -> None:
+        """Post-set callback: apply an accepted change (the parameter values are already set)."""
+        new = {prm.name: prm.value for prm in params}
+        law_changes = [k for k in new if k.startswith(LAW_PREFIX)]
+        for k in law_changes:
+            if k not in self._law_param_names:
+                self._law_param_names.append(k)
+        if "joints" in new:
+            self.cmd_map = self._command_map(new["joints"])
+        if "law" in new or law_changes:
+            self.law = self._build_law()
+            self._injected_law = False
+            self.theta_names = law_theta_names(self.law, self.layout.names)
+        if "watchdog_timeout" in new:
+            self.watchdog_timeout = float(new["watchdog_timeout"])
+        if "safe_mode" in new:
+            self.safe_mode = new["safe_mode"]
+        if "theta_desired" in new:
+            self.theta_d = None if not new["theta_desired"] else np.asarray(new["theta_desired"], float)
+        if "lambda_desired" in new:
+            self.lambda_d = None if not new["lambda_desired"] else np.asarray(new["lambda_desired"], float)
+        self.get_logger().info(f"parameters changed: {sorted(new)}")
+
+
+NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE),)

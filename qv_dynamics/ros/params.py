@@ -1,0 +1,259 @@
+"""Node parameters declared as data (SPEC §5–§6): one table of :class:`Param` per node.
+
+A node declares its table (:func:`declare`; description, type and read-only flag go into the
+``ParameterDescriptor``, so ``ros2 param describe`` shows them), validates a change with
+:func:`validate` in its on-set callback (validation only: nothing is applied there) and applies it in a
+post-set callback. :func:`unknown_overrides` lists the names of a ``--params-file`` that no table
+declares (a misspelled key would otherwise be ignored silently); :func:`markdown_table` renders a table
+for the README (``test/test_params_tables.py`` keeps the two in sync).
+
+Also here: the model every node of the effort-command contract loads from its parameters
+(:func:`load_model_config`, :func:`resolve_config_path`).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rcl_interfaces.msg import ParameterDescriptor
+
+from ..errors import ModelError
+from ..robots import package_share_dir
+from ..sim.stepper import INTEGRATORS, METHODS
+from .messages import JointLayout
+
+
+@dataclass(frozen=True)
+class Param:
+    """One node parameter. ``default=None`` means dynamically typed (lists of either type, or unset);
+    ``check(value)`` raises ModelError with the reason; ``read_only`` parameters are read at start only."""
+
+    name: str
+    default: Any
+    description: str
+    check: Callable[[Any], None] | None = None
+    read_only: bool = True
+
+    @property
+    def type_name(self) -> str:
+        d = self.default
+        if d is None:
+            return "any"
+        for typ, name in ((bool, "bool"), (int, "integer"), (float, "double"), (str, "string")):
+            if isinstance(d, typ):  # bool before int: a bool is an int in Python
+                return name
+        return "string_array" if all(isinstance(x, str) for x in d) else "double_array"
+
+    def validate(self, value) -> None:
+        if self.check is not None and value is not None:
+            self.check(value)
+
+
+# ------------------------------------------------------------------------------------------ checks
+def positive(name: str) -> Callable[[Any], None]:
+    def check(v) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ModelError(f"{name} must be a positive number, got {v!r}")
+    return check
+
+
+def one_of(name: str, choices: Sequence[str]) -> Callable[[Any], None]:
+    def check(v) -> None:
+        if v not in choices:
+            raise ModelError(f"{name} must be one of {tuple(choices)}, got {v!r}")
+    return check
+
+
+def finite_list(name: str) -> Callable[[Any], None]:
+    def check(v) -> None:
+        vals = v if isinstance(v, (list, tuple)) else [v]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vals):
+            raise ModelError(f"{name} must be a list of finite numbers, got {v!r}")
+    return check
+
+
+# ------------------------------------------------------------------------------------------ tables
+PLANT_MODES = ("realtime", "lockstep")
+
+# the model and the two topics of the effort-command contract (controller and plant nodes)
+MODEL_IO = (
+    Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
+    Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
+    Param("joints", None, "joints of the effort controller, in its command order"),
+    Param("controller_name", "effort_controller", "commands go to /<controller_name>/commands"),
+    Param("command_topic", "", "overrides /<controller_name>/commands when non-empty"),
+    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
+)
+
+PLANT = MODEL_IO + (
+    Param("dt", 0.001, "integration step [s]", positive("dt")),
+    Param("mode", "realtime", "realtime (wall-clock timer) or lockstep (one step per command)",
+          one_of("mode", PLANT_MODES)),
+    Param("real_time_factor", 1.0, "simulated seconds per wall-clock second (realtime mode)",
+          positive("real_time_factor")),
+    Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep)"),
+    Param("publish_clock", True, "publish /clock with the simulated time"),
+    Param("q0", None, "initial joint positions (one per joint), else the model config's initial.q", finite_list("q0")),
+    Param("qdot0", None, "initial joint velocities, else the model config's initial.qdot", finite_list("qdot0")),
+)
+
+SIM_NODE = PLANT + (
+    Param("publish_wrench", True, "publish each constraint's λ as geometry_msgs/WrenchStamped"),
+    Param("method", "projection", "projection (section 6) or kkt_baumgarte", one_of("method", METHODS)),
+    Param("integrator", "rk4", "rk4, semi_implicit_euler or scipy", one_of("integrator", INTEGRATORS)),
+    Param("mass_scale", 1.0, "plant/model mismatch: every link's mass and rotational inertia × this",
+          positive("mass_scale")),
+)
+
+SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
+
+MUJOCO_NODE = PLANT + (
+    Param("wrench_topic", "~/tool_ft/wrench", "the tool force/torque sensor (geometry_msgs/WrenchStamped)"),
+) + tuple(Param(f"scene.{k}", None, f"MuJoCo scene: {k} (SceneConfig), else the model config's scene.{k}")
+          for k in SCENE_KEYS)
+
+DYNAMICS_NODE = (
+    Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
+    Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
+    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
+    Param("joint_states_queue", 1, "subscription depth; 1 evaluates the freshest state (no backlog)"),
+    Param("command_topic", "", "effort commands to read τ from (quasi-forces u_v, u_ξ); empty: none"),
+    Param("joints", [""], "order of the effort commands on command_topic"),
+    Param("wrench_topics", [""], "geometry_msgs/WrenchStamped topics, one per name in wrench_constraints"),
+    Param("wrench_constraints", [""], "constraint names measured by wrench_topics"),
+    Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
+    Param("fixed_frame", "", "frame of the markers (default: the model's first frame)"),
+    Param("force_scale", 0.01, "marker arrow length per newton [m/N]", positive("force_scale")),
+    Param("publish_markers", True, "publish visualization_msgs/MarkerArray of the constraint forces"),
+    Param("markers_period", 0.04, "message time between MarkerArrays [s]"),
+    Param("decimation", 1, "evaluate every k-th /joint_states message"),
+    Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
+    Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),
+)
+
+# names rclpy declares itself, and prefixes a node may declare from overrides (e.g. law_params.*)
+BUILTIN = ("use_sim_time", "start_type_description_service")
+
+
+# ------------------------------------------------------------------------------------------ mechanics
+def declare(node, table: Sequence[Param], prefixes: Sequence[str] = ()) -> None:
+    """Declare every parameter of ``table`` on ``node`` (description, type and read-only flag in its
+    descriptor), refuse bad start-up values (ModelError with the reason) and warn about overrides that no
+    entry of the table declares (``prefixes``: name prefixes the node declares itself, e.g. ``law_params.``);
+    their names are kept in ``node.unknown_parameters`` for its diagnostics."""
+    for p in table:
+        desc = ParameterDescriptor(description=p.description, read_only=p.read_only,
+                                   dynamic_typing=p.default is None)
+        node.declare_parameter(p.name, p.default, desc)
+    validate(table, {p.name: node.get_parameter(p.name).value for p in table})
+    node.unknown_parameters = warn_unknown(node, prefixes)
+
+
+def validate(table: Sequence[Param], new: dict) -> None:
+    """ModelError with the reason when a value of ``new`` ({name: value}) fails its table check."""
+    by_name = {p.name: p for p in table}
+    for name, value in new.items():
+        p = by_name.get(name)
+        if p is not None:
+            p.validate(value)
+
+
+def unknown_overrides(node, prefixes: Sequence[str] = ()) -> list[str]:
+    """Names given to ``node`` (``--params-file``, ``parameter_overrides``) that it did not declare, with a
+    close declared name when there is one; a node warns about them and counts them in its diagnostics."""
+    overrides = getattr(node, "_parameter_overrides", {}) or {}
+    declared = [p.name for p in node._parameters.values()] if hasattr(node, "_parameters") else []
+    out = []
+    for name in overrides:
+        if node.has_parameter(name) or name in BUILTIN or name.startswith("qos_overrides.") \
+                or any(name.startswith(pre) for pre in prefixes):
+            continue
+        close = difflib.get_close_matches(name, declared, n=1)
+        out.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return out
+
+
+def warn_unknown(node, prefixes: Sequence[str] = ()) -> list[str]:
+    """Log one warning listing the unknown parameter names (see :func:`unknown_overrides`); returns them."""
+    unknown = unknown_overrides(node, prefixes)
+    if unknown:
+        node.get_logger().warning(f"ignored parameters that {node.get_name()} does not declare: {unknown}")
+    return unknown
+
+
+def markdown_table(table: Sequence[Param]) -> str:
+    """The README table of a node's parameters: name, type, default, read-only, description."""
+    rows = ["| parameter | type | default | read-only | description |", "|---|---|---|---|---|"]
+    for p in table:
+        default = "unset" if p.default is None else "`" + repr(p.default).replace("|", "\\|") + "`"
+        rows.append(f"| `{p.name}` | {p.type_name} | {default} | {'yes' if p.read_only else 'no'} | "
+                    f"{p.description.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ model config
+def resolve_config_path(path: str) -> str:
+    """A config file path as given, or relative to the package's ``config/`` folder (source tree or
+    colcon share directory)."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return str(p)
+    for base in (package_share_dir() / "config", package_share_dir()):
+        if (base / path).is_file():
+            return str(base / path)
+    raise ModelError(f"config file '{path}' not found (neither a file nor in {package_share_dir() / 'config'})")
+
+
+def load_model_config(model_config: str, robot_description: str = "") -> tuple[object, dict]:
+    """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``.
+
+    A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
+    ``robot.urdf``. Raises ModelError / UnknownNameError with the reason (bad URDF, missing frame)."""
+    import yaml
+
+    from ..model import ConstrainedSystem
+
+    doc: dict = {}
+    if model_config:
+        path = resolve_config_path(model_config)
+        try:
+            doc = yaml.safe_load(open(path).read()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ModelError(f"cannot read model config {path}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ModelError(f"model config {path} must be a mapping")
+    doc = dict(doc)
+    robot = dict(doc.get("robot") or {})
+    if robot_description.strip():
+        robot["urdf"] = robot_description
+    if "urdf" not in robot:
+        raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
+    doc["robot"] = robot
+    system = ConstrainedSystem.from_yaml({"robot": robot, "constraints": doc.get("constraints") or []})
+    JointLayout.from_system(system)  # fixed base, 1-DoF joints only
+    return system, doc
+
+
+# ------------------------------------------------------------------------------------------ README tables
+BEGIN, END = "<!-- parameter tables: generated from the tables in params.py, do not edit -->", "<!-- end -->"
+
+
+def readme_block(nodes: Sequence[tuple[str, Sequence[Param]]]) -> str:
+    """The generated part of a ``ros/README.md``: one section and table per (executable, table)."""
+    parts = [BEGIN]
+    for name, table in nodes:
+        parts += ["", f"### `{name}`", "", markdown_table(table).rstrip()]
+    return "\n".join(parts + ["", END])
+
+
+def replace_block(text: str, block: str) -> str:
+    """``text`` with its generated block replaced by ``block`` (appended when there is none)."""
+    if BEGIN in text and END in text:
+        return text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    return text.rstrip() + "\n\n" + block + "\n"
+
+
+NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE))
