@@ -2,11 +2,19 @@
 
     ros2 launch qv_ros gazebo.launch.py robot:=planar_3link
 
-The URDF's hardware plugin becomes ``gz_ros2_control/GazeboSimSystem`` and the
-``gz_ros2_control::GazeboSimROS2ControlPlugin`` system plugin (parameters: config/controllers*.yaml) is
-appended at launch time, so the URDFs stay simulator-neutral. Gazebo simulates the URDF *tree*: a loop
-closure (slider-crank) or a wall contact is only enforced if the world models it (an SDF joint or a
-collision body); the qv nodes still evaluate the constrained model from ``config/<robot>.yaml``.
+The URDF is ``qv export-urdf --target gazebo`` of the robot's model config: bolted to the world (a
+``world`` link and fixed joint), a massive root (sdformat drops a massless root and everything below
+it), collisions copied from the visuals plus a sphere at each constraint frame, ``initial_value`` from
+the model config's ``initial.q`` (projected onto the constraints as the built-in simulator starts),
+hardware ``gz_ros2_control/GazeboSimSystem`` and the ``gz_ros2_control::GazeboSimROS2ControlPlugin``
+with ``config/controllers*.yaml``. Gazebo simulates the URDF *tree*: the wall of planar_3link and the
+slider-crank's rail are not in the world, and there is no F/T sensor (the qv nodes run without measured
+λ); for those use ``mujoco_ros2_control.launch.py`` or the built-in simulator.
+
+Start-up order (``qv_control.ros.launch_actions.ordered_qv_bringup``): gz sim, spawn the robot (ros_gz_sim
+create); once it exists, the spawner of joint_state_broadcaster; once that has exited, the qv nodes;
+once qv_controller runs, the spawner of effort_controller. Until then the joints get no torque (the arm
+sags for the start-up moment).
 """
 import os
 
@@ -20,51 +28,39 @@ from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {
-    "planar_3link": {"urdf": "urdf/planar_3link.urdf", "params": "config/planar_3link.yaml",
+    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
                      "controllers": "config/controllers.yaml"},
-    "slider_crank": {"urdf": "urdf/slider_crank.urdf", "params": "config/slider_crank.yaml",
+    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
                      "controllers": "config/controllers_slider_crank.yaml"},
 }
-# force_torque_sensor_broadcaster needs a Gazebo <sensor type="force_torque"> in the world/URDF: not spawned here
-CONTROLLERS = ("joint_state_broadcaster", "effort_controller")
-GZ_HARDWARE = "gz_ros2_control/GazeboSimSystem"
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.ros.urdf import ros2_control_urdf
+    from qv_control.ros.launch_actions import ordered_qv_bringup
+    from qv_dynamics.plants.export import target_urdf
 
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)
     files = ROBOTS[robot]
     controllers = os.path.join(share, files["controllers"])
-    params = os.path.join(share, files["params"])
-    with open(os.path.join(share, files["urdf"])) as f:
-        urdf = ros2_control_urdf(f.read(), GZ_HARDWARE, gazebo_parameters=controllers)
+    urdf = target_urdf(os.path.join(share, files["model"]), "gazebo", controllers)
     sim_time = {"use_sim_time": True}
     gz_launch = os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
     world = LaunchConfiguration("world").perform(context)
-    nodes = [
+    create = Node(package="ros_gz_sim", executable="create", output="screen",
+                  arguments=["-topic", "robot_description", "-name", robot])
+    no_ft = dict(sim_time, wrench_topics=[""], wrench_constraints=[""])  # no F/T sensor in this world
+    return [
         IncludeLaunchDescription(PythonLaunchDescriptionSource(gz_launch),
                                  launch_arguments={"gz_args": f"-r {world}"}.items()),
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              parameters=[{"robot_description": urdf}, sim_time]),
-        Node(package="ros_gz_sim", executable="create", output="screen",
-             arguments=["-topic", "robot_description", "-name", robot]),
+        create,
         Node(package="ros_gz_bridge", executable="parameter_bridge",
              arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
+        *ordered_qv_bringup(controllers, os.path.join(share, files["params"]), no_ft,
+                            broadcasters=["joint_state_broadcaster"], after=create),
     ]
-    for name in CONTROLLERS:
-        nodes.append(Node(package="controller_manager", executable="spawner", output="screen",
-                          arguments=[name, "--controller-manager", "/controller_manager", "--param-file", controllers]))
-    # no force sensor in Gazebo here: the controller runs without measured λ (wrench_topics emptied)
-    no_ft = dict(sim_time, wrench_topics=[""], wrench_constraints=[""])
-    nodes += [
-        Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
-             parameters=[params, no_ft]),
-        Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, no_ft]),
-    ]
-    return nodes
 
 
 def generate_launch_description():

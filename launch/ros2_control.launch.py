@@ -1,12 +1,19 @@
-"""controller_manager (real hardware or mock_components) + qv dynamics and controller nodes.
+"""controller_manager (mock_components or your hardware) + qv dynamics and controller nodes.
 
-    ros2 launch qv_ros ros2_control.launch.py robot:=planar_3link use_mock_hardware:=true
+    ros2 launch qv_ros ros2_control.launch.py robot:=planar_3link                 # mock hardware
+    ros2 launch qv_ros ros2_control.launch.py robot:=planar_3link use_mock_hardware:=false
 
-Loads the robot's ``<ros2_control>`` block from ``urdf/<robot>.urdf`` (the hardware plugin is replaced by
-``mock_components/GenericSystem`` when ``use_mock_hardware:=true``), starts ``ros2_control_node`` with
-``config/controllers*.yaml`` and spawns joint_state_broadcaster, the effort forward controller
-(forward_command_controller, interface_name: effort) and force_torque_sensor_broadcaster. The qv
-controller node then drives ``/<effort controller>/commands`` exactly as it drives the built-in simulator.
+The URDF handed to controller_manager is ``qv export-urdf --target mock`` of the robot's model config:
+``initial_value`` on every state interface (the model config's ``initial.q``, projected onto the
+constraints as the built-in simulator starts), a force/torque ``<sensor>`` reading 0 (not NaN), and the
+hardware plugin ``mock_components/GenericSystem`` (with ``use_mock_hardware:=false`` the URDF's own
+plugin is kept). The mock is a **wiring test**: mock_components does not integrate effort, so the joints
+stay at the initial state whatever the controller commands and the F/T sensor stays 0.
+
+Start-up order (``qv_control.ros.launch_actions.ordered_qv_bringup``): ros2_control_node; one spawner
+activating joint_state_broadcaster and force_torque_sensor_broadcaster; once it has exited, the qv nodes;
+once qv_controller runs, the spawner of effort_controller (forward_command_controller, interface_name:
+effort).
 """
 import os
 
@@ -19,52 +26,37 @@ from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {
-    "planar_3link": {"urdf": "urdf/planar_3link.urdf", "params": "config/planar_3link.yaml",
-                     "controllers": "config/controllers.yaml", "ft_sensor": ("tip_ft", "tip")},
-    "slider_crank": {"urdf": "urdf/slider_crank.urdf", "params": "config/slider_crank.yaml",
-                     "controllers": "config/controllers_slider_crank.yaml", "ft_sensor": ("slider_ft", "slider_pin")},
+    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
+                     "controllers": "config/controllers.yaml"},
+    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
+                     "controllers": "config/controllers_slider_crank.yaml"},
 }
-CONTROLLERS = ("joint_state_broadcaster", "effort_controller", "force_torque_sensor_broadcaster")
-MOCK_PLUGIN = "mock_components/GenericSystem"
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.ros.urdf import ros2_control_urdf
+    from qv_control.ros.launch_actions import FT_TOPIC, ordered_qv_bringup
+    from qv_dynamics.plants.export import target_urdf
 
     share = get_package_share_directory(PACKAGE)
-    robot = LaunchConfiguration("robot").perform(context)
-    files = ROBOTS[robot]
+    files = ROBOTS[LaunchConfiguration("robot").perform(context)]
     controllers = LaunchConfiguration("controllers_file").perform(context) or os.path.join(share, files["controllers"])
-    params = os.path.join(share, files["params"])
-    with open(os.path.join(share, files["urdf"])) as f:
-        urdf = f.read()
     mock = LaunchConfiguration("use_mock_hardware").perform(context).lower() in ("1", "true", "yes")
-    urdf = ros2_control_urdf(urdf, MOCK_PLUGIN if mock else None, ft_sensor=files["ft_sensor"])
-    description = {"robot_description": urdf}
-    nodes = [
-        Node(package="robot_state_publisher", executable="robot_state_publisher", parameters=[description]),
+    urdf = target_urdf(os.path.join(share, files["model"]), "mock", controllers, keep_hardware=not mock)
+    return [
+        Node(package="robot_state_publisher", executable="robot_state_publisher",
+             parameters=[{"robot_description": urdf}]),
         Node(package="controller_manager", executable="ros2_control_node", output="screen",
              parameters=[controllers], remappings=[("~/robot_description", "/robot_description")]),
+        # measured λ from the F/T broadcaster (robot -> environment)
+        *ordered_qv_bringup(controllers, os.path.join(share, files["params"]), {"wrench_topics": [FT_TOPIC]}),
     ]
-    for name in CONTROLLERS:
-        nodes.append(Node(package="controller_manager", executable="spawner", output="screen",
-                          arguments=[name, "--controller-manager", "/controller_manager", "--param-file", controllers]))
-    # measured λ from force_torque_sensor_broadcaster instead of the built-in simulator's wrench topic
-    sensor = {"use_sim_time": False, "wrench_topics": ["/force_torque_sensor_broadcaster/wrench"]}
-    nodes += [
-        Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
-             parameters=[params, sensor]),
-        Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, sensor]),
-    ]
-    return nodes
 
 
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
         DeclareLaunchArgument("use_mock_hardware", default_value="true",
-                              description="replace the URDF's hardware plugin by mock_components/GenericSystem"),
+                              description="mock_components/GenericSystem (wiring test) or the URDF's own plugin"),
         DeclareLaunchArgument("controllers_file", default_value="", description="override config/controllers*.yaml"),
         OpaqueFunction(function=_nodes),
     ])

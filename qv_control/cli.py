@@ -1,4 +1,5 @@
-"""The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``."""
+"""The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``,
+``qv export-urdf``, ``qv export-mjcf``."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,8 @@ COMMANDS = {
     "bringup": ("qv_control.ros.bringup", "main", "run sim + dynamics + controller nodes in one process"),
     "demo": ("qv_control.demo.runs", "main", "the main demo: Panda on a MuJoCo table, force + path"),
     "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
+    "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
+    "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),
 }
 
 

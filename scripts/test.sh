@@ -3,6 +3,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# sdformat's URDF->SDF converter (`ign sdf -p`) for test/test_urdf_targets.py, which skips without it:
+# two Debian packages (~8 MB), installed only when running as root with apt (CI); QV_NO_APT=1 opts out
+if [ "${QV_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+    && ! command -v ign >/dev/null && ! command -v gz >/dev/null; then
+  SDF_PKGS="ignition-tools libsdformat-dev"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 apt-get install -y -q --no-install-recommends $SDF_PKGS >/dev/null 2>&1 \
+    || { timeout 300 apt-get update -q >/dev/null 2>&1 \
+         && timeout 300 apt-get install -y -q --no-install-recommends $SDF_PKGS >/dev/null 2>&1; } \
+    || echo "test: could not install $SDF_PKGS: the URDF->SDF conversion test will skip"
+fi
 export ROS_AUTOMATIC_DISCOVERY_RANGE=${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}
 export MPLBACKEND=Agg
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}  # small matrices: threads only add latency

@@ -49,7 +49,9 @@ def test_executables_and_share_files_installed(install):
         assert (lib / exe).is_file() and os.access(lib / exe, os.X_OK), exe
     share = install / "share" / "qv_ros"
     for rel in ("package.xml", "launch/bringup.launch.py", "launch/ros2_control.launch.py",
-                "launch/gazebo.launch.py", "urdf/slider_crank.urdf", "urdf/planar_3link.urdf", "urdf/README.md",
+                "launch/gazebo.launch.py", "launch/mujoco.launch.py", "launch/mujoco_ros2_control.launch.py",
+                "config/controllers_panda.yaml", "config/demo_mujoco.yaml",
+                "urdf/slider_crank.urdf", "urdf/planar_3link.urdf", "urdf/README.md",
                 "config/controllers.yaml", "config/controllers_slider_crank.yaml", "config/planar_3link.yaml",
                 "config/slider_crank.yaml", "config/qv.rviz"):
         assert (share / rel).is_file(), rel
@@ -73,22 +75,33 @@ def _launch_references(path: Path) -> tuple[set[str], set[str], dict]:
             pkg = kw.get("package")
             pkg = consts.get(pkg.id) if isinstance(pkg, ast.Name) else getattr(pkg, "value", None)
             exe = getattr(kw.get("executable"), "value", None)
-            if pkg == "qv_ros":
+            if pkg == "qv_ros" and exe is not None:
                 exes.add(exe)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and node.value.startswith(("urdf/", "config/", "launch/")):
             files.add(node.value)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "qv_node":  # launch_actions helper
+            exes.add(node.args[0].value)
     return exes, files, consts.get("ROBOTS", {})
+
+
+def _installed_module(install: Path, dotted: str) -> Path:
+    site = next((install / "lib").glob("python3*/site-packages"))
+    return site.joinpath(*dotted.split(".")).with_suffix(".py")
 
 
 def test_launch_files_reference_installed_things(install):
     share = install / "share" / "qv_ros"
     lib = install / "lib" / "qv_ros"
     launches = sorted((share / "launch").glob("*.launch.py"))
-    assert len(launches) == 3
+    assert len(launches) == 5
     for lf in launches:
         compile(lf.read_text(), str(lf), "exec")
         exes, files, robots = _launch_references(lf)
+        if "qv_control.ros.launch_actions" in lf.read_text():  # nodes started by the shared helper
+            helper = _installed_module(install, "qv_control.ros.launch_actions")
+            assert helper.is_file(), helper
+            exes |= _launch_references(helper)[0]
         assert exes >= {"qv_dynamics_node", "qv_controller_node"}, (lf.name, exes)
         for exe in exes:
             assert (lib / exe).is_file(), f"{lf.name}: executable {exe} not installed"
@@ -108,7 +121,7 @@ def test_launch_files_reference_installed_things(install):
             model = yaml.safe_load((share / "config" / mc).read_text())
             assert (share / "urdf" / model["robot"]["urdf"]).is_file(), model["robot"]["urdf"]
     # controllers files name the controllers the launch files spawn
-    for cf in ("controllers.yaml", "controllers_slider_crank.yaml"):
+    for cf in ("controllers.yaml", "controllers_slider_crank.yaml", "controllers_panda.yaml"):
         doc = yaml.safe_load((share / "config" / cf).read_text())
         cm = doc["controller_manager"]["ros__parameters"]
         assert cm["effort_controller"]["type"] == "forward_command_controller/ForwardCommandController"

@@ -379,15 +379,11 @@ def test_reference_topics_trajectory_and_lambda_desired(ros):
         retire(ex, node)
 
 
-def test_conversions_continuous_joint_and_ros2_control_urdf():
-    """Name mapping of a continuous joint (Pinocchio q = (cos θ, sin θ)) and the URDF rewriting of the launch
-    files (mock/gz hardware plugin, force/torque sensor block)."""
-    import xml.etree.ElementTree as ET
-
+def test_conversions_continuous_joint():
+    """Name mapping of a continuous joint (Pinocchio q = (cos θ, sin θ)); the URDF rewriting of the launch
+    files is tested in test_urdf_targets.py."""
     from qv_dynamics import ConstrainedSystem
-    from qv_dynamics.errors import ModelError
     from qv_dynamics.ros.messages import JointLayout, arrays_to_joint_state, joint_state_to_arrays
-    from qv_dynamics.ros.urdf import ros2_control_urdf
 
     inertial = ('<inertial><mass value="1"/><origin xyz="0.1 0 0"/>'
                 '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>')
@@ -406,15 +402,3 @@ def test_conversions_continuous_joint_and_ros2_control_urdf():
     assert list(back.name) == ["c", "p"]
     np.testing.assert_allclose(back.position, [2.0, 0.3], atol=1e-15)
 
-    arm = (ROOT / "urdf" / "planar_3link.urdf").read_text()
-    out = ros2_control_urdf(arm, "gz_ros2_control/GazeboSimSystem", "/x/controllers.yaml", ("tip_ft", "tip"))
-    root = ET.fromstring(out)
-    rc = root.find("ros2_control")
-    assert rc.find("hardware/plugin").text == "gz_ros2_control/GazeboSimSystem"
-    sensor = rc.find("sensor[@name='tip_ft']")
-    assert [s.get("name") for s in sensor.findall("state_interface")] == \
-        ["force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z"]
-    assert root.find("gazebo/plugin/parameters").text == "/x/controllers.yaml"
-    assert [j.get("name") for j in rc.findall("joint")] == ["joint1", "joint2", "joint3"]
-    with pytest.raises(ModelError, match="ros2_control"):
-        ros2_control_urdf(xml, "mock_components/GenericSystem")

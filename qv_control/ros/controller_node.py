@@ -3,7 +3,7 @@
 Thin adapter: /joint_states -> :class:`~qv_dynamics.state.State`, references -> :class:`Reference`,
 ``law.compute(state, reference)`` -> τ -> ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in
 the order of ``joints``: the contract of ``forward_command_controller`` with ``interface_name: effort``
-and of the older ``effort_controllers/JointGroupEffortController``).
+and of ``effort_controllers/JointGroupEffortController``, deprecated upstream in favour of it).
 
 Topics
   in  ``joint_states_topic`` (default ``/joint_states``), sensor_msgs/JointState, name-mapped

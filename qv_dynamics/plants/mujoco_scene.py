@@ -76,6 +76,23 @@ _AXIS = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (
          "JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
 
 
+#: Smallest principal inertia (kg m²) given to a body in the MJCF: MuJoCo rejects a moving body whose
+#: inertia is below mjMINVAL, so a point mass (the slider-crank's links) gets this much about every axis.
+#: It changes M(q) by at most 1e-12 kg m² per entry (the slider-crank's entries are ~0.1 kg m²).
+POINT_MASS_INERTIA = 1e-12
+
+
+def joint_axis(jm) -> tuple:
+    """Unit axis of a 1-DoF revolute/prismatic joint in its own frame, from its motion subspace S
+    (v_joint = S q̇: angular rows for a revolute joint, linear rows for a prismatic one). Pinocchio's
+    generic joint wrapper has no ``.axis`` for an unaligned axis such as (0, −1, 0)."""
+    jd = jm.createData()
+    jm.calc(jd, np.zeros(jm.nq))
+    S = np.asarray(jd.S, float).reshape(6, -1)[:, 0]
+    a = S[3:] if np.linalg.norm(S[3:]) > 0 else S[:3]
+    return tuple(a / np.linalg.norm(a))
+
+
 class _BodyTree:
     """The ``<body>`` tree of the robot: one body per joint, the tool body (site, sensor, tip sphere) on the
     tool frame's parent joint."""
@@ -95,7 +112,7 @@ class _BodyTree:
         kind = jm.shortname()
         if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
             raise ModelError(f"joint '{model.names[j]}' of type {kind} is not supported by the MuJoCo plant")
-        axis = _AXIS.get(kind) or tuple(np.asarray(jm.axis).ravel())
+        axis = _AXIS.get(kind) or joint_axis(jm)
         jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
         lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
         limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
@@ -111,6 +128,7 @@ class _BodyTree:
         lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
                  f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', self.joint(j, indent)]
         if I.mass > 0:
+            Ic = Ic + max(0.0, POINT_MASS_INERTIA - float(np.linalg.eigvalsh(Ic)[0])) * np.eye(3)
             full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])
             lines.append(f'{indent}  <inertial pos="{_fmt(I.lever)}" mass="{I.mass:.12g}" fullinertia="{_fmt(full)}"/>')
         if self.tool.parentJoint == j:

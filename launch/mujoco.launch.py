@@ -1,0 +1,64 @@
+"""The Panda on the MuJoCo table (qv_mujoco_node) + qv dynamics and controller nodes, each its own process.
+
+    ros2 launch qv_ros mujoco.launch.py [mode:=lockstep] [rviz:=true]
+
+Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_controller; model
+``config/demo_model.yaml``: robot, contact constraint, ``initial.q``, scene). The plant node publishes
+``/joint_states``, ``/clock`` and the tool F/T wrench, the controller answers on
+``/effort_controller/commands`` and holds the start pose 1.2 cm above the table. The press-and-circle
+task of ``qv demo`` switches the contact model on touch-down with an in-process supervisor; the
+same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+
+PACKAGE = "qv_ros"
+ROBOTS = {
+    "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml"},
+}
+RVIZ_CONFIG = "config/qv.rviz"
+
+
+def _nodes(context, *args, **kwargs):
+    from qv_dynamics.robots import resolve_urdf
+
+    share = get_package_share_directory(PACKAGE)
+    files = ROBOTS[LaunchConfiguration("robot").perform(context)]
+    params = os.path.join(share, files["params"])
+    with open(resolve_urdf("panda")) as f:
+        urdf = f.read()
+    sim_time = {"use_sim_time": True}
+    mode = {"mode": LaunchConfiguration("mode").perform(context)}
+    rsp = LaunchConfiguration("rsp").perform(context).lower() in ("1", "true", "yes")
+    nodes = [
+        Node(package=PACKAGE, executable="qv_mujoco_node", name="qv_mujoco", output="screen",
+             parameters=[params, mode]),
+        Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
+             parameters=[params, sim_time]),
+        Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
+             parameters=[params, sim_time]),
+        Node(package="rviz2", executable="rviz2", output="log", arguments=["-d", os.path.join(share, RVIZ_CONFIG)],
+             parameters=[sim_time], condition=IfCondition(LaunchConfiguration("rviz"))),
+    ]
+    if rsp:
+        nodes.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",
+                          parameters=[{"robot_description": urdf}, sim_time]))
+    return nodes
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("robot", default_value="panda", choices=sorted(ROBOTS)),
+        DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
+                              description="plant pacing: wall clock, or one control period per effort command"),
+        DeclareLaunchArgument("rsp", default_value="true", description="start robot_state_publisher"),
+        DeclareLaunchArgument("rviz", default_value="false", description="start rviz2 with config/qv.rviz"),
+        OpaqueFunction(function=_nodes),
+    ])

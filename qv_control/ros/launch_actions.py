@@ -1,0 +1,48 @@
+"""Launch actions shared by the controller_manager launch files (mock hardware, Gazebo, mujoco_ros2_control).
+
+Imported by ``launch/*.launch.py`` only (it imports ``launch``/``launch_ros``, present on a full ROS 2
+install). :func:`ordered_qv_bringup` starts the controllers and the qv nodes in an order that never
+leaves an active effort controller without its commanding node:
+
+1. one spawner activating the broadcasters (joint_state_broadcaster, force_torque_sensor_broadcaster);
+2. when it has exited (they are active): ``qv_dynamics_node`` and ``qv_controller_node``;
+3. when ``qv_controller`` has started: the spawner of ``effort_controller``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from launch.actions import RegisterEventHandler
+from launch.event_handlers import OnProcessExit, OnProcessStart
+from launch_ros.actions import Node
+
+PACKAGE = "qv_ros"
+EFFORT_CONTROLLER = "effort_controller"
+BROADCASTERS = ("joint_state_broadcaster", "force_torque_sensor_broadcaster")
+FT_TOPIC = "/force_torque_sensor_broadcaster/wrench"  # force_torque_sensor_broadcaster's WrenchStamped
+
+
+def spawner(controllers: Sequence[str], param_file: str) -> Node:
+    """One controller_manager spawner loading, configuring and activating ``controllers`` in order."""
+    return Node(package="controller_manager", executable="spawner", output="screen",
+                arguments=[*controllers, "--param-file", param_file])
+
+
+def qv_node(executable: str, name: str, params: str, overrides: dict) -> Node:
+    return Node(package=PACKAGE, executable=executable, name=name, output="screen", parameters=[params, overrides])
+
+
+def ordered_qv_bringup(controllers_file: str, params: str, overrides: dict,
+                       broadcasters: Sequence[str] = BROADCASTERS, after=None) -> list:
+    """Broadcasters -> qv nodes -> effort controller (module docstring). ``after``: an action (e.g. the
+    Gazebo ``create`` node) whose exit starts the broadcaster spawner; None starts it at once."""
+    spawn_broadcasters = spawner(broadcasters, controllers_file)
+    spawn_effort = spawner([EFFORT_CONTROLLER], controllers_file)
+    qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, overrides)
+    qv_controller = qv_node("qv_controller_node", "qv_controller", params, overrides)
+    first = [spawn_broadcasters] if after is None else \
+        [RegisterEventHandler(OnProcessExit(target_action=after, on_exit=[spawn_broadcasters]))]
+    return first + [
+        RegisterEventHandler(OnProcessExit(target_action=spawn_broadcasters, on_exit=[qv_dynamics, qv_controller])),
+        RegisterEventHandler(OnProcessStart(target_action=qv_controller, on_start=[spawn_effort])),
+    ]
