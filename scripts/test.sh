@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Set up .venv and run the test suite (what CI runs).
+# Set up .venv and run the test suite (what CI runs): pytest, including ruff (test/test_lint.py).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+source "$(dirname "$0")/env.sh"
 # sdformat's URDF->SDF converter (`ign sdf -p`) for test/test_urdf_targets.py, which skips without it:
 # two Debian packages (~8 MB), installed only when running as root with apt (CI); QV_NO_APT=1 opts out
 if [ "${QV_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
@@ -14,7 +13,4 @@ if [ "${QV_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
          && timeout 300 apt-get install -y -q --no-install-recommends $SDF_PKGS >/dev/null 2>&1; } \
     || echo "test: could not install $SDF_PKGS: the URDF->SDF conversion test will skip"
 fi
-export ROS_AUTOMATIC_DISCOVERY_RANGE=${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}
-export MPLBACKEND=Agg
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}  # small matrices: threads only add latency
 exec .venv/bin/python -m pytest -q -p no:cacheprovider test "$@"

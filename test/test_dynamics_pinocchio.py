@@ -32,6 +32,24 @@ def _null_space_qdot(system, q, rng):
     return Vt[r:].T @ rng.normal(size=system.nv - r)
 
 
+def _worst_error_both_methods(system, ref, rng, n_states: int, unactuated_base: bool = False) -> float:
+    """Worst relative error of q̈ and Aᵀλ, projection and KKT methods, against Pinocchio over random states
+    with q̇ in the constraints' null space (τ on the floating base zero with ``unactuated_base``)."""
+    worst = 0.0
+    for _ in range(n_states):
+        q = system.random_configuration(rng)
+        qdot = _null_space_qdot(system, q, rng)
+        tau = 20.0 * rng.normal(size=system.nv)
+        if unactuated_base:
+            tau[:6] = 0.0
+        terms = system.evaluate(q, qdot)
+        qdd_ref, F_ref, _ = ref(q, qdot, tau)
+        for method in ("projection", "kkt"):
+            qdd, F, _ = direct_dynamics(terms, tau=tau, method=method)
+            worst = max(worst, rel_err(qdd, qdd_ref), rel_err(F, F_ref))
+    return worst
+
+
 @pytest.mark.parametrize("robot", sorted(ROBOTS))
 def test_point_contacts_match_pinocchio(robot):
     cfg = ROBOTS[robot]
@@ -64,17 +82,7 @@ def test_weld_matches_pinocchio_in_null_space():
     """6D weld (CONTACT_6D, LWA) on the Panda hand with A q̇ = 0 (frame at rest, drift conventions agree)."""
     system = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "weld", "frame": "panda_hand"}])
     ref = PinReference(system, [("6d", "panda_hand")])
-    rng = np.random.default_rng(7)
-    worst = 0.0
-    for _ in range(N_STATES):
-        q = system.random_configuration(rng)
-        qdot = _null_space_qdot(system, q, rng)
-        tau = 20.0 * rng.normal(size=system.nv)
-        terms = system.evaluate(q, qdot)
-        qdd_ref, F_ref, _ = ref(q, qdot, tau)
-        for method in ("projection", "kkt"):
-            qdd, F, _ = direct_dynamics(terms, tau=tau, method=method)
-            worst = max(worst, rel_err(qdd, qdd_ref), rel_err(F, F_ref))
+    worst = _worst_error_both_methods(system, ref, np.random.default_rng(7), N_STATES)
     print(f"\npanda weld: worst relative error (q̈, Aᵀλ, both methods) {worst:.2e}")
     assert worst < TOL
 
@@ -160,17 +168,6 @@ def test_humanoid_two_foot_welds_match_pinocchio():
     system = ConstrainedSystem.from_urdf("talos", floating_base=True, constraints=[
         {"type": "weld", "frame": "left_sole_link"}, {"type": "weld", "frame": "right_sole_link"}])
     ref = PinReference(system, [("6d", "left_sole_link"), ("6d", "right_sole_link")])
-    rng = np.random.default_rng(17)
-    worst = 0.0
-    for _ in range(20):
-        q = system.random_configuration(rng)
-        qdot = _null_space_qdot(system, q, rng)
-        tau = 20.0 * rng.normal(size=system.nv)
-        tau[:6] = 0.0
-        terms = system.evaluate(q, qdot)
-        qdd_ref, F_ref, _ = ref(q, qdot, tau)
-        for method in ("projection", "kkt"):
-            qdd, F, _ = direct_dynamics(terms, tau=tau, method=method)
-            worst = max(worst, rel_err(qdd, qdd_ref), rel_err(F, F_ref))
+    worst = _worst_error_both_methods(system, ref, np.random.default_rng(17), 20, unactuated_base=True)
     print(f"\ntalos two welds (nv={system.nv}, m={system.m}): worst relative error {worst:.2e}")
     assert worst < TOL

@@ -10,6 +10,8 @@ Pure numpy + the qv_dynamics model; never imports rclpy. Every law is a class wi
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, QVError, as_vector
@@ -84,8 +86,9 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
-class ControlLaw:
-    """Base class: holds the model, the minimal coordinates θ(q), limits, the force PI and diagnostics."""
+class ControlLaw(ABC):
+    """Abstract base of the laws: holds the model, the minimal coordinates θ(q), limits, the force PI and
+    diagnostics; a law implements :meth:`compute`."""
 
     name = "base"
 
@@ -142,8 +145,9 @@ class ControlLaw:
         freeze = self.saturation.active and self.saturation.force_scale < 1.0
         return self.force_pi.update(t, error, freeze=freeze)
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ (n-vector, gravity included) for the measured state and the reference."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(coordinates={self.coords.labels}, kp={self.kp.tolist()}, kd={self.kd})"
