@@ -1,4 +1,5 @@
-"""Parameters of ``qv_controller_node`` as data (see :mod:`qv_dynamics.ros.params` for the mechanism).
+"""Parameters of ``qv_controller_node`` as data (see :mod:`qv_dynamics.ros.params` for the mechanism) and
+their behaviour (:class:`ControllerParameters`: the on-set callback validates, the post-set callback applies).
 
 ``read_only=False`` marks what may change while running: ``joints``, ``law`` and ``law_params.*`` (the law
 is rebuilt), ``watchdog_timeout``, ``safe_mode``, ``theta_desired``, ``lambda_desired``. ``law_params.*``
@@ -80,18 +81,12 @@ class ControllerParameters:
                 names.append(prm.name)
         return names
 
-    def _law_name(self) -> str:
-        name = self.get_parameter("law").value
-        if not name:
-            raise ModelError("parameter 'law' is required (a law name of qv_control.laws.make_law)")
-        return name
-
     def _law_params(self, overrides: dict | None = None) -> dict:
         out = {}
         for full in self._law_param_names:
-            out[full[len("law_params."):]] = self.get_parameter(full).value
+            out[full[len(LAW_PREFIX):]] = self.get_parameter(full).value
         for full, val in (overrides or {}).items():
-            out[full[len("law_params."):]] = val
+            out[full[len(LAW_PREFIX):]] = val
         return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
                     all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
 
@@ -104,7 +99,7 @@ class ControllerParameters:
 
     def _build_law(self, law_changes: dict | None = None, name: str | None = None):
         """The law from ``law`` + ``law_params.*`` (current values, overridden by ``law_changes``)."""
-        name = self._law_name() if name is None else name
+        name = self.get_parameter("law").value if name is None else name
         if not name:
             raise ModelError("parameter 'law' is required (a law name of qv_control.make_law)")
         return make_node_law(name, self.system, **self._law_params(law_changes))
