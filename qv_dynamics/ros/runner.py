@@ -1,20 +1,35 @@
 """Entry-point boilerplate shared by the ROS nodes (SPEC §5–§6): rclpy init, construct, spin, shut down.
 
 A node that cannot be built from its parameters (a QVError: bad URDF, unknown frame, ...) is refused with a
-one-line message on stderr and exit code 2; Ctrl-C or an external shutdown ends the spin cleanly (exit 0).
+one-line message on stderr and exit code 2. SIGINT and SIGTERM end the process with exit code 0 within a
+fraction of a second in every state (starting, spinning, watchdog, stopped simulator), without a traceback.
+A node that cannot go on (``node.exit_code`` set, e.g. a simulator that stopped for good) ends the spin
+with that code after saying why.
+
+Why the signals are handled here and not by rclpy: rclpy's own handlers (``SignalHandlerOptions.ALL``)
+only trigger the guard conditions that the wait-set executors watch and chain to Python's SIGINT handler;
+the EventsExecutor watches neither while it sits in C++ (measured: it ignored SIGINT and SIGTERM), and
+calling into it from another thread deadlocks (``executor.shutdown`` and the ``wake`` of ``destroy_node``
+wait for its spin thread, which waits for the GIL). So rclpy is initialised without signal handlers,
+Python handlers record the signal, and the main thread spins with ``spin_once(timeout)``: between two
+events (at most ``POLL`` s when idle) the handler has run and the loop ends. Teardown then happens on the
+spinning thread itself: no callback can run, or publish on a dead context, after the node is destroyed.
 """
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 from typing import Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from ..errors import QVError
 from ..linalg import limit_blas_threads
+
+POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node within this time
 
 
 def make_executor(context=None):
@@ -35,32 +50,78 @@ def publish_if_lockstep(node: Node) -> None:
         node.publish_state()
 
 
+class _Interrupted(BaseException):
+    """Raised by the signal handler while the node is being built (construction may take seconds)."""
+
+
+class _Signals:
+    """SIGINT/SIGTERM handlers for one run: record the signal; abort construction if it is still going on."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self.starting = True
+        self._old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _handler(self, signum, _frame) -> None:
+        if self.received is None:
+            self.received = signum
+        if self.starting:
+            raise _Interrupted()
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _spin(node: Node, ex, sig: _Signals) -> int:
+    """Spin until a signal, a node-requested exit (``node.exit_code``) or an external shutdown."""
+    context = node.context
+    while sig.received is None and context.ok():
+        ex.spin_once(timeout_sec=POLL)
+        code = getattr(node, "exit_code", None)
+        if code is not None:
+            return int(code)
+    return 0
+
+
 def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = None,
              on_start: Callable[[Node], None] | None = None) -> int:
-    """Run ``factory()`` under rclpy until shutdown; returns the process exit code (0, or 2 if refused).
+    """Run ``factory()`` under rclpy until shutdown; returns the process exit code (0 on a signal or an
+    external shutdown, 2 if refused at start, ``node.exit_code`` if the node gave up).
 
     ``argv`` defaults to ``sys.argv`` (ROS arguments: ``--ros-args --params-file config/...yaml``);
     ``on_start(node)`` runs once before spinning. Start-up objects are moved out of the garbage
     collector's generations (``gc.freeze``): shorter collector pauses in the 1 kHz callbacks."""
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
-    rclpy.init(args=argv if argv is not None else sys.argv)
+    sig = _Signals()
+    node = ex = None
+    code = 0
     try:
-        node = factory()
-    except QVError as exc:
-        print(f"{name}: refused to start: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    if on_start is not None:
-        on_start(node)
-    gc.collect()
-    gc.freeze()
-    try:
-        # rclpy.spin's default executor: it ends cleanly on SIGINT/SIGTERM, which rclpy's EventsExecutor
-        # (used by the in-process bringup) did not do here (measured: it kept spinning after SIGTERM)
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
+        rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+        try:
+            node = factory()
+        except QVError as exc:
+            print(f"{name}: refused to start: {exc}", file=sys.stderr)
+            return 2
+        ex = make_executor(node.context)
+        ex.add_node(node)
+        if on_start is not None:
+            on_start(node)
+        gc.collect()
+        gc.freeze()
+        sig.starting = False
+        if sig.received is None:
+            code = _spin(node, ex, sig)
+    except _Interrupted:
         pass
     finally:
-        node.destroy_node()
+        sig.starting = False
+        if node is not None:
+            node.destroy_node()
+        if ex is not None:
+            ex.shutdown()
         rclpy.try_shutdown()
-    return 0
+        sig.restore()
+    if sig.received is not None:
+        print(f"{name}: stopped by {signal.Signals(sig.received).name}", file=sys.stderr)
+    return code

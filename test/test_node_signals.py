@@ -1,0 +1,168 @@
+"""Every node as its own process, as ``ros2 launch`` starts it: SIGINT and SIGTERM end it with exit code 0
+within 1 s and without a traceback, in every state (issue 10 item 5): while it is being built, spinning,
+in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
+
+Real processes, real signals, real rclpy: the "starting" case uses the production runner with a node
+whose construction takes seconds (a slow model load), so the signal lands in it deterministically.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+ROOT = Path(__file__).resolve().parent.parent
+ARM = str(ROOT / "config" / "planar_3link.yaml")
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200  # this module's own domain
+ENTRY = {
+    "qv_sim_node": "qv_dynamics.sim_node",
+    "qv_dynamics_node": "qv_dynamics.dynamics_node",
+    "qv_controller_node": "qv_control.controller_node",
+}
+READY = {  # a line each node logs once it is built (the runner spins right after)
+    "qv_sim_node": "simulating",
+    "qv_dynamics_node": "model '",
+    "qv_controller_node": "law '",
+}
+STOP_WITHIN = 1.0  # s, issue 10 item 5
+
+
+def _env() -> dict:
+    env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1",
+               RCUTILS_LOGGING_BUFFERED_STREAM="0")
+    return env
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], cwd=str(ROOT), env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 20.0) -> str:
+    """Read the process output until a line contains ``text``; returns what was read."""
+    seen = []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    proc.kill()
+    pytest.fail(f"process did not print {text!r} within {timeout} s; output:\n{''.join(seen)}")
+
+
+def _signal_and_reap(proc: subprocess.Popen, sig: int) -> tuple[int, float, str]:
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=10.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return -999, time.monotonic() - t0, out
+    return proc.returncode, time.monotonic() - t0, out
+
+
+def _assert_clean(rc: int, took: float, out: str) -> None:
+    assert rc == 0, f"exit code {rc}; output:\n{out}"
+    assert took < STOP_WITHIN, f"took {took:.2f} s to stop; output:\n{out}"
+    assert "Traceback" not in out and "Error" not in out, out
+
+
+def _node_args(node: str, *params: str) -> list[str]:
+    return ["-m", ENTRY[node], "--ros-args", "--params-file", ARM, *params]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("node", sorted(ENTRY))
+def test_spinning_node_stops_cleanly(node, sig):
+    proc = _start(_node_args(node, "-r", f"__node:={node.replace('_node', '')}"))
+    _wait_for(proc, READY[node])
+    time.sleep(0.3)  # spinning (the simulator steps, the dynamics node idles)
+    _assert_clean(*_signal_and_reap(proc, sig))
+
+
+STARTING = """
+import sys, time
+from rclpy.node import Node
+from qv_dynamics.node_runner import run_node
+
+def slow():
+    print("building", flush=True)
+    time.sleep(5.0)  # a slow model load: the signal lands here
+    return Node("slow_start")
+
+sys.exit(run_node("slow", slow, []))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_while_starting(sig):
+    proc = _start(["-c", STARTING])
+    _wait_for(proc, "building")
+    rc, took, out = _signal_and_reap(proc, sig)
+    _assert_clean(rc, took, out)
+    assert f"stopped by {signal.Signals(sig).name}" in out
+
+
+GIVES_UP = """
+import sys
+from rclpy.node import Node
+from qv_dynamics.node_runner import run_node
+
+class GivesUp(Node):
+    def __init__(self):
+        super().__init__("gives_up")
+        self.exit_code = None
+        self.create_timer(0.05, self.fail)
+
+    def fail(self):
+        self.exit_code = 3
+
+sys.exit(run_node("gives_up", GivesUp, []))
+"""
+
+
+def test_node_exit_code_ends_the_run():
+    proc = _start(["-c", GIVES_UP])
+    out, _ = proc.communicate(timeout=20.0)
+    assert proc.returncode == 3, out
+
+
+def test_controller_in_watchdog_state_stops_cleanly():
+    """The controller got states, then none for longer than its watchdog timeout: it publishes the safe
+    output on its watchdog timer; a signal still ends it at once."""
+    import rclpy
+    from rclpy.context import Context
+    from sensor_msgs.msg import JointState
+
+    proc = _start(_node_args("qv_controller_node", "-r", "__node:=qv_controller"))
+    _wait_for(proc, READY["qv_controller_node"])
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
+    try:
+        probe = rclpy.create_node("signal_probe", context=ctx)
+        pub = probe.create_publisher(JointState, "/joint_states", 10)
+        msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0], velocity=[0.0] * 3)
+        end = time.monotonic() + 5.0
+        while pub.get_subscription_count() < 1 and time.monotonic() < end:
+            time.sleep(0.02)
+        for k in range(20):
+            msg.header.stamp.nanosec = k * 1_000_000
+            pub.publish(msg)
+            time.sleep(0.005)
+        _wait_for(proc, "watchdog", timeout=5.0)
+        probe.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    _assert_clean(*_signal_and_reap(proc, signal.SIGTERM))
