@@ -106,6 +106,10 @@ SIM_NODE = PLANT + (
     Param("integrator", "rk4", "rk4, semi_implicit_euler or scipy", one_of("integrator", INTEGRATORS)),
     Param("mass_scale", 1.0, "plant/model mismatch: every link's mass and rotational inertia × this",
           positive("mass_scale")),
+    Param("nr_tol", 1e-12, "Newton–Raphson tolerance per metre of model length (sim.stepper.length_scale); "
+          "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
+    Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
+          "substep retries); 0 disables them"),
 )
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")

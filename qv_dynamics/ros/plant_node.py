@@ -44,6 +44,11 @@ class PlantNodeMixin:
         self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table
         self.dt = float(gp("dt").value)
         self.rtf = float(gp("real_time_factor").value)
+        self.effort_limits = np.asarray(system.effort_limits(), float)  # inf where the URDF gives none
+        self.clipped = 0                # effort commands clipped to the URDF limits
+        self._clipping = False          # inside a clipping episode (logged once per episode)
+        self.overruns = 0               # realtime ticks that could not catch up (real time dropped)
+        self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
 
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
@@ -74,10 +79,26 @@ class PlantNodeMixin:
             self.rejects.reject(reject_kind(exc), str(exc))
             return
         self.rejects.ok()
-        self.tau = tau
+        self.tau = self._clip(tau)
         self.last_cmd_wall = time.monotonic()
         if self.mode == "lockstep" and self._advance(1):
             self.publish_state()
+
+    def _clip(self, tau: np.ndarray) -> np.ndarray:
+        """τ clipped to the URDF effort limits (an actuator cannot do more); counted, logged once per episode."""
+        lim = self.effort_limits
+        if (np.abs(tau) <= lim).all():
+            if self._clipping:
+                self._clipping = False
+                self.get_logger().info("effort commands within the URDF limits again")
+            return tau
+        self.clipped += 1
+        if not self._clipping:
+            self._clipping = True
+            over = [f"τ[{i}] = {tau[i]:.4g} (limit {lim[i]:.4g})" for i in np.flatnonzero(np.abs(tau) > lim)]
+            self.get_logger().warning(f"effort command beyond the URDF limits, clipped ({', '.join(over)}) "
+                                      "[logged once until the commands are within the limits]")
+        return np.clip(tau, -lim, lim)
 
     def on_resend(self) -> None:
         if self.mode == "lockstep" and time.monotonic() - self.last_cmd_wall > self.resend:
@@ -89,7 +110,10 @@ class PlantNodeMixin:
         due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
         if not self._advance(min(max(due, 0), MAX_STEPS_PER_TICK)):
             return
-        if due > MAX_STEPS_PER_TICK:  # cannot keep up: drop real time rather than burst
-            self.wall0 += (due - MAX_STEPS_PER_TICK) * self.dt / self.rtf
+        if due > MAX_STEPS_PER_TICK:  # cannot keep up: drop real time rather than burst (counted, as RTF)
+            lag = (due - MAX_STEPS_PER_TICK) * self.dt / self.rtf
+            self.wall0 += lag
+            self.overruns += 1
+            self.dropped_time += lag
         if due > 0:
             self.publish_state()

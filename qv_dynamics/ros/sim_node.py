@@ -31,13 +31,15 @@ from geometry_msgs.msg import WrenchStamped
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
 from rclpy.node import Node
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from ..errors import ModelError, QVError
+from ..errors import ConvergenceError, ModelError, NonFiniteError, QVError
 from ..robots import scale_inertias
-from .health import EpisodeCounter
+from ..sim.stepper import length_scale
+from .health import EpisodeCounter, diagnostic_array
 from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench, sec_to_stamp
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
@@ -62,16 +64,38 @@ class StepperState:
         self.q, self.qdot = q, qdot
         self.lam: np.ndarray | None = None
         self.rank = 0
+        self.substep_retries = 0
+
+    def _substeps(self, tau: np.ndarray, exc: Exception) -> tuple[np.ndarray, np.ndarray]:
+        for k in SUBSTEPS:
+            h = self.dt / k
+            try:
+                q, qdot = self.q, self.qdot
+                for i in range(k):
+                    q, qdot = self.stepper.step(q, qdot, tau, h, self.t + i * h)
+            except (ConvergenceError, NonFiniteError):
+                continue
+            self.substep_retries += 1
+            return q, qdot
+        raise ConvergenceError(f"{exc} (also with {', '.join(map(str, SUBSTEPS))} substeps)") from None
 
     @property
     def t(self) -> float:
         return self.k * self.dt
 
     def step(self, tau: np.ndarray) -> None:
-        self.q, self.qdot = self.stepper.step(self.q, self.qdot, tau, self.dt, self.t)
+        """One step of dt; a failed step (NR not converging, blow-up) is retried from the same state with
+        2, 4, then 8 substeps (``substep_retries`` counts the rescues) before the error is raised."""
+        try:
+            self.q, self.qdot = self.stepper.step(self.q, self.qdot, tau, self.dt, self.t)
+        except (ConvergenceError, NonFiniteError) as exc:
+            self.q, self.qdot = self._substeps(tau, exc)
         self.lam = self.stepper.last.lam.copy()
         self.rank = self.stepper.last.rank
         self.k += 1
+
+
+SUBSTEPS = (2, 4, 8)  # a failed step of dt is retried with dt/2, dt/4, dt/8
 
 
 def topic_token(name: str) -> str:
@@ -95,8 +119,12 @@ class SimNode(PlantNodeMixin, Node):
         q0 = self._initial("q0", q0, init.get("q"), system.neutral(), to_q=True)
         qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), np.zeros(system.nv))
         try:
+            nr_tol = float(gp("nr_tol").value) * length_scale(system)
+            if not nr_tol > 0:
+                raise ModelError(f"nr_tol must be > 0, got {gp('nr_tol').value}")
+            # 1e3 nr_tol: an NR that stalls there has reached the rounding floor of this model's kinematics
             self.stepper = StepperState(system, q0, qdot0, self.dt, method=gp("method").value,
-                                        integrator=gp("integrator").value)
+                                        integrator=gp("integrator").value, nr_tol=nr_tol, nr_floor=1e3 * nr_tol)
         except ValueError as exc:  # unknown method/integrator (QVErrors are ValueErrors too)
             raise exc if isinstance(exc, QVError) else ModelError(str(exc)) from None
         self.on_step = []  # in-process observers f(sim) called after every step (bringup recording)
@@ -107,6 +135,12 @@ class SimNode(PlantNodeMixin, Node):
         self.publish_wrench = bool(gp("publish_wrench").value)
         self.steps = 0
         self.error: str | None = None
+        self.exit_code: int | None = None  # set when the simulation stopped for good (the runner exits with it)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diag_prev = (time.monotonic(), 0)
+        period = float(gp("diagnostics_period").value)
+        if period > 0:
+            self.create_timer(period, self.publish_diagnostics)
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         self.pub_wrench = {}
@@ -180,11 +214,35 @@ class SimNode(PlantNodeMixin, Node):
             return False
 
     def _stop(self, exc: Exception) -> None:
-        self.get_logger().error(f"simulation stopped at t={self.t:.4f} s: {exc}")
+        self.get_logger().error(f"simulation stopped for good at t={self.t:.4f} s: {exc}; the node exits (code 1)")
         self.mode = "stopped"
         self.error = str(exc)
+        self.publish_diagnostics()
+        self.exit_code = 1
         for f in self.on_stop:
             f(self)
+
+    def publish_diagnostics(self) -> None:
+        """Steps, real-time factor over the last period (sim s per wall s), dropped real time, clipped and
+        rejected commands, substep rescues and NR stalls; ERROR once the simulation stopped."""
+        now = time.monotonic()
+        wall, steps = self._diag_prev
+        rtf = (self.steps - steps) * self.dt / (now - wall) if now > wall else 0.0
+        self._diag_prev = (now, self.steps)
+        st = self.stepper.stepper
+        values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
+                  "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
+                  "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
+                  "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
+                  "phi_norm": st.phi_norm}
+        if self.error:
+            level, message = DiagnosticStatus.ERROR, f"stopped: {self.error}"
+        elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
+            level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
+        else:
+            level, message = DiagnosticStatus.OK, "ok"
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,
+                                               f"{self.get_name()}: simulator", message, self.system.name, values))
 
 
 def main(argv: list[str] | None = None) -> int:

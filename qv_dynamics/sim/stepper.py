@@ -55,6 +55,15 @@ class Accel:
     phi_norm: float
 
 
+def length_scale(system: ConstrainedSystem) -> float:
+    """A characteristic length of the model (m): the summed joint offsets plus the largest frame offset,
+    at least 1. Rounding errors of the forward kinematics, hence of Φ, scale with it."""
+    model = system.model
+    joints = sum(float(np.linalg.norm(model.jointPlacements[j].translation)) for j in range(1, model.njoints))
+    frames = max((float(np.linalg.norm(f.placement.translation)) for f in model.frames), default=0.0)
+    return max(1.0, joints + frames)
+
+
 class Stepper:
     """Reusable single-step integrator for a :class:`ConstrainedSystem` (the ROS sim node calls it every tick).
 
@@ -69,7 +78,8 @@ class Stepper:
     def __init__(self, system: ConstrainedSystem, method: str = "projection", integrator: str = "rk4",
                  nr_tol: float = 1e-12, nr_max_iter: int = 20, baumgarte: tuple[float, float] = (20.0, 20.0),
                  velocity_projection: str = "M", rtol: float = RTOL, atol: float = ATOL,
-                 scipy_method: str = "DOP853", scipy_rtol: float = 1e-10, scipy_atol: float = 1e-12):
+                 scipy_method: str = "DOP853", scipy_rtol: float = 1e-10, scipy_atol: float = 1e-12,
+                 nr_floor: float | None = None):
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
         if integrator not in INTEGRATORS:
@@ -83,6 +93,10 @@ class Stepper:
         self.integrator = integrator
         self.nr_tol = float(nr_tol)
         self.nr_max_iter = int(nr_max_iter)
+        # accept ‖Φ‖ ≤ nr_floor when an NR iteration no longer halves it (rounding floor reached); None:
+        # nr_tol is strict. ``nr_stalls`` counts the accepted stalls.
+        self.nr_floor = None if nr_floor is None else float(nr_floor)
+        self.nr_stalls = 0
         self.alpha, self.beta = (float(b) for b in baumgarte)
         self.velocity_projection = velocity_projection
         self.rtol, self.atol = float(rtol), float(atol)
@@ -184,6 +198,9 @@ class Stepper:
         it = 0
         while nrm > self.nr_tol:
             if it >= self.nr_max_iter:
+                if self.nr_floor is not None and nrm <= self.nr_floor:
+                    self.nr_stalls += 1
+                    break
                 raise ConvergenceError(
                     f"Newton–Raphson position correction did not converge: ‖Φ‖ = {nrm:.3e} > nr_tol = "
                     f"{self.nr_tol:.1e} after {it} iterations (step too large, or the constraints cannot be met)")
@@ -192,10 +209,13 @@ class Stepper:
                 raise ConvergenceError(f"Newton–Raphson: A has rank 0 at ‖Φ‖ = {nrm:.3e}; cannot correct")
             q = self._plus(q, -(Apinv @ phi))
             phi, A = self.rows(q)
-            nrm = float(np.linalg.norm(phi))
+            prev, nrm = nrm, float(np.linalg.norm(phi))
             if not math.isfinite(nrm):
                 raise ConvergenceError("Newton–Raphson position correction diverged (non-finite Φ)")
             it += 1
+            if self.nr_floor is not None and self.nr_tol < nrm <= self.nr_floor and nrm > 0.5 * prev:
+                self.nr_stalls += 1  # no longer converging quadratically: the rounding floor of this model
+                break
         return q, A, it, nrm
 
     def project_velocity(self, q: np.ndarray, qdot: np.ndarray, A: np.ndarray | None = None,
