@@ -2,6 +2,7 @@
 
     ros2 launch qv_ros bringup.launch.py robot:=planar_3link rviz:=true
     ros2 launch qv_ros bringup.launch.py robot:=slider_crank mode:=lockstep
+    ros2 launch qv_ros bringup.launch.py robot:=panda_table
 
 Every node reads ``config/<robot>.yaml`` (sections qv_sim, qv_dynamics, qv_controller). Without
 ``ros2 launch`` the same three nodes run in one process: ``qv bringup config/<robot>.yaml``.
@@ -20,8 +21,20 @@ PACKAGE = "qv_ros"
 ROBOTS = {
     "planar_3link": {"urdf": "urdf/planar_3link.urdf", "params": "config/planar_3link.yaml"},
     "slider_crank": {"urdf": "urdf/slider_crank.urdf", "params": "config/slider_crank.yaml"},
+    # the 7-DoF arm of the main demo (example-robot-data), tool on the table (rigid contact)
+    "panda_table": {"urdf": "panda", "params": "config/panda_table.yaml"},
 }
 RVIZ_CONFIG = "config/qv.rviz"
+
+
+def _urdf_path(share: str, entry: str) -> str:
+    """A URDF of the package's share folder, else an example-robot-data name (``panda``)."""
+    path = os.path.join(share, entry)
+    if os.path.isfile(path):
+        return path
+    from qv_dynamics.robots import resolve_urdf
+
+    return resolve_urdf(entry)
 
 
 def _nodes(context, *args, **kwargs):
@@ -31,7 +44,7 @@ def _nodes(context, *args, **kwargs):
         raise RuntimeError(f"robot:={robot} is not one of {sorted(ROBOTS)}")
     files = ROBOTS[robot]
     params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, files["params"])
-    with open(os.path.join(share, files["urdf"])) as f:
+    with open(_urdf_path(share, files["urdf"])) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
