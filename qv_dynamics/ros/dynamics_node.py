@@ -12,7 +12,9 @@ Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp =
   ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``  ``~/lambda_measured``
   ``~/scalars`` (rank, m, n, kinetic_energy, condition, phi_norm, eval_time_ms, basis_reseeded)
   ``~/markers`` (visualization_msgs/MarkerArray: constrained frames and constraint-force arrows)
-  ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, every ``diagnostics_period`` s)
+  ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, every ``diagnostics_period`` s): counts, the
+      callback time (mean/max), missed deadlines (a callback longer than the input period) and the
+      decimation (``decimation: 0``: chosen to use at most ``load_budget`` of a core, changes logged)
 Bad input (NaN, wrong sizes, missing joints) is dropped, counted and logged once per episode.
 """
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .messages import (
     stamp_to_sec,
     wrench_to_array,
 )
+from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -62,8 +65,11 @@ class DynamicsNode(Node):
         self.force_scale = float(gp("force_scale").value)
         self.publish_markers = bool(gp("publish_markers").value)
         self.markers_period = float(gp("markers_period").value)
-        self.decimation = max(1, int(gp("decimation").value))
-        self._rx = 0
+        try:
+            self.pacer = Pacer(int(gp("decimation").value), float(gp("load_budget").value),
+                               on_change=self._decimation_changed)
+        except ValueError as exc:
+            raise QVError(f"dynamics node: {exc}") from None
         self._t_markers = -float("inf")
         self.condition_warn = float(gp("condition_warn").value)
         # v = Qᵀq̇ has one component per velocity index; label it with the joint at that index
@@ -123,9 +129,21 @@ class DynamicsNode(Node):
         except QVError as exc:
             self.wrench_rejects.reject(reject_kind(exc), str(exc))
 
+    @property
+    def decimation(self) -> int:
+        return self.pacer.k
+
+    def _decimation_changed(self, old: int, new: int, cost: float, period: float) -> None:
+        self.get_logger().warning(
+            f"evaluating every {new}th /joint_states message (was every {old}th): a callback costs "
+            f"{1e3 * cost:.3f} ms against {1e3 * period:.3f} ms between states (load_budget "
+            f"{self.pacer.budget:g})" if new > old else
+            f"evaluating every {new}th /joint_states message again (was every {old}th): {1e3 * cost:.3f} ms "
+            f"per callback, {1e3 * period:.3f} ms between states")
+
     def on_joint_states(self, msg: JointState) -> None:
-        self._rx += 1
-        if (self._rx - 1) % self.decimation:
+        t_in = time.perf_counter()
+        if not self.pacer.arrive(t_in):
             return
         try:
             q, qdot, tau = joint_state_to_arrays(msg, self.layout)
@@ -152,6 +170,7 @@ class DynamicsNode(Node):
         st["eval_n"] += 1
         st["eval_ms_max"] = max(st["eval_ms_max"], dt_ms)
         self.publish(msg.header.stamp, terms, qs, dt_ms)
+        self.pacer.done(time.perf_counter() - t_in)
 
     # ------------------------------------------------------------------ outputs
     def publish(self, stamp, terms, qs, dt_ms: float) -> None:
@@ -263,6 +282,7 @@ class DynamicsNode(Node):
             "unknown_parameters": len(self.unknown_parameters),
             "messages_without_effort": st["no_effort"],
         }
+        values.update(self.pacer.values())
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,
                                                f"{self.get_name()}: constrained model", msg, self.system.name, values))
         st["eval_ms_max"] = 0.0

@@ -133,7 +133,9 @@ DYNAMICS_NODE = (
     Param("force_scale", 0.01, "marker arrow length per newton [m/N]", positive("force_scale")),
     Param("publish_markers", True, "publish visualization_msgs/MarkerArray of the constraint forces"),
     Param("markers_period", 0.04, "message time between MarkerArrays [s]"),
-    Param("decimation", 1, "evaluate every k-th /joint_states message"),
+    Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged)"),
+    Param("load_budget", 0.5, "automatic decimation: at most this fraction of a core (callback time over the "
+          "input period)", positive("load_budget")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),
 )

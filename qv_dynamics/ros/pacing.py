@@ -1,0 +1,72 @@
+"""Tick time, missed deadlines and self-decimation of a node fed by a periodic stream (issue 11).
+
+A node that evaluates every message of a 1 kHz /joint_states stream must finish each callback within the
+stream period, and on a shared machine it must leave time to the other nodes. :class:`Pacer` measures the
+period between arrivals (exponential average), the cost of each processed callback, counts a *missed
+deadline* when a callback took longer than the period, and — with ``decimation=0`` (automatic) — processes
+only every k-th message with k = ⌈cost / (budget · period)⌉, so the node uses at most ``budget`` of a core.
+Every change of k is reported through ``on_change`` (the node logs it): never a silent decimation.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+ALPHA = 0.05     # weight of the newest sample in the averages (~20-sample memory)
+ADAPT_EVERY = 100  # processed messages between two decisions on k
+
+
+class Pacer:
+    """``arrive(now)`` for every message (True: process it), ``done(cost)`` after a processed one."""
+
+    def __init__(self, decimation: int = 0, budget: float = 0.5, max_decimation: int = 100,
+                 on_change: Callable[[int, int, float, float], None] | None = None):
+        if decimation < 0 or not (0.0 < budget <= 1.0) or max_decimation < 1:
+            raise ValueError(f"decimation >= 0 (0: automatic), 0 < budget <= 1, max_decimation >= 1; got "
+                             f"{decimation}, {budget}, {max_decimation}")
+        self.auto = decimation == 0
+        self.k = max(1, decimation)
+        self.budget = float(budget)
+        self.max_k = int(max_decimation)
+        self.on_change = on_change
+        self.period = 0.0          # s between arrivals (average)
+        self.cost = 0.0            # s per processed callback (average)
+        self.cost_max = 0.0        # s, largest since the last window reset
+        self.received = 0
+        self.processed = 0
+        self.skipped = 0           # messages left out by the decimation
+        self.missed = 0            # processed callbacks that took longer than the period
+        self._t_prev: float | None = None
+
+    def arrive(self, now: float) -> bool:
+        if self._t_prev is not None:
+            gap = now - self._t_prev
+            self.period = gap if self.period == 0.0 else self.period + ALPHA * (gap - self.period)
+        self._t_prev = now
+        self.received += 1
+        if (self.received - 1) % self.k:
+            self.skipped += 1
+            return False
+        return True
+
+    def done(self, cost: float) -> None:
+        self.processed += 1
+        self.cost = cost if self.processed == 1 else self.cost + ALPHA * (cost - self.cost)
+        if cost > self.cost_max:
+            self.cost_max = cost
+        if self.period > 0.0 and cost > self.period:
+            self.missed += 1
+        if self.auto and self.processed % ADAPT_EVERY == 0 and self.period > 0.0:
+            need = min(self.max_k, max(1, math.ceil(self.cost / (self.budget * self.period))))
+            if need != self.k:
+                old, self.k = self.k, need
+                if self.on_change is not None:
+                    self.on_change(old, need, self.cost, self.period)
+
+    def values(self) -> dict:
+        """Figures for /diagnostics (times in ms); resets the window maximum."""
+        out = {"tick_time_ms_mean": 1e3 * self.cost, "tick_time_ms_max": 1e3 * self.cost_max,
+               "input_period_ms": 1e3 * self.period, "missed_deadlines": self.missed, "decimation": self.k,
+               "decimation_auto": int(self.auto), "skipped_by_decimation": self.skipped}
+        self.cost_max = 0.0
+        return out

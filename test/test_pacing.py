@@ -1,0 +1,89 @@
+"""Self-decimation and deadline accounting of the dynamics node (issue 11): :class:`Pacer` on a stream of
+known timing, and the node's /diagnostics over real rclpy topics."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qv_dynamics.ros.pacing import Pacer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _feed(p: Pacer, n: int, period: float, cost: float, t0: float = 0.0) -> float:
+    t = t0
+    for _ in range(n):
+        t += period
+        if p.arrive(t):
+            p.done(cost)
+    return t
+
+
+def test_pacer_decimates_to_fit_the_budget_and_says_so():
+    changes = []
+    p = Pacer(0, budget=0.5, on_change=lambda *a: changes.append(a))
+    t = _feed(p, 300, 1e-3, 0.8e-3)        # 0.8 ms per callback at 1 kHz: over half a core
+    assert p.k == 2 and changes[0][:2] == (1, 2)  # ⌈0.8 / 0.5⌉
+    assert p.missed == 0 and p.skipped > 0
+    _feed(p, 400, 1e-3, 1.2e-3, t)          # now longer than the period itself: deadlines missed
+    assert p.k == 3 and p.missed > 0        # ⌈1.2 / 0.5⌉
+    v = p.values()
+    assert v["decimation"] == 3 and v["missed_deadlines"] == p.missed
+    assert v["tick_time_ms_max"] == pytest.approx(1.2) and v["input_period_ms"] == pytest.approx(1.0)
+
+
+def test_pacer_fixed_decimation_and_recovery():
+    p = Pacer(4)
+    _feed(p, 1000, 1e-3, 3e-3)
+    assert p.k == 4 and p.processed == 250 and p.skipped == 750  # fixed: never adapted
+    changes = []
+    q = Pacer(0, on_change=lambda *a: changes.append(a[:2]))
+    t = _feed(q, 300, 1e-3, 1.4e-3)
+    _feed(q, 2000, 1e-3, 0.1e-3, t)         # load gone: back to every message
+    assert changes[0] == (1, 3) and q.k == 1 and changes[-1][1] == 1
+    with pytest.raises(ValueError):
+        Pacer(-1)
+
+
+rclpy = pytest.importorskip("rclpy")
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+
+from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros_convert import sec_to_stamp  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 13) % 200
+
+
+def test_dynamics_node_reports_tick_time_and_deadlines():
+    from rclpy.parameter import Parameter
+
+    params = [Parameter("model_config", value=str(ROOT / "config" / "planar_3link_model.yaml")),
+              Parameter("diagnostics_period", value=0.0)]
+    with ros_session(DOMAIN, "pacing_probe") as (ctx, ex, probe):
+        node = DynamicsNode(context=ctx, parameter_overrides=params)
+        ex.add_node(node)
+        got = []
+        probe.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
+        pub = probe.create_publisher(JointState, "/joint_states", 10)
+        spin_until(ex, lambda: pub.get_subscription_count() >= 1)
+        for k in range(20):
+            msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0],
+                             velocity=[0.1, 0.0, 0.0], effort=[0.0, 0.0, 0.0])
+            msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * k)
+            pub.publish(msg)
+            spin_until(ex, lambda: node.pacer.received > k, timeout=2.0)
+        assert node.pacer.processed == node.stats["messages"] >= 15
+        node.publish_diagnostics()
+        assert spin_until(ex, lambda: got)
+        values = {kv.key: kv.value for kv in got[-1].status[0].values}
+        assert float(values["tick_time_ms_mean"]) > 0.0 and float(values["tick_time_ms_max"]) > 0.0
+        assert values["decimation"] == "1" and values["decimation_auto"] == "1"
+        assert int(values["missed_deadlines"]) == node.pacer.missed
+        # the callback time includes evaluate + quasi_decompose (eval_time) and the publishing
+        assert float(values["tick_time_ms_max"]) >= float(values["eval_time_ms_max"]) > 0.0
+        retire(ex, node)
