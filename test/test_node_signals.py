@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ARM = str(ROOT / "config" / "planar_3link.yaml")
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200  # this module's own domain
 ENTRY = {
-    "qv_sim_node": "qv_dynamics.sim_node",
-    "qv_dynamics_node": "qv_dynamics.dynamics_node",
-    "qv_controller_node": "qv_control.controller_node",
+    "qv_sim_node": "qv_dynamics.ros.sim_node",
+    "qv_dynamics_node": "qv_dynamics.ros.dynamics_node",
+    "qv_controller_node": "qv_control.ros.controller_node",
 }
 READY = {  # a line each node logs once it is built (the runner spins right after)
     "qv_sim_node": "simulating",
@@ -95,7 +95,7 @@ def test_spinning_node_stops_cleanly(node, sig):
 STARTING = """
 import sys, time
 from rclpy.node import Node
-from qv_dynamics.node_runner import run_node
+from qv_dynamics.ros.runner import run_node
 
 def slow():
     print("building", flush=True)
@@ -118,7 +118,7 @@ def test_signal_while_starting(sig):
 GIVES_UP = """
 import sys
 from rclpy.node import Node
-from qv_dynamics.node_runner import run_node
+from qv_dynamics.ros.runner import run_node
 
 class GivesUp(Node):
     def __init__(self):

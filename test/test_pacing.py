@@ -52,8 +52,8 @@ rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
-from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
-from qv_dynamics.ros_convert import sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros.messages import sec_to_stamp  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 13) % 200

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.sim_node import StepperState
+from qv_dynamics.ros.sim_node import StepperState
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "config" / "planar_3link_model.yaml"
@@ -62,7 +62,7 @@ def test_nr_floor_accepts_only_a_stalled_iteration():
     """With nr_floor, an NR asked for a tolerance below the rounding floor stops where it stalls (‖Φ‖ at
     the 1e-16 level, counted); a floor below that level is never used to accept a larger ‖Φ‖."""
     from qv_dynamics.errors import ConvergenceError
-    from qv_dynamics.simulator import Stepper
+    from qv_dynamics.sim.stepper import Stepper
 
     system = ConstrainedSystem.from_urdf("panda", constraints=[
         {"type": "point_contact", "frame": "panda_hand_tcp", "position": [0.4, 0.1, 0.3]}])
@@ -81,8 +81,8 @@ def test_nr_floor_accepts_only_a_stalled_iteration():
 rclpy = pytest.importorskip("rclpy")
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.bringup import load_params_file, to_parameters  # noqa: E402
-from qv_dynamics.sim_node import SimNode  # noqa: E402
+from qv_control.ros.bringup import load_params_file, to_parameters  # noqa: E402
+from qv_dynamics.ros.sim_node import SimNode  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 12) % 200
@@ -134,7 +134,7 @@ def test_stopped_simulation_exits_nonzero_and_says_so(tmp_path):
     (tmp_path / "model.yaml").write_text(model)
     env = dict(os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "qv_dynamics.sim_node", "--ros-args", "-p",
+    proc = subprocess.Popen([sys.executable, "-m", "qv_dynamics.ros.sim_node", "--ros-args", "-p",
                              f"model_config:={tmp_path / 'model.yaml'}", "-p", "mode:=realtime",
                              "-p", "joints:=[joint1, joint2, joint3]"], cwd=str(ROOT), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -325,7 +325,8 @@ class Bringup:
 def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(prog="qv bringup", description=__doc__.split("\n\n")[0])
-    ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml)")
+    ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml) or a robot name "
+                    "(planar_3link, slider_crank, panda_table)")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
     ap.add_argument("--out", default=None, help="write summary.json and trajectory.npz here")
     ap.add_argument("--realtime", action="store_true", help="pace the simulator by the wall clock")

@@ -203,13 +203,14 @@ def markdown_table(table: Sequence[Param]) -> str:
 # ------------------------------------------------------------------------------------------ model config
 def resolve_config_path(path: str) -> str:
     """A config file path as given, or relative to the package's ``config/`` folder (source tree or
-    colcon share directory)."""
+    colcon share directory); a bare robot name (``panda_table``) means ``config/<name>.yaml``."""
     p = Path(path).expanduser()
     if p.is_file():
         return str(p)
     for base in (package_share_dir() / "config", package_share_dir()):
-        if (base / path).is_file():
-            return str(base / path)
+        for name in (path, f"{path}.yaml"):
+            if (base / name).is_file():
+                return str(base / name)
     raise ModelError(f"config file '{path}' not found (neither a file nor in {package_share_dir() / 'config'})")
 
 

@@ -1,0 +1,119 @@
+"""Law tick of every law in ``make_law`` vs ``pin.constraintDynamics`` on the same states (issue 11 target:
+<= 10x), Panda + table contact (point contact, axis z) + six minimal coordinates.
+
+The states are those of a lock-step closed-loop run of the Panda table task (config/panda_table.yaml: the
+tool presses 10 N on the table while it traces a square), so every law sees realistic inputs (no torque
+saturation). Each law gets the same states, reference and λ measurement; the calls are interleaved state
+by state with Pinocchio's, every call timed on its own, medians reported (robust to a shared machine).
+
+    PYTHONPATH=. .venv/bin/python bench/law_tick.py [--states 300] [--reps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "test"))
+
+from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+from qv_control.laws import LAWS, make_law  # noqa: E402
+from qv_control.references import SplineReference  # noqa: E402
+from qv_dynamics.state import State  # noqa: E402
+from qv_dynamics import ConstrainedSystem  # noqa: E402
+
+COORDS = ["panda_hand_tcp.x", "panda_hand_tcp.y", "panda_hand_tcp.rx", "panda_hand_tcp.ry", "panda_hand_tcp.rz",
+          "panda_joint3"]
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+PARAMS = {  # gains of config/panda_table.yaml for the quasi-velocity laws; PIDC-type gains for the others
+    "quasi_tracking": dict(kp=60.0, kd=120.0, kf=0.3, ki=30.0),
+    "quasi_setpoint": dict(kp=60.0, kd=120.0, kf=0.3, ki=30.0),
+    "pidc": dict(kp=400.0, kd=40.0),
+    "pidc_force": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0),
+    "passive": dict(kp=400.0, kd=40.0, actuated=JOINTS),
+}
+
+
+def panda_table() -> tuple[ConstrainedSystem, np.ndarray]:
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "config" / "panda_table_model.yaml").read_text())
+    system = ConstrainedSystem.from_yaml(doc)
+    return system, np.asarray(doc["initial"]["q"], float)
+
+
+def reference(system):
+    import yaml
+
+    c = yaml.safe_load((ROOT / "config" / "panda_table.yaml").read_text())["qv_controller"]["ros__parameters"]
+    r = c["reference"]
+    W = np.asarray(r["waypoints"], float).reshape(len(r["times"]), -1)
+    return SplineReference(r["times"], W, kind=r["kind"], lambda_=np.asarray(c["lambda_desired"], float))
+
+
+def closed_loop_states(seconds: float, every: int):
+    """(system, states, reference) of a lock-step run of the table task with quasi_tracking."""
+    from qv_dynamics.sim.stepper import simulate
+
+    system, q0 = panda_table()
+    ref = reference(system)
+    law = make_law("quasi_tracking", system, coordinates=COORDS, **PARAMS["quasi_tracking"])
+    tr = simulate(system, q0, np.zeros(system.nv), law, seconds, 1e-3, reference=ref)
+    assert tr.ok, tr.error
+    states = [State(t=float(tr.t[i]), q=tr.q[i].copy(), qdot=tr.qdot[i].copy(), lambda_meas=tr.lam[i].copy())
+              for i in range(1, len(tr.t), every)]
+    return system, states, ref
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--states", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args(argv)
+    seconds = 4.0
+    system, states, ref = closed_loop_states(seconds, max(1, int(seconds * 1000) // args.states))
+    refs = [ref(s.t) for s in states]
+    model = system.model
+    pdata = model.createData()
+    cms = pin_constraints(system, [("3d", "panda_hand_tcp")])
+    cds = [c.createData() for c in cms]
+    pin.initConstraintDynamics(model, pdata, cms, cds)
+    prox = pin.ProximalSettings(1e-12, 0.0, 1)
+    laws = {name: make_law(name, system, coordinates=COORDS, **PARAMS[name]) for name in LAWS}
+    times = {k: [] for k in [*laws, "pin.constraintDynamics"]}
+    sat = {k: 0 for k in laws}
+    tau0 = np.zeros(system.nv)
+    for s, r in zip(states, refs):
+        for name, law in laws.items():
+            tk = times[name]
+            for _ in range(args.reps):
+                t0 = time.perf_counter()
+                law.compute(s, r)
+                tk.append(time.perf_counter() - t0)
+            sat[name] += bool(law.saturation.active)
+        tk = times["pin.constraintDynamics"]
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            pin.constraintDynamics(model, pdata, s.q, s.qdot, tau0, cms, cds, prox)
+            tk.append(time.perf_counter() - t0)
+    med = {k: 1e6 * float(np.median(v)) for k, v in times.items()}
+    p = med["pin.constraintDynamics"]
+    print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
+          f"states x {args.reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
+    print(f"  {'law':24s} {'median µs':>10s} {'x pin':>7s} {'saturated':>10s}")
+    for k, t in med.items():
+        print(f"  {k:24s} {t:10.1f} {t / p:7.1f} {sat.get(k, 0):>10}")
+    worst = max(med[k] for k in laws) / p
+    print(f"target (every law <= 10x pin.constraintDynamics): worst {worst:.1f}x -> "
+          f"{'met' if worst <= 10 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
