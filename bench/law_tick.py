@@ -59,7 +59,7 @@ def reference(system):
 
 def closed_loop_states(seconds: float, every: int):
     """(system, states, reference) of a lock-step run of the table task with quasi_tracking."""
-    from qv_dynamics.sim.stepper import simulate
+    from qv_dynamics.sim import simulate
 
     system, q0 = panda_table()
     ref = reference(system)
@@ -71,13 +71,10 @@ def closed_loop_states(seconds: float, every: int):
     return system, states, ref
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--states", type=int, default=300)
-    ap.add_argument("--reps", type=int, default=5)
-    args = ap.parse_args(argv)
+def run(n_states: int = 300, reps: int = 5) -> dict:
+    """Time every law and pin.constraintDynamics on the same closed-loop states; print and return medians."""
     seconds = 4.0
-    system, states, ref = closed_loop_states(seconds, max(1, int(seconds * 1000) // args.states))
+    system, states, ref = closed_loop_states(seconds, max(1, int(seconds * 1000) // max(n_states, 1)))
     refs = [ref(s.t) for s in states]
     model = system.model
     pdata = model.createData()
@@ -92,26 +89,35 @@ def main(argv=None) -> int:
     for s, r in zip(states, refs):
         for name, law in laws.items():
             tk = times[name]
-            for _ in range(args.reps):
+            for _ in range(reps):
                 t0 = time.perf_counter()
                 law.compute(s, r)
                 tk.append(time.perf_counter() - t0)
             sat[name] += bool(law.saturation.active)
         tk = times["pin.constraintDynamics"]
-        for _ in range(args.reps):
+        for _ in range(reps):
             t0 = time.perf_counter()
             pin.constraintDynamics(model, pdata, s.q, s.qdot, tau0, cms, cds, prox)
             tk.append(time.perf_counter() - t0)
     med = {k: 1e6 * float(np.median(v)) for k, v in times.items()}
     p = med["pin.constraintDynamics"]
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
-          f"states x {args.reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
+          f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
     print(f"  {'law':24s} {'median µs':>10s} {'x pin':>7s} {'saturated':>10s}")
     for k, t in med.items():
         print(f"  {k:24s} {t:10.1f} {t / p:7.1f} {sat.get(k, 0):>10}")
     worst = max(med[k] for k in laws) / p
     print(f"target (every law <= 10x pin.constraintDynamics): worst {worst:.1f}x -> "
           f"{'met' if worst <= 10 else 'NOT met'}")
+    return med
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--states", type=int, default=300)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args(argv)
+    run(args.states, args.reps)
     return 0
 
 
