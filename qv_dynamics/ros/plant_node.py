@@ -115,5 +115,11 @@ class PlantNodeMixin:
             self.wall0 += lag
             self.overruns += 1
             self.dropped_time += lag
+            now = time.monotonic()
+            if now - getattr(self, "_overrun_logged", -1e9) > 5.0:  # at most one line per 5 s
+                self._overrun_logged = now
+                self.get_logger().warning(
+                    f"behind real time: {self.overruns} overrun(s), {1e3 * self.dropped_time:.1f} ms of real time "
+                    "dropped so far (the plant never takes bigger steps; see /diagnostics real_time_factor)")
         if due > 0:
             self.publish_state()
