@@ -159,8 +159,12 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
         for p in procs.values():
             p.terminate()
         codes = {k: p.wait(timeout=10) for k, p in procs.items()}
+        log_dir = os.environ.get("QV_BENCH_LOGS")
         for k, p in procs.items():
-            warn = [ln.strip() for ln in getattr(p, "lines", []) if "WARN" in ln or "ERROR" in ln]
+            lines = getattr(p, "lines", [])
+            if log_dir:
+                Path(log_dir, f"{k}.log").write_text("".join(lines))
+            warn = [ln.strip() for ln in lines if "WARN" in ln or "ERROR" in ln]
             if warn:
                 print(f"  {k}: {len(warn)} warning/error lines, first: {warn[0][:200]}")
         node.destroy_node()

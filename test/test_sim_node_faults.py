@@ -153,3 +153,27 @@ def test_stopped_simulation_exits_nonzero_and_says_so(tmp_path):
     assert proc.returncode == 1, out
     assert "simulation stopped for good" in out and "substeps" in out, out
     assert "Traceback" not in out, out
+
+
+def test_realtime_clock_starts_at_the_first_command():
+    """Realtime mode waits for the controller: the initial state is published (every 10 ms, stamp 0) and
+    no step is taken until the first valid effort command; then the plant runs at the wall clock."""
+    from sensor_msgs.msg import JointState
+
+    with ros_session(DOMAIN, "wait_probe") as (ctx, ex, probe):
+        sim = SimNode(context=ctx, parameter_overrides=_sim_params(mode="realtime"),
+                      automatically_declare_parameters_from_overrides=False)
+        ex.add_node(sim)
+        states = []
+        probe.create_subscription(JointState, "/joint_states", states.append, 100)
+        pub = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        spin_until(ex, lambda: pub.get_subscription_count() >= 1 and len(states) >= 1)
+        spin_until(ex, lambda: False, timeout=0.3)
+        assert sim.steps == 0 and 10 <= len(states) <= 60  # ~100 Hz while waiting
+        assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in states)
+        pub.publish(Float64MultiArray(data=[0.0, 0.0, 0.0]))
+        t0 = time.monotonic()
+        spin_until(ex, lambda: False, timeout=0.3)
+        elapsed = time.monotonic() - t0
+        assert sim.started and 0.3 * elapsed / sim.dt < sim.steps <= 1.05 * elapsed / sim.dt + 5
+        retire(ex, sim)

@@ -14,6 +14,7 @@ from typing import Callable
 
 ALPHA = 0.05     # weight of the newest sample in the averages (~20-sample memory)
 ADAPT_EVERY = 100  # processed messages between two decisions on k
+HYSTERESIS = 0.8   # k steps down only when the load fits k − 1 with this margin
 
 
 class Pacer:
@@ -57,7 +58,10 @@ class Pacer:
         if self.period > 0.0 and cost > self.period:
             self.missed += 1
         if self.auto and self.processed % ADAPT_EVERY == 0 and self.period > 0.0:
-            need = min(self.max_k, max(1, math.ceil(self.cost / (self.budget * self.period))))
+            load = self.cost / (self.budget * self.period)  # cores-of-budget needed at k = 1
+            need = min(self.max_k, max(1, math.ceil(load)))
+            if need < self.k and load > HYSTERESIS * (self.k - 1):
+                need = self.k  # only step down with a margin: no flapping between k and k - 1
             if need != self.k:
                 old, self.k = self.k, need
                 if self.on_change is not None:

@@ -98,6 +98,10 @@ PLANT = MODEL_IO + (
     Param("publish_clock", True, "publish /clock with the simulated time"),
     Param("q0", None, "initial joint positions (one per joint), else the model config's initial.q", finite_list("q0")),
     Param("qdot0", None, "initial joint velocities, else the model config's initial.qdot", finite_list("qdot0")),
+    Param("wait_for_command", True, "realtime: the clock starts at the first valid effort command (the initial "
+          "state is published every 10 ms until then)"),
+    Param("max_steps_per_tick", 5, "realtime: longest catch-up burst [steps]; beyond it real time is dropped "
+          "(counted, reported as the real-time factor)", positive("max_steps_per_tick")),
 )
 
 SIM_NODE = PLANT + (
@@ -134,7 +138,7 @@ DYNAMICS_NODE = (
     Param("publish_markers", True, "publish visualization_msgs/MarkerArray of the constraint forces"),
     Param("markers_period", 0.04, "message time between MarkerArrays [s]"),
     Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged)"),
-    Param("load_budget", 0.5, "automatic decimation: at most this fraction of a core (callback time over the "
+    Param("load_budget", 0.25, "automatic decimation: at most this fraction of a core (callback time over the "
           "input period)", positive("load_budget")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),

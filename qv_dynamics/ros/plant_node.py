@@ -2,7 +2,11 @@
 ros2_control topic contract, the pacing modes, and the effort-command callback.
 
 Modes: ``realtime`` steps on a wall-clock timer (``real_time_factor``, zero-order hold of the latest command,
-at most 50 steps per tick: a plant that cannot keep up drops real time rather than bursting); ``lockstep``
+at most ``max_steps_per_tick`` steps per tick: a plant that cannot keep up drops real time, counted and
+reported as a real-time factor, rather than running the held command open loop for a long burst); with
+``wait_for_command`` (default) real time starts at the first valid effort command and until then the
+initial state is published every 10 ms, like a robot held by its brakes until the controller is up;
+``lockstep``
 steps once per received command and publishes the new state (``lockstep_resend`` re-publishes it when no
 command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
 """
@@ -18,7 +22,7 @@ from .health import reject_kind
 from .messages import CommandMap, JointLayout
 from .params import declare, load_model_config
 
-MAX_STEPS_PER_TICK = 50
+WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
 
 
 class PlantNodeMixin:
@@ -44,6 +48,14 @@ class PlantNodeMixin:
         self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table
         self.dt = float(gp("dt").value)
         self.rtf = float(gp("real_time_factor").value)
+<<<<<<< HEAD
+=======
+        if not self.rtf > 0:
+            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
+        self.max_steps = int(gp("max_steps_per_tick").value)  # >= 1: checked by the parameter table
+        self.started = not (self.mode == "realtime" and bool(gp("wait_for_command").value))
+        self._wait_pub = -float("inf")
+>>>>>>> 0cbbe78 (Realtime plants: the clock starts at the first effort command (initial state published meanwhile), catch-up bursts capped at max_steps_per_tick (5) with the dropped time reported; dynamics-node decimation with hysteresis, load budget 0.25; bench logs)
         self.effort_limits = np.asarray(system.effort_limits(), float)  # inf where the URDF gives none
         self.clipped = 0                # effort commands clipped to the URDF limits
         self._clipping = False          # inside a clipping episode (logged once per episode)
@@ -80,6 +92,10 @@ class PlantNodeMixin:
             return
         self.rejects.ok()
         self.tau = self._clip(tau)
+        if not self.started:  # real time starts now, from the state the controller has answered
+            self.started = True
+            self.wall0 = time.monotonic() - self.steps * self.dt / self.rtf
+            self.get_logger().info("first effort command: real time starts")
         self.last_cmd_wall = time.monotonic()
         if self.mode == "lockstep" and self._advance(1):
             self.publish_state()
@@ -107,11 +123,17 @@ class PlantNodeMixin:
     def on_realtime_tick(self) -> None:
         if self.mode != "realtime":
             return
-        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
-        if not self._advance(min(max(due, 0), MAX_STEPS_PER_TICK)):
+        if not self.started:
+            now = time.monotonic()
+            if now - self._wait_pub >= WAIT_PUBLISH_PERIOD:
+                self._wait_pub = now
+                self.publish_state()
             return
-        if due > MAX_STEPS_PER_TICK:  # cannot keep up: drop real time rather than burst (counted, as RTF)
-            lag = (due - MAX_STEPS_PER_TICK) * self.dt / self.rtf
+        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
+        if not self._advance(min(max(due, 0), self.max_steps)):
+            return
+        if due > self.max_steps:  # cannot keep up: drop real time rather than burst (counted, as RTF)
+            lag = (due - self.max_steps) * self.dt / self.rtf
             self.wall0 += lag
             self.overruns += 1
             self.dropped_time += lag
