@@ -135,11 +135,8 @@ class DynamicsNode(Node):
 
     def _decimation_changed(self, old: int, new: int, cost: float, period: float) -> None:
         self.get_logger().warning(
-            f"evaluating every {new}th /joint_states message (was every {old}th): a callback costs "
-            f"{1e3 * cost:.3f} ms against {1e3 * period:.3f} ms between states (load_budget "
-            f"{self.pacer.budget:g})" if new > old else
-            f"evaluating every {new}th /joint_states message again (was every {old}th): {1e3 * cost:.3f} ms "
-            f"per callback, {1e3 * period:.3f} ms between states")
+            f"decimation {old} -> {new} (evaluating 1 of every {new} /joint_states messages): a callback costs "
+            f"{1e3 * cost:.3f} ms, {1e3 * period:.3f} ms between states, load_budget {self.pacer.budget:g}")
 
     def on_joint_states(self, msg: JointState) -> None:
         t_in = time.perf_counter()
