@@ -23,10 +23,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+
 from qv_control.laws import LAWS, make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
-from qv_dynamics.state import State  # noqa: E402
 from qv_dynamics import ConstrainedSystem  # noqa: E402
+from qv_dynamics.state import State  # noqa: E402
 
 COORDS = ["panda_hand_tcp.x", "panda_hand_tcp.y", "panda_hand_tcp.rx", "panda_hand_tcp.ry", "panda_hand_tcp.rz",
           "panda_joint3"]

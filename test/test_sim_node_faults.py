@@ -79,11 +79,11 @@ def test_nr_floor_accepts_only_a_stalled_iteration():
 
 
 rclpy = pytest.importorskip("rclpy")
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from qv_control.ros.bringup import load_params_file, to_parameters  # noqa: E402
 from qv_dynamics.ros.sim_node import SimNode  # noqa: E402
-from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 12) % 200
 

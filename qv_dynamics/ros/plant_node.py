@@ -6,9 +6,8 @@ at most ``max_steps_per_tick`` steps per tick: a plant that cannot keep up drops
 reported as a real-time factor, rather than running the held command open loop for a long burst); with
 ``wait_for_command`` (default) real time starts at the first valid effort command and until then the
 initial state is published every 10 ms, like a robot held by its brakes until the controller is up;
-``lockstep``
-steps once per received command and publishes the new state (``lockstep_resend`` re-publishes it when no
-command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
+``lockstep`` steps once per received command and publishes the new state (``lockstep_resend`` re-publishes
+it when no command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
 """
 from __future__ import annotations
 
@@ -48,14 +47,9 @@ class PlantNodeMixin:
         self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table
         self.dt = float(gp("dt").value)
         self.rtf = float(gp("real_time_factor").value)
-<<<<<<< HEAD
-=======
-        if not self.rtf > 0:
-            raise ModelError(f"real_time_factor must be > 0, got {self.rtf}")
         self.max_steps = int(gp("max_steps_per_tick").value)  # >= 1: checked by the parameter table
         self.started = not (self.mode == "realtime" and bool(gp("wait_for_command").value))
         self._wait_pub = -float("inf")
->>>>>>> 0cbbe78 (Realtime plants: the clock starts at the first effort command (initial state published meanwhile), catch-up bursts capped at max_steps_per_tick (5) with the dropped time reported; dynamics-node decimation with hysteresis, load budget 0.25; bench logs)
         self.effort_limits = np.asarray(system.effort_limits(), float)  # inf where the URDF gives none
         self.clipped = 0                # effort commands clipped to the URDF limits
         self._clipping = False          # inside a clipping episode (logged once per episode)
