@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from qv_dynamics.robots import EXAMPLE_ROBOTS, resolve_urdf
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 EXECUTABLES = ("qv_dynamics_node", "qv_sim_node", "qv_controller_node", "qv")
@@ -108,18 +110,20 @@ def test_launch_files_reference_installed_things(install):
         assert robots, f"{lf.name}: no ROBOTS table"
         for robot, entry in robots.items():
             for key, rel in entry.items():
-                if isinstance(rel, str):
+                if key == "urdf" and rel in EXAMPLE_ROBOTS:  # example-robot-data (the Panda), not in share/
+                    assert Path(resolve_urdf(rel)).is_file(), rel
+                elif isinstance(rel, str):
                     files.add(rel)
         for rel in files:
             assert (share / rel).is_file(), f"{lf.name}: {rel} not in the installed share directory"
     # every parameters file's model_config and every model's URDF resolve inside share/
-    for params in ("planar_3link.yaml", "slider_crank.yaml"):
+    for params in ("planar_3link.yaml", "slider_crank.yaml", "panda_table.yaml"):
         doc = yaml.safe_load((share / "config" / params).read_text())
         for node, sec in doc.items():
             mc = sec["ros__parameters"].get("model_config")
             assert mc and (share / "config" / mc).is_file(), (params, node, mc)
-            model = yaml.safe_load((share / "config" / mc).read_text())
-            assert (share / "urdf" / model["robot"]["urdf"]).is_file(), model["robot"]["urdf"]
+            urdf = yaml.safe_load((share / "config" / mc).read_text())["robot"]["urdf"]
+            assert (share / "urdf" / urdf).is_file() or urdf in EXAMPLE_ROBOTS, urdf
     # controllers files name the controllers the launch files spawn
     for cf in ("controllers.yaml", "controllers_slider_crank.yaml", "controllers_panda.yaml"):
         doc = yaml.safe_load((share / "config" / cf).read_text())
@@ -142,7 +146,8 @@ def test_installed_sim_node_runs_from_install_tree(install, tmp_path):
                ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     params = install / "share" / "qv_ros" / "config" / "slider_crank.yaml"
     proc = subprocess.Popen([str(install / "lib" / "qv_ros" / "qv_sim_node"), "--ros-args", "-r",
-                             "__node:=qv_sim", "--params-file", str(params)],
+                             "__node:=qv_sim", "--params-file", str(params),
+                             "-p", "wait_for_command:=false"],  # no controller here: let time run at once
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ctx = Context()
     rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
