@@ -177,6 +177,9 @@ class Bringup:
             if dynamics and "qv_dynamics" in self.params:
                 dyn_p = dict(self.params["qv_dynamics"])
                 dyn_p.setdefault("use_sim_time", sim_time)
+                # one process, one thread: the dynamics node's time is part of every loop tick, so it evaluates
+                # every state (a recording) unless the parameters file asks for a decimation
+                dyn_p.setdefault("decimation", 1)
                 self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
                                              parameter_overrides=to_parameters(dyn_p))
                 self.nodes.append(self.dynamics)
