@@ -25,12 +25,15 @@ ENTRY = {
     "qv_sim_node": "qv_dynamics.ros.sim_node",
     "qv_dynamics_node": "qv_dynamics.ros.dynamics_node",
     "qv_controller_node": "qv_control.ros.controller_node",
+    "qv_mujoco_node": "qv_dynamics.ros.mujoco_node",
 }
 READY = {  # a line each node logs once it is built (the runner spins right after)
     "qv_sim_node": "simulating",
     "qv_dynamics_node": "model '",
     "qv_controller_node": "law '",
+    "qv_mujoco_node": "MuJoCo plant",
 }
+PARAMS = {"qv_mujoco_node": str(ROOT / "config" / "demo_mujoco.yaml")}  # the others: the 3-link arm
 STOP_WITHIN = 1.0  # s, issue 10 item 5
 
 
@@ -80,13 +83,13 @@ def _assert_clean(rc: int, took: float, out: str) -> None:
 
 
 def _node_args(node: str, *params: str) -> list[str]:
-    return ["-m", ENTRY[node], "--ros-args", "--params-file", ARM, *params]
+    return ["-m", ENTRY[node], "--ros-args", "--params-file", PARAMS.get(node, ARM), *params]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("node", sorted(ENTRY))
 def test_spinning_node_stops_cleanly(node, sig):
-    proc = _start(_node_args(node, "-r", f"__node:={node.replace('_node', '')}"))
+    proc = _start(_node_args(node, "-r", f"__node:={node.replace('_node', '')}"))  # qv_sim, qv_mujoco, ...
     _wait_for(proc, READY[node])
     time.sleep(0.3)  # spinning (the simulator steps, the dynamics node idles)
     _assert_clean(*_signal_and_reap(proc, sig))
