@@ -34,7 +34,7 @@ def controller_setup(config: str):
     from qv_control.laws import make_law
     from qv_control.references import SplineReference
     from qv_control.ros.bringup import load_params_file
-    from qv_dynamics.ros.messages import load_model_config
+    from qv_dynamics.ros.params import load_model_config
 
     P = load_params_file(config)
     c = P["qv_controller"]

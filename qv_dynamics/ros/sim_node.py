@@ -44,6 +44,8 @@ from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench,
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
 
+SUBSTEPS = (2, 4, 8)  # a failed step of dt is retried with dt/2, dt/4, dt/8
+
 
 class StepperState:
     """The simulator's :class:`~qv_dynamics.sim.Stepper` plus the state it advances, stepped exactly as
@@ -95,9 +97,6 @@ class StepperState:
         self.k += 1
 
 
-SUBSTEPS = (2, 4, 8)  # a failed step of dt is retried with dt/2, dt/4, dt/8
-
-
 def topic_token(name: str) -> str:
     """A constraint name as a valid ROS topic token (``wall#1`` -> ``wall_1``)."""
     tok = re.sub(r"[^A-Za-z0-9_]", "_", name)
@@ -119,9 +118,7 @@ class SimNode(PlantNodeMixin, Node):
         q0 = self._initial("q0", q0, init.get("q"), system.neutral(), to_q=True)
         qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), np.zeros(system.nv))
         try:
-            nr_tol = float(gp("nr_tol").value) * length_scale(system)
-            if not nr_tol > 0:
-                raise ModelError(f"nr_tol must be > 0, got {gp('nr_tol').value}")
+            nr_tol = float(gp("nr_tol").value) * length_scale(system)  # nr_tol > 0: checked by the table
             # 1e3 nr_tol: an NR that stalls there has reached the rounding floor of this model's kinematics
             self.stepper = StepperState(system, q0, qdot0, self.dt, method=gp("method").value,
                                         integrator=gp("integrator").value, nr_tol=nr_tol, nr_floor=1e3 * nr_tol)
@@ -237,6 +234,8 @@ class SimNode(PlantNodeMixin, Node):
                   "phi_norm": st.phi_norm}
         if self.error:
             level, message = DiagnosticStatus.ERROR, f"stopped: {self.error}"
+        elif not self.started:
+            level, message = DiagnosticStatus.OK, "waiting for the first effort command"
         elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
             level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
         else:
