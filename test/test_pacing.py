@@ -24,10 +24,10 @@ def _feed(p: Pacer, n: int, period: float, cost: float, t0: float = 0.0) -> floa
 def test_pacer_decimates_to_fit_the_budget_and_says_so():
     changes = []
     p = Pacer(0, budget=0.5, on_change=lambda *a: changes.append(a))
-    t = _feed(p, 300, 1e-3, 0.8e-3)        # 0.8 ms per callback at 1 kHz: over half a core
+    t = _feed(p, 600, 1e-3, 0.8e-3)        # 0.8 ms per callback at 1 kHz: over half a core
     assert p.k == 2 and changes[0][:2] == (1, 2)  # ⌈0.8 / 0.5⌉
     assert p.missed == 0 and p.skipped > 0
-    _feed(p, 400, 1e-3, 1.2e-3, t)          # now longer than the period itself: deadlines missed
+    _feed(p, 1600, 1e-3, 1.2e-3, t)         # now longer than the period itself: deadlines missed
     assert p.k == 3 and p.missed > 0        # ⌈1.2 / 0.5⌉
     v = p.values()
     assert v["decimation"] == 3 and v["missed_deadlines"] == p.missed
@@ -40,8 +40,8 @@ def test_pacer_fixed_decimation_and_recovery():
     assert p.k == 4 and p.processed == 250 and p.skipped == 750  # fixed: never adapted
     changes = []
     q = Pacer(0, on_change=lambda *a: changes.append(a[:2]))
-    t = _feed(q, 300, 1e-3, 1.4e-3)
-    _feed(q, 2000, 1e-3, 0.1e-3, t)         # load gone: back to every message
+    t = _feed(q, 600, 1e-3, 1.4e-3)
+    _feed(q, 6000, 1e-3, 0.1e-3, t)         # load gone: back to every message
     assert changes[0] == (1, 3) and q.k == 1 and changes[-1][1] == 1
     with pytest.raises(ValueError):
         Pacer(-1)

@@ -134,8 +134,8 @@ class DynamicsNode(Node):
         return self.pacer.k
 
     def _decimation_changed(self, old: int, new: int, cost: float, period: float) -> None:
-        self.get_logger().warning(
-            f"decimation {old} -> {new} (evaluating 1 of every {new} /joint_states messages): a callback costs "
+        log = self.get_logger().warning if new > old else self.get_logger().info
+        log(f"decimation {old} -> {new} (evaluating 1 of every {new} /joint_states messages): a callback costs "
             f"{1e3 * cost:.3f} ms, {1e3 * period:.3f} ms between states, load_budget {self.pacer.budget:g}")
 
     def on_joint_states(self, msg: JointState) -> None:

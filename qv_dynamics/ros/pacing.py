@@ -13,8 +13,8 @@ import math
 from typing import Callable
 
 ALPHA = 0.05     # weight of the newest sample in the averages (~20-sample memory)
-ADAPT_EVERY = 100  # processed messages between two decisions on k
-HYSTERESIS = 0.8   # k steps down only when the load fits k − 1 with this margin
+ADAPT_EVERY = 250  # processed messages between two decisions on k
+HYSTERESIS = 0.7   # k steps down only when the load fits k − 1 with this margin
 
 
 class Pacer:
