@@ -102,9 +102,11 @@ class Monitor:
 
 
 def _start(name: str, config: str, env: dict) -> subprocess.Popen:
+    """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock)."""
+    sim_time = [] if name == "qv_sim" else ["-p", "use_sim_time:=true"]
     return subprocess.Popen([sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
-                             "--params-file", config], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             "--params-file", config, *sim_time], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def _wait_line(proc: subprocess.Popen, text: str, timeout: float = 60.0) -> None:

@@ -86,3 +86,16 @@ def test_dynamics_node_reports_tick_time_and_deadlines():
         # the callback time includes evaluate + quasi_decompose (eval_time) and the publishing
         assert float(values["tick_time_ms_max"]) >= float(values["eval_time_ms_max"]) > 0.0
         retire(ex, node)
+
+
+def test_dynamics_node_logs_decimation_both_ways():
+    """Up (warning) and down (info) from one node: rclpy refuses two severities at one call site, which
+    once killed the node on its first step down."""
+    from rclpy.parameter import Parameter
+
+    params = [Parameter("model_config", value=str(ROOT / "config" / "planar_3link_model.yaml"))]
+    with ros_session(DOMAIN, "pacing_log_probe") as (ctx, ex, probe):
+        node = DynamicsNode(context=ctx, parameter_overrides=params)
+        node._decimation_changed(1, 3, 1e-3, 1e-3)
+        node._decimation_changed(3, 1, 1e-4, 1e-3)
+        node.destroy_node()

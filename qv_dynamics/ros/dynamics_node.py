@@ -134,9 +134,12 @@ class DynamicsNode(Node):
         return self.pacer.k
 
     def _decimation_changed(self, old: int, new: int, cost: float, period: float) -> None:
-        log = self.get_logger().warning if new > old else self.get_logger().info
-        log(f"decimation {old} -> {new} (evaluating 1 of every {new} /joint_states messages): a callback costs "
-            f"{1e3 * cost:.3f} ms, {1e3 * period:.3f} ms between states, load_budget {self.pacer.budget:g}")
+        text = (f"decimation {old} -> {new} (evaluating 1 of every {new} /joint_states messages): a callback "
+                f"costs {1e3 * cost:.3f} ms, {1e3 * period:.3f} ms between states, load_budget {self.pacer.budget:g}")
+        if new > old:  # rclpy: one severity per logging call site
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
 
     def on_joint_states(self, msg: JointState) -> None:
         t_in = time.perf_counter()
