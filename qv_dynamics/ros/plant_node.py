@@ -55,6 +55,7 @@ class PlantNodeMixin:
         self._clipping = False          # inside a clipping episode (logged once per episode)
         self.overruns = 0               # realtime ticks that could not catch up (real time dropped)
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
+        self._overrun_logged = -float("inf")
 
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
@@ -132,7 +133,7 @@ class PlantNodeMixin:
             self.overruns += 1
             self.dropped_time += lag
             now = time.monotonic()
-            if now - getattr(self, "_overrun_logged", -1e9) > 5.0:  # at most one line per 5 s
+            if now - self._overrun_logged > 5.0:  # at most one line per 5 s
                 self._overrun_logged = now
                 self.get_logger().warning(
                     f"behind real time: {self.overruns} overrun(s), {1e3 * self.dropped_time:.1f} ms of real time "
