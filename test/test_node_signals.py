@@ -138,7 +138,12 @@ sys.exit(run_node("gives_up", GivesUp, []))
 
 def test_node_exit_code_ends_the_run():
     proc = _start(["-c", GIVES_UP])
-    out, _ = proc.communicate(timeout=20.0)
+    try:
+        out, _ = proc.communicate(timeout=20.0)
+    finally:
+        if proc.poll() is None:  # never leave it running
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 3, out
 
 
