@@ -100,7 +100,7 @@ def test_duplicate_name_refused_by_add_constraint_and_unnamed_repeats_stay_legal
 
 
 # ---------------------------------------------------------------------------------------------- nodes
-@pytest.mark.parametrize("module", ["qv_dynamics.dynamics_node", "qv_control.controller_node"])
+@pytest.mark.parametrize("module", ["qv_dynamics.ros.dynamics_node", "qv_control.ros.controller_node"])
 def test_nodes_refuse_unphysical_urdf_with_exit_2(tmp_path, module):
     urdf = tmp_path / "neg.urdf"
     urdf.write_text(BAD_URDFS["negative mass"][0])

@@ -18,14 +18,15 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
-from qv_control.controller_node import ControllerNode  # noqa: E402
-from qv_control.laws import make_law  # noqa: E402
-from qv_control.laws_base import ForcePI  # noqa: E402
-from qv_control.state import Reference, State  # noqa: E402
-from qv_dynamics.dynamics_node import DynamicsNode  # noqa: E402
-from qv_dynamics.errors import DimensionError, ModelError  # noqa: E402
-from qv_dynamics.ros_convert import load_model_config  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+
+from qv_control.laws import make_law  # noqa: E402
+from qv_control.laws.base import ForcePI  # noqa: E402
+from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_dynamics.errors import DimensionError  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
+from qv_dynamics.state import Reference, State  # noqa: E402
 from test_ros_nodes import LAW_PARAMS, Wire, arm_params, arm_state, joint_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -244,14 +245,24 @@ def test_force_integral_uses_bounded_non_negative_dt():
 
 
 # ------------------------------------------------------------------ item 6: parameters, bursts
-def test_misspelled_parameter_refused_with_suggestion(ros):
-    ctx, _, _ = ros
-    with pytest.raises(ModelError) as ei:
-        ControllerNode("qv_typo", context=ctx, parameter_overrides=arm_params(watchdog_timout=0.5))
-    assert "watchdog_timout" in str(ei.value) and "did you mean 'watchdog_timeout'" in str(ei.value)
-    with pytest.raises(ModelError, match="decimaton"):
-        DynamicsNode("qv_dyn_typo", context=ctx, parameter_overrides=[
-            Parameter("model_config", value="planar_3link_model.yaml"), Parameter("decimaton", value=2)])
+def test_misspelled_parameter_reported_and_counted(ros):
+    """rclpy silently ignores an override for a name the node never declares: the nodes warn with the closest
+    declared name and count it in /diagnostics (level WARN)."""
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_typo", context=ctx, parameter_overrides=arm_params(watchdog_timout=0.5))
+    dyn = DynamicsNode("qv_dyn_typo", context=ctx, parameter_overrides=[
+        Parameter("model_config", value="planar_3link_model.yaml"), Parameter("decimaton", value=2)])
+    for n in (node, dyn):
+        ex.add_node(n)
+    try:
+        assert node.unknown_parameters == ["watchdog_timout (did you mean watchdog_timeout?)"]
+        assert node.watchdog_timeout == 0.1  # the default stayed in force: that is why it must be reported
+        assert dyn.unknown_parameters == ["decimaton (did you mean decimation?)"]
+        for n in (node, dyn):
+            d = _diag(ex, probe, n)
+            assert d["unknown_parameters"] == "1" and d["level"] == DiagnosticStatus.WARN, d
+    finally:
+        retire(ex, node, dyn)
 
 
 @pytest.mark.parametrize("which", ["controller", "dynamics"])
