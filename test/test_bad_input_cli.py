@@ -80,7 +80,7 @@ def test_bringup_reports_a_controller_that_cannot_compute_as_failure(tmp_path):
     cfg = _arm_config(tmp_path, law_params=dict(law_params, cond_max=1.0))  # cond(D) > 1: every tick fails
     proc = qv("bringup", str(cfg), "--duration", "0.05")
     assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr[-1500:]
-    assert "control law failed" in proc.stderr and "cond" in proc.stderr
+    assert "the control law failed" in proc.stderr and "cond" in proc.stderr
 
 
 def test_bringup_good_run_still_succeeds(tmp_path):

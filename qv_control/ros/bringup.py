@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from qv_dynamics.argtypes import positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
@@ -125,6 +126,28 @@ def tracking_errors(law, reference, t: np.ndarray, q: np.ndarray, lam: np.ndarra
 # ------------------------------------------------------------------------------------------ bringup
 
 
+def lockstep_watchdog(timeout) -> float:
+    """The controller's watchdog in a lock-step run: the configured timeout, raised to LOCKSTEP_WATCHDOG.
+    An invalid timeout (not a positive number) is refused, never silently raised."""
+    from qv_dynamics.errors import ModelError
+
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not np.isfinite(timeout) \
+            or timeout <= 0:
+        raise ModelError(f"qv_controller: watchdog_timeout must be a positive number of seconds, got {timeout!r}")
+    return max(float(timeout), LOCKSTEP_WATCHDOG)
+
+
+def run_failures(summary: dict) -> str | None:
+    """Why a finished run is a failure (the control law failed on some ticks, or never commanded), or None."""
+    failed = summary.get("law_failures", 0)
+    if failed:
+        return (f"the control law failed on {failed} of {failed + summary.get('commands', 0)} ticks (safe output "
+                f"published instead): {summary.get('law_error', '')}")
+    if not summary.get("commands"):
+        return "the controller sent no command computed by its law"
+    return None
+
+
 class Bringup:
     """The three nodes on one rclpy executor in a private Context.
 
@@ -169,7 +192,7 @@ class Bringup:
                 # simulated time stands still while the process is busy or descheduled, and in lock-step
                 # every effort command advances the simulator: a wall-clock watchdog that fires on a
                 # scheduling hiccup would inject a safe command into the loop. Keep it for real stalls only.
-                ctrl_p["watchdog_timeout"] = max(float(ctrl_p.get("watchdog_timeout", 0.1)), LOCKSTEP_WATCHDOG)
+                ctrl_p["watchdog_timeout"] = lockstep_watchdog(ctrl_p.get("watchdog_timeout", 0.1))
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)
@@ -283,17 +306,22 @@ class Bringup:
             "commands": c.stats["commands"], "safe_commands": c.stats["safe_commands"],
             "watchdog_episodes": c.stats["watchdog_episodes"],
             "rejected": {k: dict(v.counts) for k, v in c.rejects.items() if v.total},
+            "law_failures": c.rejects["law"].total, "law_error": c.rejects["law"].last_reason,
             "max_abs_torque": float(np.max(np.abs(arr["tau"]))) if len(arr["tau"]) else 0.0,
             "dynamics_messages": self.dynamics.stats["messages"] if self.dynamics else 0,
             "dynamics_basis_reseeds": self.dynamics.stats["reseeds"] if self.dynamics else 0,
         })
         return out
 
+    OUT_FILES = ("trajectory.npz", "summary.json")
+
     def save(self, directory, summary: dict) -> Path:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(d / "trajectory.npz", **self.arrays())
-        (d / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+        """``trajectory.npz`` and ``summary.json`` in ``directory``, each written atomically."""
+        from qv_dynamics import runfiles
+
+        d = runfiles.check_writable(directory)
+        runfiles.savez(d / "trajectory.npz", **self.arrays())
+        runfiles.write_json(d / "summary.json", _jsonable(summary))
         return d
 
     def shutdown(self) -> None:
@@ -326,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(prog="qv bringup", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml)")
-    ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    ap.add_argument("--duration", type=positive_float, default=10.0, help="simulated seconds (default 10)")
     ap.add_argument("--out", default=None, help="write summary.json and trajectory.npz here")
     ap.add_argument("--realtime", action="store_true", help="pace the simulator by the wall clock")
     ap.add_argument("--no-dynamics", action="store_true", help="do not start the dynamics node")
@@ -336,7 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     from qv_dynamics.errors import QVError
     from qv_dynamics.ros.params import resolve_config_path
 
+    from qv_dynamics import runfiles
+
     try:
+        if args.out:  # refused before the run, not after it; files of an earlier run removed (and listed)
+            runfiles.prepare_out_dir(args.out, Bringup.OUT_FILES)
         path = args.config if os.path.isfile(args.config) else resolve_config_path(args.config)
         with Bringup(path, domain_id=args.domain_id, lockstep=not args.realtime,
                      dynamics=not args.no_dynamics) as b:
@@ -348,12 +380,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qv bringup: {exc}", file=sys.stderr)
         return 2
     keys = ("sim_time_s", "wall_time_s", "control_rate_hz", "motion_rms_error", "force_rms_error",
-            "force_rms_error_rel", "commands", "safe_commands")
+            "force_rms_error_rel", "commands", "safe_commands", "law_failures")
     print(json.dumps({k: _jsonable(summary.get(k)) for k in keys}, indent=2))
     if args.out:
         print(f"wrote {Path(args.out) / 'summary.json'}")
-    return 0 if stats["completed"] else 1
-
+    failure = run_failures(summary)
+    if failure:
+        print(f"qv bringup: run failed: {failure}", file=sys.stderr)
+        return 1
+    if not stats["completed"]:
+        print(f"qv bringup: run did not complete: {stats.get('sim_error') or 'wall-clock timeout'}", file=sys.stderr)
+        return 1
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
