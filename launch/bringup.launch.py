@@ -92,8 +92,9 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description():
-    from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    from launch import LaunchDescription
 
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS),

@@ -66,7 +66,7 @@ def _arm_config(tmp_path: Path, **controller) -> Path:
 @pytest.mark.parametrize("change, words", [
     ({"lambda_desired": [5.0, 1.0]}, "wall.x"),
     ({"watchdog_timeout": -1.0}, "watchdog_timeout"),
-    ({"watchdog_timout": 0.5}, "did you mean 'watchdog_timeout'"),
+    ({"watchdog_timout": 0.5}, "watchdog_timout (did you mean watchdog_timeout?)"),
 ])
 def test_bringup_refuses_bad_controller_parameters(tmp_path, change, words):
     proc = qv("bringup", str(_arm_config(tmp_path, **change)), "--duration", "0.05")

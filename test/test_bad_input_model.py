@@ -111,7 +111,8 @@ def test_nodes_refuse_unphysical_urdf_with_exit_2(tmp_path, module):
     extra = ("    joints: [joint1, joint2, joint3]\n    law: quasi_tracking\n"
              "    law_params:\n      coordinates: [tip.z, joint3]\n") if "controller" in module else ""
     params.write_text(f"qv_under_test:\n  ros__parameters:\n    model_config: {model}\n" + extra)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str((int(os.environ.get("ROS_DOMAIN_ID", "0")) + 17) % 200))
+    domain = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 17) % 200
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain))
     proc = subprocess.run([sys.executable, "-m", module, "--ros-args", "-r", "__node:=qv_under_test",
                            "--params-file", str(params)],
                           capture_output=True, text=True, timeout=60, env=env)

@@ -15,10 +15,10 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
-
-from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+from test_ros_nodes import LAW_PARAMS, Wire, arm_params, arm_state, joint_state  # noqa: E402
 
 from qv_control.laws import make_law  # noqa: E402
 from qv_control.laws.base import ForcePI  # noqa: E402
@@ -27,7 +27,6 @@ from qv_dynamics.errors import DimensionError  # noqa: E402
 from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.state import Reference, State  # noqa: E402
-from test_ros_nodes import LAW_PARAMS, Wire, arm_params, arm_state, joint_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 23) % 200

@@ -2,11 +2,12 @@
 
 The workspace is the README's: ``<ws>/src/qv_ros`` (a link to this checkout), ``colcon build
 --packages-select qv_ros`` run with the venv's colcon (colcon-package-selection, colcon-bash from
-requirements.txt), then ``source install/setup.bash`` in bash. Checks: the node executables in ``install/qv_ros/lib/qv_ros``, launch/urdf/config files in
-``install/qv_ros/share/qv_ros``; every launch file parses as Python and every qv_ros executable, parameter
-file and URDF it names exists in the installed tree (``launch`` itself is not installed here, so the
-files are read with ``ast``); the installed simulator node starts from the install tree alone
-(AMENT_PREFIX_PATH, no source checkout on the path) and publishes /joint_states.
+requirements.txt), then ``source install/setup.bash`` in bash. Checks: the node executables in
+``install/qv_ros/lib/qv_ros``, launch/urdf/config files in ``install/qv_ros/share/qv_ros``; every launch
+file parses as Python and every qv_ros executable, parameter file and URDF it names exists in the
+installed tree (``launch`` itself is not installed here, so the files are read with ``ast``); the
+installed simulator node starts from the install tree alone (AMENT_PREFIX_PATH, no source checkout on the
+path) and publishes /joint_states; ``bringup.launch.py`` resolves its packages before starting any.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 EXECUTABLES = ("qv_dynamics_node", "qv_sim_node", "qv_controller_node", "qv")
-DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 19) % 200  # not the demo test's +11
 
 
 @pytest.fixture(scope="module")

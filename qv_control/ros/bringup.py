@@ -32,8 +32,9 @@ from qv_dynamics.argtypes import positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
+from .run_checks import lockstep_watchdog, refuse_unknown_parameters, run_failures
+
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
-LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -126,28 +127,6 @@ def tracking_errors(law, reference, t: np.ndarray, q: np.ndarray, lam: np.ndarra
 # ------------------------------------------------------------------------------------------ bringup
 
 
-def lockstep_watchdog(timeout) -> float:
-    """The controller's watchdog in a lock-step run: the configured timeout, raised to LOCKSTEP_WATCHDOG.
-    An invalid timeout (not a positive number) is refused, never silently raised."""
-    from qv_dynamics.errors import ModelError
-
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not np.isfinite(timeout) \
-            or timeout <= 0:
-        raise ModelError(f"qv_controller: watchdog_timeout must be a positive number of seconds, got {timeout!r}")
-    return max(float(timeout), LOCKSTEP_WATCHDOG)
-
-
-def run_failures(summary: dict) -> str | None:
-    """Why a finished run is a failure (the control law failed on some ticks, or never commanded), or None."""
-    failed = summary.get("law_failures", 0)
-    if failed:
-        return (f"the control law failed on {failed} of {failed + summary.get('commands', 0)} ticks (safe output "
-                f"published instead): {summary.get('law_error', '')}")
-    if not summary.get("commands"):
-        return "the controller sent no command computed by its law"
-    return None
-
-
 class Bringup:
     """The three nodes on one rclpy executor in a private Context.
 
@@ -203,6 +182,7 @@ class Bringup:
                 self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
                                              parameter_overrides=to_parameters(dyn_p))
                 self.nodes.append(self.dynamics)
+            refuse_unknown_parameters(self.nodes)  # a one-shot run from a file: a misspelling is refused
         except BaseException:
             self.shutdown()
             raise
@@ -361,10 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID for this process's nodes")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from qv_dynamics import runfiles
     from qv_dynamics.errors import QVError
     from qv_dynamics.ros.params import resolve_config_path
-
-    from qv_dynamics import runfiles
 
     try:
         if args.out:  # refused before the run, not after it; files of an earlier run removed (and listed)

@@ -277,7 +277,8 @@ def lambda_desired_from_message(msg: Float64MultiArray, row_labels: Sequence[str
         if any("." in lab or "[" in lab for lab in labels):
             unknown = [lab for lab in labels if lab not in rows]
             if unknown:
-                raise UnknownNameError(f"lambda_desired: unknown constraint row(s) {unknown}; the active rows are {rows}")
+                raise UnknownNameError(f"lambda_desired: unknown constraint row(s) {unknown}; "
+                                       f"the active rows are {rows}")
             if len(set(labels)) != len(labels):
                 raise DimensionError(f"lambda_desired: a constraint row is named twice in {labels}")
             vals = as_vector(f"lambda_desired (one value per label {labels})", msg.data, len(labels))
