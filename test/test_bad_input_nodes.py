@@ -18,7 +18,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
-from test_ros_nodes import LAW_PARAMS, Wire, arm_params, arm_state, joint_state  # noqa: E402
+from test_ros_nodes import LAMBDA_D, LAW_PARAMS, THETA_D, Wire, arm_params, arm_state, joint_state  # noqa: E402
 
 from qv_control.laws import make_law  # noqa: E402
 from qv_control.laws.base import ForcePI  # noqa: E402
@@ -241,6 +241,23 @@ def test_force_integral_uses_bounded_non_negative_dt():
     np.testing.assert_allclose(pi.z, [0.22], rtol=1e-12)
     pi.update(0.03, e)  # and integrates again
     np.testing.assert_allclose(pi.z, [0.24], rtol=1e-12)
+
+
+def test_normal_rate_estimate_recovers_after_a_future_stamp():
+    """The backward difference of G v_n (quasi_tracking, normal_rate) restarts after a stamp far ahead
+    instead of staying off for good; checked against the difference quotient of the law's own G v_n."""
+    system, _ = load_model_config("planar_3link_model.yaml")
+    law = make_law("quasi_tracking", system, **LAW_PARAMS)
+    rng = np.random.default_rng(11)
+    q, _ = arm_state(system, rng)
+    qdot = 0.3 * rng.standard_normal(3)  # a normal velocity component too (a compliant contact)
+    for t in (0.0, 0.001, 1e9, 0.002):
+        law.compute(State(t, q, qdot), Reference(theta=np.array(THETA_D), lambda_=np.array(LAMBDA_D)))
+    g_prev = law._gvn_prev[1].copy()
+    q2 = q + 1e-3 * qdot
+    law.compute(State(0.003, q2, qdot), Reference(theta=np.array(THETA_D), lambda_=np.array(LAMBDA_D)))
+    assert law._gvn_rate is not None and law._gvn_prev[0] == 0.003
+    np.testing.assert_allclose(law._gvn_rate, (law._gvn_prev[1] - g_prev) / 0.001, rtol=1e-12)
 
 
 # ------------------------------------------------------------------ item 6: parameters, bursts
