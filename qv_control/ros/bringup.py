@@ -171,10 +171,14 @@ class Bringup:
                 # simulated time stands still while the process is busy or descheduled, and in lock-step
                 # every effort command advances the simulator: a wall-clock watchdog that fires on a
                 # scheduling hiccup would inject a safe command into the loop. Keep it for real stalls only.
-                ctrl_p["watchdog_timeout"] = lockstep_watchdog(ctrl_p.get("watchdog_timeout", 0.1))
+                given = ctrl_p.get("watchdog_timeout", 0.1)
+                ctrl_p["watchdog_timeout"] = lockstep_watchdog(given)
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)
+            if lockstep and ctrl_p["watchdog_timeout"] != given:
+                self.controller.get_logger().info(f"lock-step run: watchdog_timeout {given} s raised to "
+                                                  f"{ctrl_p['watchdog_timeout']} s (see qv_control.ros.run_checks)")
             self.dynamics = None
             if dynamics and "qv_dynamics" in self.params:
                 dyn_p = dict(self.params["qv_dynamics"])

@@ -98,7 +98,7 @@ class ControllerParameters:
         """θ_d with one value per coordinate of ``law`` (DimensionError naming them); a law without minimal
         coordinates (the impedance baseline) checks its reference itself."""
         if getattr(law, "coords", None) is None:
-            return labelled_vector("theta_desired", value, ["θ"] * len(value)) if value else None
+            return None if value is None else labelled_vector("theta_desired", value, ["θ"] * int(np.size(value)))
         return labelled_vector("theta_desired", value, law_theta_names(law, self.layout.names))
 
     def _command_map(self, joints) -> CommandMap:
