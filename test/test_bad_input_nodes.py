@@ -185,6 +185,7 @@ def test_old_and_future_stamps_dropped_and_counted_controller(ros):
         q, qdot = arm_state(node.system, np.random.default_rng(6))
         wire.send(joint_state(JOINTS, q, qdot, t=10.0), expect=1)
         wire.pub.publish(joint_state(JOINTS, q, qdot, t=9.0))  # older than the last accepted
+        assert spin_until(ex, lambda: node.rejected("joint_states") == 1)  # (depth 1: one message at a time)
         wire.pub.publish(joint_state(JOINTS, q, qdot, t=_now(node) + 100.0))  # far ahead of the node clock
         assert spin_until(ex, lambda: node.rejected("joint_states") == 2)
         assert node.rejects["joint_states"].counts == {"old_stamp": 1, "future_stamp": 1}
@@ -286,8 +287,10 @@ def test_burst_of_bad_messages_every_one_counted(ros, which):
     ctx, ex, probe = ros
     burst = 10
     if which == "controller":
+        # the controller keeps depth 1 by default (freshest state; a re-sent lock-step state is not answered
+        # twice): a queue as deep as the burst makes it count every message
         node = ControllerNode("qv_burst_c", context=ctx, parameter_overrides=arm_params(
-            controller_name="burst_ctrl", joint_states_topic="/burst/joint_states"))
+            controller_name="burst_ctrl", joint_states_topic="/burst/joint_states", joint_states_queue=burst))
         counter = node.rejects["joint_states"]
     else:
         node = DynamicsNode("qv_burst_d", context=ctx, parameter_overrides=[

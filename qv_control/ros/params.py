@@ -24,8 +24,9 @@ SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
-    Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
-          "counted (1 acts on the freshest state only, but the middleware drops a burst unseen)"),
+    Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
+          "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
+          "a depth of at least the burst length counts every bad message"),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
     Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
