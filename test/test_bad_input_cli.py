@@ -1,7 +1,9 @@
 """Bad input to the command line (issue 10, items 1, 4, 6): usage errors with exit code 2, refusals before a
 run starts, failures reported as failures, and result files that are atomic and never stale.
 
-The commands run as real processes (exit codes, stderr); each run is a fraction of a simulated second.
+The commands run in this process through ``qv_control.cli.main`` (its return value is the exit code), one
+of them as a real process (exit code and stderr of the executable); each run is a fraction of a simulated
+second.
 """
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,10 +23,21 @@ ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 29) % 200
 
 
-def qv(*args, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN), MPLBACKEND="Agg")
-    return subprocess.run([sys.executable, "-m", "qv_control.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+def qv(capfd, *args) -> SimpleNamespace:
+    """``qv <args>`` in this process: returncode (main's return value or SystemExit code), stdout, stderr."""
+    from qv_control.cli import main
+
+    argv = list(args) + (["--domain-id", str(DOMAIN)] if args[0] == "bringup" else [])
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # relative config paths, as from a shell in the checkout
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        os.chdir(cwd)
+    out, err = capfd.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 # ------------------------------------------------------------------ item 6: numeric CLI values
@@ -47,7 +61,9 @@ def test_bad_numbers_are_usage_errors(args):
 
 
 def test_bad_number_exit_code_and_message_from_a_process():
-    proc = qv("simulate", "particle_circle", "--dt", "-1", timeout=60)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "qv_control.cli", "simulate", "particle_circle", "--dt", "-1"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
     assert proc.returncode == 2 and "--dt" in proc.stderr and "must be > 0" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -68,36 +84,36 @@ def _arm_config(tmp_path: Path, **controller) -> Path:
     ({"watchdog_timeout": -1.0}, "watchdog_timeout"),
     ({"watchdog_timout": 0.5}, "watchdog_timout (did you mean watchdog_timeout?)"),
 ])
-def test_bringup_refuses_bad_controller_parameters(tmp_path, change, words):
-    proc = qv("bringup", str(_arm_config(tmp_path, **change)), "--duration", "0.05")
+def test_bringup_refuses_bad_controller_parameters(capfd, tmp_path, change, words):
+    proc = qv(capfd, "bringup", str(_arm_config(tmp_path, **change)), "--duration", "0.05")
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert words in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_bringup_reports_a_controller_that_cannot_compute_as_failure(tmp_path):
+def test_bringup_reports_a_controller_that_cannot_compute_as_failure(capfd, tmp_path):
     law_params = yaml.safe_load((ROOT / "config" / "planar_3link.yaml").read_text())["qv_controller"][
         "ros__parameters"]["law_params"]
     cfg = _arm_config(tmp_path, law_params=dict(law_params, cond_max=1.0))  # cond(D) > 1: every tick fails
-    proc = qv("bringup", str(cfg), "--duration", "0.05")
+    proc = qv(capfd, "bringup", str(cfg), "--duration", "0.05")
     assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "the control law failed" in proc.stderr and "cond" in proc.stderr
 
 
-def test_bringup_good_run_still_succeeds(tmp_path):
-    proc = qv("bringup", str(_arm_config(tmp_path)), "--duration", "0.05", "--out", str(tmp_path / "run"))
+def test_bringup_good_run_still_succeeds(capfd, tmp_path):
+    proc = qv(capfd, "bringup", str(_arm_config(tmp_path)), "--duration", "0.05", "--out", str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "run" / "summary.json").is_file()
 
 
 # ------------------------------------------------------------------ item 4: result files
-def test_rerun_clears_its_own_files_and_says_so(tmp_path):
+def test_rerun_clears_its_own_files_and_says_so(capfd, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")  # not a file of the run: left alone
-    proc = qv("simulate", "particle_circle", "--t-final", "0.02", "--out", str(out), timeout=60)
+    proc = qv(capfd, "simulate", "particle_circle", "--t-final", "0.02", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {"notes.txt", "summary.json", "trajectory.npz", "figure.png"}
-    proc = qv("simulate", "particle_circle", "--t-final", "0.02", "--out", str(out), "--no-plot", timeout=60)
+    proc = qv(capfd, "simulate", "particle_circle", "--t-final", "0.02", "--out", str(out), "--no-plot")
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {"notes.txt", "summary.json", "trajectory.npz"}  # no stale figure
     assert "removed" in proc.stdout and "figure.png" in proc.stdout
@@ -108,10 +124,10 @@ def test_rerun_clears_its_own_files_and_says_so(tmp_path):
     ("bringup", "config/planar_3link.yaml", "--duration", "0.05"),
     ("demo", "--short"),
 ])
-def test_unwritable_out_refused_before_the_run(tmp_path, args):
+def test_unwritable_out_refused_before_the_run(capfd, tmp_path, args):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    proc = qv(*args, "--out", str(blocker / "sub"), timeout=60)
+    proc = qv(capfd, *args, "--out", str(blocker / "sub"))
     assert proc.returncode == 2, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "not writable" in proc.stderr and "Traceback" not in proc.stderr
     assert "wall_time" not in proc.stdout  # nothing ran
