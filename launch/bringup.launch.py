@@ -3,19 +3,18 @@
     ros2 launch qv_ros bringup.launch.py robot:=planar_3link rviz:=true
     ros2 launch qv_ros bringup.launch.py robot:=slider_crank mode:=lockstep
     ros2 launch qv_ros bringup.launch.py robot:=panda_table
+    ros2 launch qv_ros bringup.launch.py robot:=slider_crank rsp:=false
 
 Every node reads ``config/<robot>.yaml`` (sections qv_sim, qv_dynamics, qv_controller). Without
 ``ros2 launch`` the same three nodes run in one process: ``qv bringup config/<robot>.yaml``.
+
+Every package and executable this file will start is resolved through the ament index *before* any
+process starts: a missing ``robot_state_publisher`` (or ``rviz2``) fails the launch with nothing
+started, so no qv node is left running as an orphan. ``rsp:=false`` leaves robot_state_publisher out.
+The ``launch`` modules are imported inside the functions that need them, so the resolver can be
+checked without a launch install (test/test_colcon.py).
 """
 import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
-from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -37,38 +36,88 @@ def _urdf_path(share: str, entry: str) -> str:
     return resolve_urdf(entry)
 
 
+def executables_for(rsp: bool, rviz: bool) -> list:
+    """(package, executable) of every process this launch starts."""
+    out = [(PACKAGE, "qv_sim_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+    if rsp:
+        out.append(("robot_state_publisher", "robot_state_publisher"))
+    if rviz:
+        out.append(("rviz2", "rviz2"))
+    return out
+
+
+def resolve_executables(pairs) -> list:
+    """Path of each (package, executable) from the ament index; RuntimeError naming every missing one."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    paths, missing = [], []
+    for pkg, exe in pairs:
+        try:
+            prefix = get_package_prefix(pkg)
+        except PackageNotFoundError:
+            missing.append(f"package '{pkg}'")
+            continue
+        path = os.path.join(prefix, "lib", pkg, exe)
+        if not os.access(path, os.X_OK):
+            missing.append(f"executable '{exe}' of package '{pkg}' ({path})")
+        paths.append(path)
+    if missing:
+        raise RuntimeError(f"bringup.launch.py: missing {', '.join(missing)}; nothing was started (install it, "
+                           "or leave it out: rsp:=false, rviz:=false)")
+    return paths
+
+
 def _nodes(context, *args, **kwargs):
-    share = get_package_share_directory(PACKAGE)
-    robot = LaunchConfiguration("robot").perform(context)
+    from ament_index_python.packages import get_package_share_directory
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    robot = arg("robot")
     if robot not in ROBOTS:
         raise RuntimeError(f"robot:={robot} is not one of {sorted(ROBOTS)}")
+    rsp = arg("rsp").lower() in ("true", "1", "yes")
+    rviz = arg("rviz").lower() in ("true", "1", "yes")
+    resolve_executables(executables_for(rsp, rviz))  # before any process starts
+    share = get_package_share_directory(PACKAGE)
     files = ROBOTS[robot]
-    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, files["params"])
+    params = arg("params_file") or os.path.join(share, files["params"])
     with open(_urdf_path(share, files["urdf"])) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
-    mode = {"mode": LaunchConfiguration("mode").perform(context)}
-    return [
+    mode = {"mode": arg("mode")}
+    nodes = [
         Node(package=PACKAGE, executable="qv_sim_node", name="qv_sim", output="screen",
              parameters=[params, mode]),
         Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
              parameters=[params, sim_time]),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
              parameters=[params, sim_time]),
-        Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",
-             parameters=[{"robot_description": urdf}, sim_time]),
-        Node(package="rviz2", executable="rviz2", output="log", arguments=["-d", os.path.join(share, RVIZ_CONFIG)],
-             parameters=[sim_time], condition=IfCondition(LaunchConfiguration("rviz"))),
     ]
+    if rsp:
+        nodes.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",
+                          parameters=[{"robot_description": urdf}, sim_time]))
+    if rviz:
+        nodes.append(Node(package="rviz2", executable="rviz2", output="log",
+                          arguments=["-d", os.path.join(share, RVIZ_CONFIG)], parameters=[sim_time]))
+    return nodes
 
 
 def generate_launch_description():
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    from launch import LaunchDescription
+
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS),
                               description="demo robot (urdf/<robot>.urdf, config/<robot>.yaml)"),
         DeclareLaunchArgument("params_file", default_value="", description="override config/<robot>.yaml"),
         DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
                               description="simulator pacing: wall clock, or one step per effort command"),
+        DeclareLaunchArgument("rsp", default_value="true",
+                              description="start robot_state_publisher (TF for rviz); false if it is not installed"),
         DeclareLaunchArgument("rviz", default_value="false", description="start rviz2 with config/qv.rviz"),
         OpaqueFunction(function=_nodes),
     ])

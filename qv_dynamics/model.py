@@ -16,6 +16,7 @@ import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
 from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_vector
+from .model_checks import check_model
 from .robots import DEFAULT_LOCKED, resolve_urdf
 
 
@@ -118,6 +119,8 @@ class ConstrainedSystem:
             model = pin.buildReducedModel(model, ids, pin.neutral(model))
         if model.nv == 0:
             raise ModelError("URDF has no movable joint")
+        # physical inertias, finite numbers (urdfdom reads "nan" as 0), M(q₀) positive definite
+        check_model(model, src if src.lstrip().startswith("<") else Path(src).read_text())
         if gravity is not None:
             model.gravity.linear = as_vector("gravity", gravity, 3)
         return cls(model, constraints, floating_base=floating_base, name=model.name)
@@ -149,7 +152,10 @@ class ConstrainedSystem:
         c.bind(self)
         names = [k.name for k in self.constraints]
         if c.name in names:
-            c.name = f"{c.name}#{len(self.constraints)}"
+            if c.explicit_name:
+                raise ModelError(f"constraint name '{c.name}' is used twice (names must be unique: they address "
+                                 f"set_active, wrench_constraints and λ_d labels); have {names}")
+            c.name = f"{c.name}#{len(self.constraints)}"  # a generated name: the same contact listed again
         self.constraints.append(c)
         self._plan_key = None
         return c

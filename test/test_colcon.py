@@ -1,10 +1,13 @@
-"""``colcon build`` of the repository (ament_python) into a temporary tree, and what lands there.
+"""``colcon build`` of the repository (ament_python) in a colcon workspace, and what lands there.
 
-Checks: the node executables in ``install/qv_ros/lib/qv_ros``, launch/urdf/config files in
-``install/qv_ros/share/qv_ros``; every launch file parses as Python and every qv_ros executable, parameter
-file and URDF it names exists in the installed tree (``launch`` itself is not installed here, so the
-files are read with ``ast``); the installed simulator node starts from the install tree alone
-(AMENT_PREFIX_PATH, no source checkout on the path) and publishes /joint_states.
+The workspace is the README's: ``<ws>/src/qv_ros`` (a link to this checkout), ``colcon build
+--packages-select qv_ros`` run with the venv's colcon (colcon-package-selection, colcon-bash from
+requirements.txt), then ``source install/setup.bash`` in bash. Checks: the node executables in
+``install/qv_ros/lib/qv_ros``, launch/urdf/config files in ``install/qv_ros/share/qv_ros``; every launch
+file parses as Python and every qv_ros executable, parameter file and URDF it names exists in the
+installed tree (``launch`` itself is not installed here, so the files are read with ``ast``); the
+installed simulator node starts from the install tree alone (AMENT_PREFIX_PATH, no source checkout on the
+path) and publishes /joint_states; ``bringup.launch.py`` resolves its packages before starting any.
 """
 from __future__ import annotations
 
@@ -25,24 +28,96 @@ from qv_dynamics.robots import EXAMPLE_ROBOTS, resolve_urdf
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 EXECUTABLES = ("qv_dynamics_node", "qv_sim_node", "qv_controller_node", "qv")
-DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 19) % 200  # not the demo test's +11
 
 
 @pytest.fixture(scope="module")
-def install(tmp_path_factory):
+def workspace(tmp_path_factory):
+    """<ws>/src/qv_ros -> this checkout; ``colcon build --packages-select qv_ros`` as the README says."""
     colcon = BIN / "colcon"
     if not colcon.exists():
         colcon = shutil.which("colcon")
-    assert colcon, "colcon not found next to the interpreter (pip install colcon-core colcon-ros ...)"
-    tmp = tmp_path_factory.mktemp("colcon")
+    assert colcon, "colcon not found next to the interpreter (pip install -r requirements.txt)"
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "src").mkdir()
+    (ws / "src" / "qv_ros").symlink_to(ROOT, target_is_directory=True)
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(colcon), "--log-base", str(tmp / "log"), "build", "--base-paths", str(ROOT),
-                           "--build-base", str(tmp / "build"), "--install-base", str(tmp / "install"),
-                           "--event-handlers", "console_direct-"],
-                          cwd=tmp, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([str(colcon), "build", "--packages-select", "qv_ros", "--event-handlers", "console_direct-"],
+                          cwd=ws, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "qv_ros" in proc.stdout
-    return tmp / "install" / "qv_ros"
+    assert "Finished <<< qv_ros" in proc.stdout
+    return ws
+
+
+@pytest.fixture(scope="module")
+def install(workspace):
+    return workspace / "install" / "qv_ros"
+
+
+def test_source_install_setup_bash_puts_the_package_on_the_paths(workspace):
+    """``source install/setup.bash`` (colcon-bash) works and the installed package is what Python imports."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AMENT_PREFIX_PATH")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    script = ("set -e; source install/setup.bash; echo \"AMENT=$AMENT_PREFIX_PATH\"; "
+              "python -c 'import qv_dynamics; print(\"FILE=\" + qv_dynamics.__file__)'")
+    proc = subprocess.run(["bash", "-c", script], cwd=workspace, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    assert str(workspace / "install" / "qv_ros") in out["AMENT"].split(os.pathsep)
+    assert out["FILE"].startswith(str(workspace / "install" / "qv_ros"))
+
+
+def _readme_python_snippet() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Python API"):]
+    return section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
+
+
+def test_setup_installs_the_package_into_the_venv(tmp_path):
+    """After ``bash scripts/setup.sh``: ``.venv/bin/qv --help`` works, and the README's Python API snippet,
+    saved as a script outside the repository, runs with the venv's python (no PYTHONPATH)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    qv = BIN / "qv"
+    assert qv.is_file(), f"{qv} missing: scripts/setup.sh must install the package into the venv"
+    proc = subprocess.run([str(qv), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0 and "simulate" in proc.stdout, proc.stderr
+    script = tmp_path / "snippet.py"
+    script.write_text(_readme_python_snippet() + "\nprint('SNIPPET_OK', qs.rank, lam.shape)\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SNIPPET_OK 1 (1,)" in proc.stdout
+
+
+def test_bringup_launch_resolves_every_package_before_starting(install, tmp_path):
+    """bringup.launch.py resolves every package and executable it will start before it returns any action
+    (a missing robot_state_publisher fails with nothing started), and ``rsp:=false`` drops that node.
+    ``launch`` is not installable here: the launch file's resolver is called directly, against the
+    installed tree (AMENT_PREFIX_PATH), in a fresh interpreter."""
+    lf = install / "share" / "qv_ros" / "launch" / "bringup.launch.py"
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('bringup_launch', {str(lf)!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "print('FOUND', mod.resolve_executables([('qv_ros', 'qv_sim_node'), ('qv_ros', 'qv_controller_node')]))\n"
+        "try:\n"
+        "    mod.resolve_executables([('qv_ros', 'qv_sim_node'), ('robot_state_publisher', 'robot_state_publisher')])\n"
+        "except RuntimeError as exc:\n"
+        "    print('REFUSED', exc)\n"
+        "print('PLAN_NO_RSP', [p for p, _ in mod.executables_for(rsp=False, rviz=False)])\n"
+        "print('PLAN_RSP', [p for p, _ in mod.executables_for(rsp=True, rviz=True)])\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["AMENT_PREFIX_PATH"] = str(install)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in proc.stdout.splitlines() if " " in ln}
+    assert str(install / "lib" / "qv_ros" / "qv_sim_node") in lines["FOUND"]
+    assert "robot_state_publisher" in lines["REFUSED"] and "nothing was started" in lines["REFUSED"]
+    assert "robot_state_publisher" not in lines["PLAN_NO_RSP"] and "qv_ros" in lines["PLAN_NO_RSP"]
+    assert "robot_state_publisher" in lines["PLAN_RSP"] and "rviz2" in lines["PLAN_RSP"]
+    src = lf.read_text()
+    assert 'DeclareLaunchArgument("rsp"' in src
 
 
 def test_executables_and_share_files_installed(install):

@@ -1,11 +1,18 @@
 """The demo scenario, short version (a few simulated seconds), through the ROS 2 topic contract.
 
 Every figure is measured by MuJoCo (the independent plant): the normal force from mj_contactForce, the
-tool position from the MuJoCo site. Thresholds are the issue's: RMS force error ≤ 5 % of the commanded
-force and RMS path error ≤ 2 mm after the contact transient; ≤ 5 % force error with a 10 % link-mass
-error in the controller model thanks to the force PI; no torque demand above the URDF limits around the
-contact loss/regain; each phase change logged once; a force step moves the qv path less than the
-baseline's.
+tool position from the MuJoCo site. The loop is lock-stepped, so the figures do not depend on the
+machine's load; each threshold is a few times the value measured on this short run (issue 10, item 8),
+so that the baseline's figures (force 6.5 %, path 0.89 mm) would fail the qv assertions:
+
+- qv normal-force RMS error (relative): measured 3.8e-5, threshold 2e-4;
+- qv tangential path RMS error: measured 2.2 µm, threshold 10 µm;
+- 10 % mass error with the force PI, force RMS error: measured 4.4e-4, threshold 2e-3;
+- force step, qv path deviation max / RMS: measured 0.27 / 0.022 µm, thresholds 1 / 0.1 µm;
+- force after the regain, max relative error: measured 2.3e-4, threshold 1e-3.
+
+Also: no torque demand above the URDF limits around the contact loss/regain; each phase change logged
+once; a force step moves the qv path less than the baseline's.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ from qv_control.demo.runs import run_direct  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 11) % 200
 CFG = DemoConfig().shortened()
+LATE_FORCE_TOL = 1e-3  # max force error over the last 0.3 s before release, after the regain (measured 2.3e-4)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +49,8 @@ def test_qv_force_and_path_through_ros(qv_run, baseline_run):
           f"{100 * b['force_rms_error_rel']:.4f} %;  path RMS error: qv {1e3 * m['path_rms_error_m']:.4f} mm  "
           f"baseline {1e3 * b['path_rms_error_m']:.4f} mm")
     assert qv_run["aborted"] is None and baseline_run["aborted"] is None
-    assert m["force_rms_error_rel"] <= 0.05
-    assert m["path_rms_error_m"] <= 2e-3
+    assert m["force_rms_error_rel"] <= 2e-4   # measured 3.8e-5 (baseline 6.5e-2)
+    assert m["path_rms_error_m"] <= 1e-5      # measured 2.2e-6 m (baseline 8.9e-4 m)
     # the contact model switched on, the force is really applied to the table (not a trivially passing run)
     a = qv_run["arrays"]
     w = (a["t"] >= qv_run["plan"]["t_meas"]) & (a["t"] < qv_run["plan"]["t_meas_end"])
@@ -67,7 +75,10 @@ def test_contact_loss_logged_once_and_torques_within_limits(qv_run):
     # force regulated again after the regain (last 0.3 s before release)
     p = qv_run["plan"]
     late = (a["t"] > p["t_release"] - 0.3) & (a["t"] < p["t_release"])
-    assert np.all(np.abs(a["fn"][late] - CFG.force) < 0.05 * CFG.force)
+    late_err = np.max(np.abs(a["fn"][late] - CFG.force)) / CFG.force
+    print(f"\nforce error after the regain {100 * late_err:.4f} %; peak |tau|/limit "
+          f"{m['max_abs_torque_ratio']:.3f}, around contact loss {m['contact_loss_max_torque_ratio']:.3f}")
+    assert late.sum() > 100 and late_err < LATE_FORCE_TOL
 
 
 def test_ros_loop_equals_direct_loop(qv_run):
@@ -87,7 +98,7 @@ def test_mass_error_with_force_pi():
     m = metrics(r, cfg)
     print(f"\n10 % mass error: force RMS error {100 * m['force_rms_error_rel']:.3f} %, path "
           f"{1e3 * m['path_rms_error_m']:.3f} mm")
-    assert m["force_rms_error_rel"] <= 0.05
+    assert m["force_rms_error_rel"] <= 2e-3  # measured 4.4e-4
 
 
 def test_force_step_barely_moves_the_path_and_less_than_baseline():
@@ -105,6 +116,7 @@ def test_force_step_barely_moves_the_path_and_less_than_baseline():
     for r in (e, b):
         assert r["prestep_path_deviation_max_m"] < 1e-12  # identical runs before the step
         assert abs(r["step_force_change_n"] - (cfg.force_step - cfg.force)) < 0.05 * (cfg.force_step - cfg.force)
-    assert e["step_path_deviation_max_m"] < 2e-5
+    assert e["step_path_deviation_max_m"] < 1e-6   # measured 2.7e-7 m (baseline 6.4e-7 m)
+    assert e["step_path_deviation_rms_m"] < 1e-7   # measured 2.2e-8 m (baseline 1.1e-7 m)
     assert e["step_path_deviation_rms_m"] < b["step_path_deviation_rms_m"]
     assert e["step_path_deviation_max_m"] < b["step_path_deviation_max_m"]

@@ -133,13 +133,31 @@ def test_weld_anchor_and_orientation_error():
     assert np.abs(system.evaluate(q1, np.zeros(6)).phi).max() < 1e-14
 
 
+def _urdf_effort_limits(name: str) -> dict[str, float]:
+    """<limit effort> of every joint, read from the URDF file with an XML parser (not Pinocchio)."""
+    import xml.etree.ElementTree as ET
+
+    from qv_dynamics.robots import resolve_urdf
+
+    root = ET.parse(resolve_urdf(name)).getroot()
+    return {j.get("name"): float(j.find("limit").get("effort")) for j in root.iter("joint")
+            if j.find("limit") is not None and j.get("type") in ("revolute", "prismatic", "continuous")}
+
+
 def test_locked_joints_and_effort_limits():
     arm, hand = ConstrainedSystem.from_urdf("panda"), ConstrainedSystem.from_urdf("panda_hand")
     assert (arm.nv, hand.nv) == (7, 9)
-    assert arm.effort_limits().shape == (7,) and np.all(arm.effort_limits() > 0)
+    urdf = _urdf_effort_limits("panda")
+    # the arm keeps the seven arm joints' URDF limits, in velocity order (fingers locked away)
+    np.testing.assert_array_equal(arm.effort_limits(), [urdf[j] for j in arm.joint_names])
+    np.testing.assert_array_equal(hand.effort_limits(), [urdf[j] for j in hand.joint_names])
+    assert arm.joint_names == [f"panda_joint{i}" for i in range(1, 8)]
     solo = ConstrainedSystem.from_urdf("solo12", floating_base=True)
     lim = solo.effort_limits()
     assert solo.nq == 19 and solo.nv == 18 and np.all(lim[:6] == 0) and len(solo.joint_names) == 12
+    solo_urdf = _urdf_effort_limits("solo12")
+    np.testing.assert_array_equal(lim[6:], [solo_urdf[j] if solo_urdf.get(j, 0) > 0 else np.inf
+                                            for j in solo.joint_names])
 
 
 def test_qv_inspect_cli(capsys):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qv_dynamics import ConstrainedSystem
+from qv_dynamics import ConstrainedSystem, runfiles
 
 from .config import CONTACT, PHASES, DemoConfig, make_system
 
@@ -179,7 +179,7 @@ def _save(fig, path: Path) -> str:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    runfiles.savefig(fig, path, dpi=110)  # a temporary renamed into place
     plt.close(fig)
     return path.name
 

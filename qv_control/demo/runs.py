@@ -26,7 +26,6 @@ the MuJoCo site. Report: ``summary.json`` + PNG plots in ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qv_dynamics import runfiles
 from qv_dynamics.errors import QVError
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
@@ -46,6 +46,10 @@ from .config import PHASES, DemoConfig, initial_state, load_config, make_plant, 
 from .report import metrics, plot_report, print_table, step_effect, summarize
 from .supervisor import ContactSupervisor
 from .switching_law import make_demo_law, reference_for
+
+# what `qv demo` writes into --out (removed before a rerun, so no file of an earlier run survives)
+OUT_FILES = ("summary.json", "*_trajectory.npz", "normal_force.png", "path_error.png", "path_xy.png",
+             "quasi_velocities.png", "contact_phases.png")
 
 
 class Recorder:
@@ -144,14 +148,13 @@ def run_demo(cfg: DemoConfig, out: Path | None = None, ros: bool = True, plots: 
         m[k].update(step_effect(runs[k], counter, cfg))
     s = summarize(m, cfg, ros)
     s["wall_time_s"] = time.perf_counter() - t0
-    if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:  # every file written to a temporary and renamed into place
+        out = runfiles.check_writable(out)
         for k, r in runs.items():
-            np.savez_compressed(out / f"{k}_trajectory.npz", **r["arrays"])
+            runfiles.savez(out / f"{k}_trajectory.npz", **r["arrays"])
         if plots:
             s["plots"] = plot_report(out, runs, cfg)
-        (out / "summary.json").write_text(json.dumps(_jsonable(s), indent=2))
+        runfiles.write_json(out / "summary.json", _jsonable(s))
     return s
 
 
@@ -168,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        # before the run: an unwritable --out is refused now; an earlier run's files are removed (and listed)
+        runfiles.prepare_out_dir(args.out, OUT_FILES)
         cfg = load_config(args.config)
         if args.short:
             cfg = cfg.shortened()

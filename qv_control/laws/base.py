@@ -52,12 +52,23 @@ def vector_gain(name: str, value, k: int) -> np.ndarray:
     return arr
 
 
+def check_coordinate_count(labels, n: int, m: int) -> None:
+    """θ needs k = n − r coordinates (D square, eq. 34) with r = rank A ≤ m: k < n − m (too few for any rank
+    of the m active rows) or k > n is refused when the law is built, not at its first ``compute``."""
+    k = len(labels)
+    if k < n - m or k > n:
+        raise DimensionError(
+            f"minimal coordinates: {k} given ({', '.join(labels) or 'none'}) but the constrained system has "
+            f"n - r >= {n} - {m} = {n - m} degrees of freedom (n = {n} velocities, {m} active constraint rows)"
+            + ("; add coordinates" if k < n - m else f"; at most n = {n}"))
+
+
 class ForcePI:
     """PI on a measured force: correction = k_f·e + k_i·∫e dt, e = desired − measured (eq. 52).
 
     The measurement reaches the law one sample late (it is the force produced by the previous command),
     so the algebraic force loop e_k = −k_f e_{k−1} + … is stable only for k_f < 1 (checked). The integral
-    is advanced with the time stamps of the states (not when t does not increase) and frozen while the
+    is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, max_dt) and frozen while the
     limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes."""
 
     def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
@@ -78,11 +89,12 @@ class ForcePI:
             self.z = np.zeros_like(error)
             self.t_prev = None
         if self.t_prev is not None and not freeze:
-            dt = t - self.t_prev
-            if 0.0 < dt <= self.max_dt:
+            # bounded, non-negative step: a stamp that goes back integrates nothing, a gap (or a stamp far
+            # ahead) at most max_dt; t_prev always follows the stamps, so one bad stamp cannot freeze it
+            dt = min(max(t - self.t_prev, 0.0), self.max_dt)
+            if dt > 0.0:
                 self.z = self.z + dt * error
-        if self.t_prev is None or t > self.t_prev:
-            self.t_prev = t
+        self.t_prev = t
         return self.kf * error + self.ki * self.z
 
 
@@ -97,6 +109,7 @@ class ControlLaw(ABC):
         self.system = system
         self.coords: MinimalCoordinates = as_coordinates(system, coordinates)
         self.k = self.coords.size
+        check_coordinate_count(self.coords.labels, system.nv, system.m)
         self.kp = vector_gain("kp", kp, self.k)
         self.kd = scalar_gain("kd", kd)
         self.force_pi = ForcePI(kf, ki)
@@ -153,4 +166,4 @@ class ControlLaw(ABC):
         return f"{type(self).__name__}(coordinates={self.coords.labels}, kp={self.kp.tolist()}, kd={self.kd})"
 
 
-__all__ = ["ControlLaw", "ForcePI", "GainError", "scalar_gain", "vector_gain"]
+__all__ = ["ControlLaw", "ForcePI", "GainError", "check_coordinate_count", "scalar_gain", "vector_gain"]

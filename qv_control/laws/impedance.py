@@ -24,6 +24,8 @@ from qv_dynamics.errors import DimensionError, as_vector
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 from qv_dynamics.state import Reference, State
 
+MAX_DT = 0.1  # s: longest step of the force integral (gaps and bad stamps)
+
 
 class ImpedanceForceBaseline:
     """Operational-space impedance (position + orientation) with Jacobian-transpose force along z."""
@@ -75,7 +77,8 @@ class ImpedanceForceBaseline:
         w = np.zeros(6)
         w[:3] = self.kp_pos * (p_d - oMf.translation) + self.kd_pos * (v_d - xdot[:3])
         w[3:] = self.kp_rot * pin.log3(self.R_d @ oMf.rotation.T) - self.kd_rot * xdot[3:]
-        dt = 0.0 if self._t_prev is None else max(0.0, state.t - self._t_prev)
+        # bounded, non-negative step (as ForcePI): a stamp far ahead adds at most MAX_DT of integral
+        dt = 0.0 if self._t_prev is None else min(max(0.0, state.t - self._t_prev), MAX_DT)
         self._t_prev = state.t
         if self._in_contact():
             lam_d = 0.0 if reference.lambda_ is None else float(np.ravel(reference.lambda_)[0])

@@ -78,7 +78,7 @@ class QuasiTrackingLaw(QuasiLawBase):
                 self._gvn_rate = (gvn - prev[1]) / (t - prev[0])
             elif prev is None or t != prev[0]:
                 self._gvn_rate = None
-            if prev is None or t > prev[0]:
+            if prev is None or t != prev[0]:  # follows the stamps both ways: one bad stamp cannot freeze it
                 self._gvn_prev = (t, gvn)
             if self._gvn_rate is not None:
                 comp = comp - self._gvn_rate

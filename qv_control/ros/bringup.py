@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 import yaml
 
+from qv_dynamics.argtypes import positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
+from .run_checks import lockstep_watchdog, refuse_unknown_parameters, run_failures
+
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
-LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -169,10 +171,14 @@ class Bringup:
                 # simulated time stands still while the process is busy or descheduled, and in lock-step
                 # every effort command advances the simulator: a wall-clock watchdog that fires on a
                 # scheduling hiccup would inject a safe command into the loop. Keep it for real stalls only.
-                ctrl_p["watchdog_timeout"] = max(float(ctrl_p.get("watchdog_timeout", 0.1)), LOCKSTEP_WATCHDOG)
+                given = ctrl_p.get("watchdog_timeout", 0.1)
+                ctrl_p["watchdog_timeout"] = lockstep_watchdog(given)
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)
+            if lockstep and ctrl_p["watchdog_timeout"] != given:
+                self.controller.get_logger().info(f"lock-step run: watchdog_timeout {given} s raised to "
+                                                  f"{ctrl_p['watchdog_timeout']} s (see qv_control.ros.run_checks)")
             self.dynamics = None
             if dynamics and "qv_dynamics" in self.params:
                 dyn_p = dict(self.params["qv_dynamics"])
@@ -183,6 +189,7 @@ class Bringup:
                 self.dynamics = DynamicsNode("qv_dynamics", context=self.context,
                                              parameter_overrides=to_parameters(dyn_p))
                 self.nodes.append(self.dynamics)
+            refuse_unknown_parameters(self.nodes)  # a one-shot run from a file: a misspelling is refused
         except BaseException:
             self.shutdown()
             raise
@@ -286,17 +293,22 @@ class Bringup:
             "commands": c.stats["commands"], "safe_commands": c.stats["safe_commands"],
             "watchdog_episodes": c.stats["watchdog_episodes"],
             "rejected": {k: dict(v.counts) for k, v in c.rejects.items() if v.total},
+            "law_failures": c.rejects["law"].total, "law_error": c.rejects["law"].last_reason,
             "max_abs_torque": float(np.max(np.abs(arr["tau"]))) if len(arr["tau"]) else 0.0,
             "dynamics_messages": self.dynamics.stats["messages"] if self.dynamics else 0,
             "dynamics_basis_reseeds": self.dynamics.stats["reseeds"] if self.dynamics else 0,
         })
         return out
 
+    OUT_FILES = ("trajectory.npz", "summary.json")
+
     def save(self, directory, summary: dict) -> Path:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(d / "trajectory.npz", **self.arrays())
-        (d / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+        """``trajectory.npz`` and ``summary.json`` in ``directory``, each written atomically."""
+        from qv_dynamics import runfiles
+
+        d = runfiles.check_writable(directory)
+        runfiles.savez(d / "trajectory.npz", **self.arrays())
+        runfiles.write_json(d / "summary.json", _jsonable(summary))
         return d
 
     def shutdown(self) -> None:
@@ -330,17 +342,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="qv bringup", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help="ROS 2 parameters file (e.g. config/planar_3link.yaml) or a robot name "
                     "(planar_3link, slider_crank, panda_table)")
-    ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    ap.add_argument("--duration", type=positive_float, default=10.0, help="simulated seconds (default 10)")
     ap.add_argument("--out", default=None, help="write summary.json and trajectory.npz here")
     ap.add_argument("--realtime", action="store_true", help="pace the simulator by the wall clock")
     ap.add_argument("--no-dynamics", action="store_true", help="do not start the dynamics node")
     ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID for this process's nodes")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from qv_dynamics import runfiles
     from qv_dynamics.errors import QVError
     from qv_dynamics.ros.params import resolve_config_path
 
     try:
+        if args.out:  # refused before the run, not after it; files of an earlier run removed (and listed)
+            runfiles.prepare_out_dir(args.out, Bringup.OUT_FILES)
         path = args.config if os.path.isfile(args.config) else resolve_config_path(args.config)
         with Bringup(path, domain_id=args.domain_id, lockstep=not args.realtime,
                      dynamics=not args.no_dynamics) as b:
@@ -352,12 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"qv bringup: {exc}", file=sys.stderr)
         return 2
     keys = ("sim_time_s", "wall_time_s", "control_rate_hz", "motion_rms_error", "force_rms_error",
-            "force_rms_error_rel", "commands", "safe_commands")
+            "force_rms_error_rel", "commands", "safe_commands", "law_failures")
     print(json.dumps({k: _jsonable(summary.get(k)) for k in keys}, indent=2))
     if args.out:
         print(f"wrote {Path(args.out) / 'summary.json'}")
-    return 0 if stats["completed"] else 1
-
+    failure = run_failures(summary)
+    if failure:
+        print(f"qv bringup: run failed: {failure}", file=sys.stderr)
+        return 1
+    if not stats["completed"]:
+        print(f"qv bringup: run did not complete: {stats.get('sim_error') or 'wall-clock timeout'}", file=sys.stderr)
+        return 1
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,9 +49,11 @@ from qv_dynamics.ros.messages import (
     wrench_to_array,
 )
 from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
 from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names
+from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
 
@@ -90,8 +92,10 @@ class ControllerNode(ControllerParameters, Node):
             self._ref_relative = self.reference_fn is not None
         self.t_first: float | None = None
         self.traj: JointTrajectoryReference | None = None
-        self.theta_d = self._opt_array("theta_desired")
-        self.lambda_d = self._opt_array("lambda_desired")
+        # sizes checked where they enter: one θ_d per law coordinate, one λ_d per active constraint row
+        self.theta_d = self.check_theta_d(self.law, gp("theta_desired").value)
+        self.lambda_d = labelled_vector("lambda_desired", gp("lambda_desired").value, system.row_labels)
+        self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
                         ("joint_states", "reference", "lambda_desired", "wrench", "law")}
         self.wrench_raw: dict[str, tuple] = {}
@@ -222,13 +226,19 @@ class ControllerNode(ControllerParameters, Node):
         except QVError as exc:
             self.rejects["joint_states"].reject(reject_kind(exc), str(exc))
             return
+        t = stamp_to_sec(msg.header.stamp)
+        now = self.get_clock().now().nanoseconds * 1e-9
+        kind = self.stamps.check(t, now)
+        if kind is not None:
+            self.rejects["joint_states"].reject(kind, stamp_reason(kind, t, now, self.stamps.t_last,
+                                                                   self.stamps.future_tolerance))
+            return
         self.rejects["joint_states"].ok()
         self.last_rx = time.monotonic()
         self.q_last = q
         if self.stale:
             self.stale = False
             self.get_logger().info("joint_states resumed: control law active again")
-        t = stamp_to_sec(msg.header.stamp)
         if self.t_first is None:
             self.t_first = t
         t0 = time.perf_counter()
@@ -297,14 +307,18 @@ class ControllerNode(ControllerParameters, Node):
                   "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
                   "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters)}
+        law = self.rejects["law"]
+        values["law_failures"] = law.total
         for k, c in self.rejects.items():
             for kind, n in c.counts.items():
                 values[f"rejected_{k}_{kind}"] = n
-        level = DiagnosticStatus.WARN if (self.stale or any(c.total for c in self.rejects.values())) \
-            else DiagnosticStatus.OK
+        level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
+                                          or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
+        text = "stale joint_states" if self.stale else "ok"
+        if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
+            level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
-                                               "stale joint_states" if self.stale else "ok", self.system.name,
-                                               values))
+                                               text, self.system.name, values))
         st["compute_ms_max"] = 0.0
 
     def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:

@@ -15,15 +15,20 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros.messages import CommandMap
-from qv_dynamics.ros.params import MODEL_IO, Param, finite_list, one_of, positive, validate
+from qv_dynamics.ros.params import MODEL_IO, Param, finite_list, non_negative, one_of, positive, validate
 
 from ..laws.registry import make_law
+from .sizes import labelled_vector
 
 SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
-    Param("joint_states_queue", 1, "subscription depth; 1 always acts on the freshest state (no backlog)"),
+    Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
+          "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
+          "a depth of at least the burst length counts every bad message"),
+    Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
+          non_negative("stamp_future_tolerance"), read_only=False),
     Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
     Param("law", "", "law name for qv_control.make_law (quasi_tracking, quasi_setpoint, pidc, pidc_force, passive)",
           read_only=False),
@@ -32,10 +37,10 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]", positive("watchdog_period")),
     Param("safe_mode", "zero", "safe output: zero effort or gravity hold τ = g(q_last)",
           one_of("safe_mode", SAFE_MODES), read_only=False),
-    Param("theta_desired", None, "constant θ_d until a ~/reference trajectory arrives",
+    Param("theta_desired", None, "constant θ_d (one value per law coordinate) until a ~/reference trajectory arrives",
           finite_list("theta_desired"), read_only=False),
-    Param("lambda_desired", None, "λ_d, one value per active constraint row", finite_list("lambda_desired"),
-          read_only=False),
+    Param("lambda_desired", None, "λ_d, one value per active constraint row (sizes checked against the model)",
+          finite_list("lambda_desired"), read_only=False),
     Param("wrench_topics", None, "geometry_msgs/WrenchStamped topics measuring λ, paired with wrench_constraints"),
     Param("wrench_constraints", None, "constraint names measured by wrench_topics"),
     Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
@@ -90,6 +95,13 @@ class ControllerParameters:
         return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
                     all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
 
+    def check_theta_d(self, law, value) -> np.ndarray | None:
+        """θ_d with one value per coordinate of ``law`` (DimensionError naming them); a law without minimal
+        coordinates (the impedance baseline) checks its reference itself."""
+        if getattr(law, "coords", None) is None:
+            return None if value is None else labelled_vector("theta_desired", value, ["θ"] * int(np.size(value)))
+        return labelled_vector("theta_desired", value, law_theta_names(law, self.layout.names))
+
     def _command_map(self, joints) -> CommandMap:
         """The effort command order; UnknownNameError with the model's joint names."""
         joints = [j for j in joints if j] if isinstance(joints, (list, tuple)) else []
@@ -113,10 +125,15 @@ class ControllerParameters:
             if "joints" in new:
                 self._command_map(new["joints"])
             law_changes = {k: v for k, v in new.items() if k.startswith(LAW_PREFIX)}
+            law = self.law
             if "law" in new or law_changes:
                 if self._injected_law and "law" not in new:
                     raise ModelError("this node's law was passed in-process; set 'law' to rebuild it from parameters")
-                self._build_law(law_changes, new.get("law"))
+                law = self._build_law(law_changes, new.get("law"))
+            # sizes against the (possibly new) law's coordinates and the active constraint rows
+            self.check_theta_d(law, new.get("theta_desired", self.get_parameter("theta_desired").value))
+            labelled_vector("lambda_desired", new.get("lambda_desired", self.get_parameter("lambda_desired").value),
+                            self.system.row_labels)
         except (QVError, TypeError, ValueError) as exc:
             self.get_logger().warning(f"parameter change refused: {exc}")
             return SetParametersResult(successful=False, reason=str(exc))
@@ -139,10 +156,12 @@ class ControllerParameters:
             self.watchdog_timeout = float(new["watchdog_timeout"])
         if "safe_mode" in new:
             self.safe_mode = new["safe_mode"]
-        if "theta_desired" in new:
-            self.theta_d = None if not new["theta_desired"] else np.asarray(new["theta_desired"], float)
+        if "stamp_future_tolerance" in new:
+            self.stamps.future_tolerance = float(new["stamp_future_tolerance"])
+        if "theta_desired" in new or "law" in new or law_changes:
+            self.theta_d = self.check_theta_d(self.law, self.get_parameter("theta_desired").value)
         if "lambda_desired" in new:
-            self.lambda_d = None if not new["lambda_desired"] else np.asarray(new["lambda_desired"], float)
+            self.lambda_d = labelled_vector("lambda_desired", new["lambda_desired"], self.system.row_labels)
         self.get_logger().info(f"parameters changed: {sorted(new)}")
 
 

@@ -54,6 +54,7 @@ class Constraint(ABC):
         self.position: np.ndarray | None = None
         self.rotation: np.ndarray | None = None
         self.explicit_target = False
+        self.explicit_name = False  # a name given by the user must be unique; generated ones are made unique
         self.frame_id = -1
         self.frame_b_id = -1
         self.axis_idx = np.array([AXES.index(a) for a in self.axes], dtype=int)
@@ -136,14 +137,32 @@ class Constraint(ABC):
         """Pop this kind's own keys from ``d`` (ModelError when one is missing or wrong)."""
 
     def read_target(self, d: dict) -> None:
-        """``position`` (or ``offset``) and ``rotation`` of the spec: an explicit target."""
+        """``position`` (or ``offset``: a finite 3-vector) and ``rotation`` (a rotation matrix) of the spec:
+        an explicit target. ModelError naming the key otherwise."""
         self.explicit_target = "position" in d or "rotation" in d
+        where = f"constraint {self.kind} at frame '{self.frame}'"
         if "position" in d:
-            self.position = np.asarray(d.pop("position"), dtype=float).reshape(3)
+            self.position = finite_array(where, "position", d.pop("position"), (3,))
         if "offset" in d:
-            self.position = np.asarray(d.pop("offset"), dtype=float).reshape(3)
+            self.position = finite_array(where, "offset", d.pop("offset"), (3,))
         if "rotation" in d:
-            self.rotation = np.asarray(d.pop("rotation"), dtype=float).reshape(3, 3)
+            R = finite_array(where, "rotation", d.pop("rotation"), (3, 3))
+            if np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) <= 0:
+                raise ModelError(f"{where}: 'rotation' is not a rotation matrix (RᵀR = I, det R = +1)")
+            self.rotation = R
+
+
+def finite_array(where: str, key: str, value, shape: tuple) -> np.ndarray:
+    """``value`` as a finite float array of ``shape``; ModelError naming the key otherwise."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: '{key}' must be numbers of shape {shape}, got {value!r}") from None
+    if arr.shape != shape:
+        raise ModelError(f"{where}: '{key}' must have shape {shape}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(f"{where}: '{key}' has non-finite entries {arr.tolist()}")
+    return arr
 
 
 def require_frame(d: dict, index: int, kind: str, key: str = "frame") -> str:

@@ -32,17 +32,27 @@ def constraint_from_mapping(spec, index: int = 0) -> Constraint:
     if kind not in CONSTRAINT_TYPES:
         raise ModelError(f"constraint #{index}: type must be one of {KINDS}, got {kind!r}")
     c = CONSTRAINT_TYPES[kind].from_mapping(d, index)
+    c.explicit_name = "name" in d
     c.name = str(d.pop("name", f"{kind}_{c.frame}" if c.frame else f"{kind}_{index}"))
+    if not c.name.strip() or "," in c.name:
+        raise ModelError(f"constraint #{index} ({kind}): name {c.name!r} must be non-empty and without ',' (row "
+                         "labels are '<name>.<axis>', listed comma-separated in λ_d messages)")
     if d:
         raise ModelError(f"constraint #{index} ({kind}): unknown keys {sorted(d)}")
     return c
 
 
 def parse_constraints(specs: Sequence) -> list[Constraint]:
+    """Constraints from mappings. Names given by the user must be unique (ModelError: they address
+    ``set_active``, ``wrench_constraints`` and λ_d labels); a generated name repeated (the same contact
+    listed twice without names: redundant rows) gets a suffix ``#k``."""
     cons = [constraint_from_mapping(s, i) for i, s in enumerate(specs or [])]
     names = [c.name for c in cons]
-    dup = {n for n in names if names.count(n) > 1}
-    for n in dup:  # same contact listed twice is legal (redundant constraints): make names unique
+    dup = sorted({c.name for c in cons if c.explicit_name and names.count(c.name) > 1})
+    if dup:
+        raise ModelError(f"constraint name(s) {dup} used twice (names must be unique: they address set_active, "
+                         "wrench_constraints and λ_d labels)")
+    for n in {n for n in names if names.count(n) > 1}:
         k = 0
         for c in cons:
             if c.name == n:

@@ -45,6 +45,7 @@ from .messages import (
 )
 from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
+from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
 QUANTITIES = ("v", "v_r", "xi", "u_v", "u_xi", "lambda", "lambda_measured", "scalars")
@@ -76,6 +77,7 @@ class DynamicsNode(Node):
         by_v = dict(zip(self.layout.v_index.tolist(), self.layout.names))
         self.v_labels = [f"v.{by_v.get(i, i)}" for i in range(system.nv)]
         self.rejects = EpisodeCounter(self.get_logger(), "joint_states")
+        self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self._msgs: dict[str, JointState] = {}
         self._label_cache: dict = {}
         self.prev = None
@@ -143,10 +145,19 @@ class DynamicsNode(Node):
 
     def on_joint_states(self, msg: JointState) -> None:
         t_in = time.perf_counter()
+        try:  # every message is checked (and a bad one counted), also those decimation skips
+            q, qdot, tau = joint_state_to_arrays(msg, self.layout)
+        except QVError as exc:
+            self.rejects.reject(reject_kind(exc), str(exc))
+            return
+        t, now = stamp_to_sec(msg.header.stamp), self.get_clock().now().nanoseconds * 1e-9
+        kind = self.stamps.check(t, now)
+        if kind is not None:
+            self.rejects.reject(kind, stamp_reason(kind, t, now, self.stamps.t_last, self.stamps.future_tolerance))
+            return
         if not self.pacer.arrive(t_in):
             return
         try:
-            q, qdot, tau = joint_state_to_arrays(msg, self.layout)
             if tau is None:
                 tau = self.tau_cmd
                 if tau is None:
@@ -279,6 +290,7 @@ class DynamicsNode(Node):
             "eval_time_ms_mean": mean, "eval_time_ms_max": st["eval_ms_max"], "messages": st["messages"],
             "rejected_nonfinite": rej.get("nonfinite", 0), "rejected_size": rej.get("size", 0),
             "rejected_names": rej.get("names", 0), "rejected_model": rej.get("model", 0),
+            "rejected_old_stamp": rej.get(OLD, 0), "rejected_future_stamp": rej.get(FUTURE, 0),
             "unknown_parameters": len(self.unknown_parameters),
             "messages_without_effort": st["no_effort"],
         }

@@ -17,9 +17,11 @@ class EpisodeCounter:
         self.what = what
         self.counts: dict[str, int] = {}
         self._open: set[str] = set()
+        self.last_reason = ""
 
     def reject(self, kind: str, reason: str) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.last_reason = reason
         if kind not in self._open:
             self._open.add(kind)
             self.logger.warning(f"{self.what}: dropped ({kind}): {reason} [logged once until a good message]")
@@ -32,6 +34,11 @@ class EpisodeCounter:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    @property
+    def failing(self) -> bool:
+        """True while an episode is open: the last input of this kind was rejected."""
+        return bool(self._open)
 
 
 def reject_kind(exc: Exception) -> str:

@@ -268,14 +268,20 @@ def lambda_desired_from_message(msg: Float64MultiArray, row_labels: Sequence[str
     """λ_d from std_msgs/Float64MultiArray: one value per active constraint row, in ``row_labels``
     order. If ``layout.dim[0].label`` lists constraint row labels separated by commas (``"wall.x"``,
     ``"contact.x,contact.z"``), one per value, the values are matched by label instead (any order; rows
-    not named get 0). Any other label is ignored."""
+    not named get 0). A label that names a row (``<constraint>.<axis>`` or ``<constraint>[i]``) the model
+    does not have is refused (UnknownNameError), never applied to another row; a plain label without
+    '.' or '[' (a description such as ``"lambda_d"``) is ignored."""
     rows = list(row_labels)
     if msg.layout.dim and msg.layout.dim[0].label:
         labels = [x.strip() for x in msg.layout.dim[0].label.split(",") if x.strip()]
-        if labels and len(labels) == len(msg.data) and all(lab in rows for lab in labels):
+        if any("." in lab or "[" in lab for lab in labels):
+            unknown = [lab for lab in labels if lab not in rows]
+            if unknown:
+                raise UnknownNameError(f"lambda_desired: unknown constraint row(s) {unknown}; "
+                                       f"the active rows are {rows}")
             if len(set(labels)) != len(labels):
                 raise DimensionError(f"lambda_desired: a constraint row is named twice in {labels}")
-            vals = as_vector("lambda_desired", msg.data, len(labels))
+            vals = as_vector(f"lambda_desired (one value per label {labels})", msg.data, len(labels))
             out = np.zeros(len(rows))
             for lab, x in zip(labels, vals):
                 out[rows.index(lab)] = x

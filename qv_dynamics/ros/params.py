@@ -60,6 +60,13 @@ def positive(name: str) -> Callable[[Any], None]:
     return check
 
 
+def non_negative(name: str) -> Callable[[Any], None]:
+    def check(v) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ModelError(f"{name} must be a number >= 0, got {v!r}")
+    return check
+
+
 def one_of(name: str, choices: Sequence[str]) -> Callable[[Any], None]:
     def check(v) -> None:
         if v not in choices:
@@ -127,7 +134,10 @@ DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
-    Param("joint_states_queue", 1, "subscription depth; 1 evaluates the freshest state (no backlog)"),
+    Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
+          "counted (1 evaluates the freshest state only, but the middleware drops a burst unseen)"),
+    Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
+          non_negative("stamp_future_tolerance")),
     Param("command_topic", "", "effort commands to read τ from (quasi-forces u_v, u_ξ); empty: none"),
     Param("joints", [""], "order of the effort commands on command_topic"),
     Param("wrench_topics", [""], "geometry_msgs/WrenchStamped topics, one per name in wrench_constraints"),

@@ -32,12 +32,16 @@ from typing import Any, Callable
 import numpy as np
 import pinocchio as pin
 
+from .. import runfiles
+from ..argtypes import finite_float, positive_float, positive_int
 from ..linalg import limit_blas_threads
 from ..model import ConstrainedSystem
 from ..robots import package_share_dir
 from .simulate import simulate
 from .stepper import INTEGRATORS, METHODS
 from .trajectory import Trajectory
+
+OUT_FILES = ("trajectory.npz", "summary.json", "figure.png")  # what `qv simulate` writes into --out
 
 
 @dataclass
@@ -302,7 +306,7 @@ def plot(tr: Trajectory, path, title: str = "") -> Path:
             a.axvline(e["t"], color="r" if e.get("impact") else "0.6", lw=0.6, ls="--")
     fig.tight_layout()
     p = Path(path)
-    fig.savefig(p, dpi=90)
+    runfiles.savefig(fig, p, dpi=90)
     plt.close(fig)
     return p
 
@@ -312,13 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="qv simulate", description="Run a built-in constrained-simulation scenario.")
     ap.add_argument("name", choices=sorted(SCENARIOS))
-    ap.add_argument("--t-final", type=float, default=None, help="simulated time [s] (scenario default)")
-    ap.add_argument("--dt", type=float, default=None, help="step [s] (default 1e-3)")
+    ap.add_argument("--t-final", type=positive_float, default=None, help="simulated time [s] (scenario default)")
+    ap.add_argument("--dt", type=positive_float, default=None, help="step [s] (default 1e-3)")
     ap.add_argument("--method", choices=METHODS, default="projection")
     ap.add_argument("--integrator", choices=INTEGRATORS, default="rk4")
     ap.add_argument("--out", default=None, help="output folder (default sim_out/<name>)")
-    ap.add_argument("--record-every", type=int, default=1)
-    ap.add_argument("--baumgarte", type=float, nargs=2, default=(20.0, 20.0), metavar=("ALPHA", "BETA"),
+    ap.add_argument("--record-every", type=positive_int, default=1, help="keep every k-th step (k >= 1)")
+    ap.add_argument("--baumgarte", type=finite_float, nargs=2, default=(20.0, 20.0), metavar=("ALPHA", "BETA"),
                     help="kkt_baumgarte: A q̈ = −Ȧq̇ − 2αAq̇ − β²Φ (default 20 20 [1/s])")
     ap.add_argument("--redundant", action="store_true", help="three_link_chain: redundant constraint rows")
     ap.add_argument("--start", choices=("extended", "singular"), default="extended",
@@ -330,10 +334,14 @@ def main(argv: list[str] | None = None) -> int:
         kw["redundant"] = True
     if args.name == "slider_crank":
         kw["start"] = args.start
+    out = Path(args.out or Path("sim_out") / args.name)
+    try:  # before the run: an unwritable folder is refused now, an earlier run's files are removed (and listed)
+        runfiles.prepare_out_dir(out, OUT_FILES)
+    except runfiles.OutputError as exc:
+        ap.exit(2, f"qv simulate: {exc}\n")
     scn = build(args.name, **kw)
     tr = run(scn, args.t_final, args.dt, args.method, args.integrator, record_every=args.record_every,
              baumgarte=tuple(args.baumgarte))
-    out = Path(args.out or Path("sim_out") / args.name)
     tr.save(out)
     if not args.no_plot and tr.t.size:
         plot(tr, out / "figure.png", f"{scn.name} ({args.method}, {args.integrator})")

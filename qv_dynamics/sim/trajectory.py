@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import runfiles
 from ..jsonutil import jsonable as _jsonable
 
 ROW_ARRAYS = ("q", "qdot", "tau", "lam")
@@ -45,15 +46,15 @@ class Trajectory:
               "potential", "work", "impact_loss", "rank", "nr_iters")
 
     def save(self, directory, name: str = "trajectory") -> Path:
-        """Write ``<name>.npz`` (arrays, labels, events as JSON) and ``summary.json`` (stats, ok, error)."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        """Write ``<name>.npz`` (arrays, labels, events as JSON) and ``summary.json`` (stats, ok, error), each
+        to a temporary file renamed into place (a failed write never leaves a partial file)."""
+        d = runfiles.check_writable(directory)
         arrays = {k: getattr(self, k) for k in self.ARRAYS}
-        np.savez_compressed(d / f"{name}.npz", lam_labels=np.array(self.lam_labels, dtype=str),
-                            events=np.array(json.dumps(_jsonable(self.events))), **arrays)
+        runfiles.savez(d / f"{name}.npz", lam_labels=np.array(self.lam_labels, dtype=str),
+                       events=np.array(json.dumps(_jsonable(self.events))), **arrays)
         summary = dict(_jsonable(self.stats))
         summary.update(ok=self.ok, error=self.error, events=_jsonable(self.events))
-        (d / "summary.json").write_text(json.dumps(summary, indent=2))
+        runfiles.write_json(d / "summary.json", summary)
         return d
 
 

@@ -1,0 +1,44 @@
+"""When a ``qv bringup`` run is refused before it starts, and when a finished run is a failure.
+
+Refused (exit code 2): a controller ``watchdog_timeout`` that is not a positive number (a lock-step run
+raises a valid one to :data:`LOCKSTEP_WATCHDOG`, never an invalid one), a parameter no node declares (a
+misspelling that a node would only warn about). Failed (exit code 1): the control law could not compute
+on some ticks (the controller held its safe output instead), or no command came from the law at all.
+"""
+from __future__ import annotations
+
+import math
+
+from qv_dynamics.errors import ModelError
+
+LOCKSTEP_WATCHDOG = 5.0  # s: controller watchdog in lock-step runs (see Bringup)
+
+
+def lockstep_watchdog(timeout) -> float:
+    """The controller's watchdog in a lock-step run: the configured timeout, raised to LOCKSTEP_WATCHDOG
+    (simulated time stands still while the process is descheduled). An invalid timeout is refused."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise ModelError(f"qv_controller: watchdog_timeout must be a positive number of seconds, got {timeout!r}")
+    return max(float(timeout), LOCKSTEP_WATCHDOG)
+
+
+def refuse_unknown_parameters(nodes) -> None:
+    """ModelError naming every parameter of the file that its node does not declare (with the closest name)."""
+    unknown = {n.get_name(): n.unknown_parameters for n in nodes if getattr(n, "unknown_parameters", None)}
+    if unknown:
+        raise ModelError("unknown parameter(s) " + "; ".join(f"{k}: {', '.join(v)}" for k, v in unknown.items()))
+
+
+def run_failures(summary: dict) -> str | None:
+    """Why a finished run is a failure (the control law failed on some ticks, or never commanded), or None."""
+    failed = summary.get("law_failures", 0)
+    if failed:
+        return (f"the control law failed on {failed} of {failed + summary.get('commands', 0)} ticks (safe output "
+                f"published instead): {summary.get('law_error', '')}")
+    if not summary.get("commands"):
+        return "the controller sent no command computed by its law"
+    return None
+
+
+__all__ = ["LOCKSTEP_WATCHDOG", "lockstep_watchdog", "refuse_unknown_parameters", "run_failures"]
