@@ -1,0 +1,164 @@
+"""Khatib's operational-space hybrid force/motion control (the strong baseline of issue 12).
+
+Task x = (p, φ) of the tool frame, J its 6×n world-aligned Jacobian, J̇q̇ the classical drift, and
+
+    Λ_x = (J M⁻¹ Jᵀ)⁻¹,   J̄ = M⁻¹ Jᵀ Λ_x,   Nᵀ = I − Jᵀ J̄ᵀ   (dynamically consistent null space)
+    τ = h + Jᵀ(Λ_x(Ω a* − J̇q̇) + e_f f) + Nᵀ M(−K_p(q − q_n) − K_d q̇)
+
+Ω selects the motion axes (all six in free motion; every axis but the contact normal ``force_axis`` in
+contact) and e_f is the unit vector of the force axis. With the constraint row A = e_fᵀJ and the SPEC
+convention M q̈ + h = τ − Aᵀλ, the closed loop is ẍ = Ω a* + Λ_x⁻¹e_f(f − λ); the rigid constraint
+e_fᵀẍ = 0 then gives λ = f exactly and ẍ = Ω a* (tested against Pinocchio's constrained dynamics).
+
+Motion: a* = ẍ_d + K_D(ẋ_d − ẋ) + K_P(x_d − x) [+ K_I∫(x_d − x)], orientation error log₃(R_d Rᵀ). The gains
+give the same closed-loop poles as the quasi-velocity law with bandwidths (kp, kd): that law imposes
+ε̇ = −k_d ε with ε = ė + k_p e, i.e. ë + (k_p + k_d)ė + k_p k_d e = 0, so K_D = k_p + k_d, K_P = k_p k_d
+(and the same for the null-space posture). Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
+as the quasi-velocity law (λ is the force the robot applies along the axis; pressing down is λ < 0).
+
+The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
+reset when the contact switches (anti-windup). Torque limits: the motion channel is scaled first
+(:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f, so scaling it leaves λ = f.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+from scipy.linalg import cho_factor, cho_solve
+
+from qv_dynamics.errors import DimensionError, as_vector
+
+from ..saturation import SaturationStatus, resolve_limits, saturate
+from qv_dynamics.state import Reference, State
+from .base import ForcePI, scalar_gain
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+class OperationalSpaceLaw:
+    """Operational-space hybrid force/motion law of the tool frame (module doc).
+
+    ``compute(state, reference)``: ``reference.theta`` = desired tool position (3,), ``theta_dot``,
+    ``theta_ddot`` its derivatives, ``lambda_`` = λ_d of the contact row (ignored in free motion).
+    The contact is the active state of ``system.constraint(contact)``; its row must be ``force_axis`` of
+    the tool point (the demo's ``point_contact`` with ``axes: [z]``)."""
+
+    name = "osc"
+
+    def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
+                 force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
+                 ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
+                 effort_limits="urdf"):
+        self.system = system
+        self.frame = frame
+        self.fid = system.frame_id(frame)
+        self.contact = contact
+        if contact is not None:
+            system.constraint(contact)  # UnknownNameError early
+        if force_axis not in (0, 1, 2):
+            raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z), got {force_axis!r}")
+        self.force_axis = int(force_axis)
+        kp, kd = scalar_gain("kp", kp), scalar_gain("kd", kd)
+        self.KP, self.KD = kp * kd, kp + kd
+        self.KI = scalar_gain("ki_motion", ki_motion, positive=False)
+        self.integral_limit = scalar_gain("integral_limit", integral_limit)  # m/s² of a* at most
+        self.force_pi = ForcePI(kf, ki)
+        self.limits = resolve_limits(system, effort_limits)
+        self.q_null = None if q_null is None else as_vector("q_null", q_null, system.nq)
+        self.R_d = None if rotation is None else np.asarray(rotation, float).reshape(3, 3)
+        self.saturation = SaturationStatus()
+        self.last: dict = {}
+        self._z = np.zeros(6)
+        self._t_prev: float | None = None
+        self._was_contact: bool | None = None
+
+    @property
+    def peak_ratio(self) -> float:
+        return float(self.saturation.peak_ratio)
+
+    def reset(self) -> None:
+        self._z = np.zeros(6)
+        self._t_prev = None
+        self.force_pi.reset()
+
+    def _in_contact(self) -> bool:
+        return self.contact is not None and self.system.constraint(self.contact).active
+
+    def _kinematics(self, q, qd):
+        """M, h, J (6×n, world-aligned), J̇q̇ (classical) and the tool placement at (q, q̇)."""
+        model, data = self.system.model, self.system.data
+        pin.forwardKinematics(model, data, q, qd, np.zeros(model.nv))
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        J = pin.getFrameJacobian(model, data, self.fid, LWA)
+        Jdqd = pin.getFrameClassicalAcceleration(model, data, self.fid, LWA).vector.copy()
+        oMf = data.oMf[self.fid].copy()
+        M = self.system.mass_matrix(q)
+        h = pin.rnea(model, data, q, qd, np.zeros(model.nv)).copy()
+        return M, h, J, Jdqd, oMf
+
+    def _task_acceleration(self, dt, contact, oMf, xdot, ref: Reference) -> np.ndarray:
+        """a* of the motion axes (zero along the force axis in contact), with the anti-windup integral."""
+        p_d = np.asarray(ref.theta if ref.theta is not None else oMf.translation, float)
+        if p_d.shape != (3,):
+            raise DimensionError(f"osc reference.theta must be the tool position (3,), got {p_d.shape}")
+        v_d = np.zeros(3) if ref.theta_dot is None else as_vector("theta_dot", ref.theta_dot, 3)
+        a_d = np.zeros(3) if ref.theta_ddot is None else as_vector("theta_ddot", ref.theta_ddot, 3)
+        e = np.concatenate([p_d - oMf.translation, pin.log3(self.R_d @ oMf.rotation.T)])
+        a = self.KP * e + self.KD * (np.concatenate([v_d, np.zeros(3)]) - xdot)
+        a[:3] += a_d
+        omega = np.ones(6)
+        if contact:
+            omega[self.force_axis] = 0.0
+        if self.KI > 0:
+            if self._was_contact is not None and contact != self._was_contact:
+                self._z[:] = 0.0                                     # reset on contact switches
+            frozen = self.saturation.active and self.saturation.motion_scale < 1.0
+            if not frozen and 0.0 < dt <= 0.1:
+                self._z += dt * e * omega
+            lim = self.integral_limit / self.KI
+            self._z = np.clip(self._z, -lim, lim)                    # anti-windup clamp
+            a += self.KI * self._z
+        self._was_contact = contact
+        self.last.update(e=e)
+        return omega * a
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        sysm = self.system
+        q = sysm.check_q(state.q)
+        qd = as_vector("qdot", state.qdot, sysm.nv)
+        if self.q_null is None:
+            self.q_null = q.copy()
+        M, h, J, Jdqd, oMf = self._kinematics(q, qd)
+        if self.R_d is None:
+            self.R_d = oMf.rotation.copy()
+        t = float(state.t)
+        dt = 0.0 if self._t_prev is None else t - self._t_prev
+        self._t_prev = t
+        ref = reference if reference is not None else Reference()
+        contact = self._in_contact()
+        a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
+        Mc = cho_factor(M)
+        MinvJt = cho_solve(Mc, J.T)
+        Lam = np.linalg.inv(J @ MinvJt)                             # Λ_x = (J M⁻¹ Jᵀ)⁻¹
+        Jbar = MinvJt @ Lam                                         # J̄ = M⁻¹ Jᵀ Λ_x
+        tau0 = M @ (self.KP * (self.q_null - q) - self.KD * qd)     # posture, same poles
+        motion = J.T @ (Lam @ a_star) + tau0 - J.T @ (Jbar.T @ tau0)  # + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
+        base = h - J.T @ (Lam @ Jdqd)
+        force = None
+        if contact:
+            lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
+            err = None if state.lambda_meas is None else np.array([lam_d - float(np.ravel(state.lambda_meas)[0])])
+            freeze = self.saturation.active and self.saturation.force_scale < 1.0
+            corr = self.force_pi.update(t, err, freeze=freeze)
+            f = lam_d + (0.0 if corr is None else float(corr[0]))
+            force = J[self.force_axis] * f                          # Jᵀ e_f f
+            self.last.update(lambda_d=lam_d, f=f)
+        else:
+            self.force_pi.reset()
+        tau, self.saturation = saturate(base, force, motion, self.limits)
+        self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
+        return tau
+
+
+__all__ = ["OperationalSpaceLaw"]
