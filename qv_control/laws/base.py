@@ -69,7 +69,12 @@ class ForcePI:
     The measurement reaches the law one sample late (it is the force produced by the previous command),
     so the algebraic force loop e_k = −k_f e_{k−1} + … is stable only for k_f < 1 (checked). The integral
     is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, max_dt) and frozen while the
-    limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes."""
+    limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes.
+
+    Because the reading is one sample old, :meth:`error` compares it with the desired value *of the previous
+    sample* (the command it was produced under), not with the new one: after a step of the desired force
+    the feedforward delivers the step and the PI does not add k_f·(step) on top of it (measured before this:
+    21.2 % overshoot for one sample, 12 → 20 N with k_f = 0.5, k_i = 30)."""
 
     def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
         self.kf = scalar_gain("kf (force proportional gain)", kf, positive=False, upper=1.0)
@@ -81,6 +86,21 @@ class ForcePI:
     def reset(self) -> None:
         self.z: np.ndarray | None = None
         self.t_prev: float | None = None
+        self._desired: tuple[float, np.ndarray, np.ndarray | None] | None = None  # (t, d_t, d_previous)
+
+    def error(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
+        """e = d_{k−1} − measured_k (the desired value of the previous sample; d_k at the first sample or
+        after a reset). Repeated calls at the same t are idempotent."""
+        if measured is None:
+            return None
+        desired = np.asarray(desired, float)
+        h = self._desired
+        if h is None or h[1].shape != desired.shape:
+            self._desired = (t, desired.copy(), None)
+        elif t > h[0]:
+            self._desired = (t, desired.copy(), h[1])
+        prev = self._desired[2]
+        return (desired if prev is None else prev) - measured
 
     def update(self, t: float, error: np.ndarray | None, freeze: bool = False) -> np.ndarray | None:
         if not self.enabled or error is None:
@@ -154,9 +174,10 @@ class ControlLaw(ABC):
         self.last["saturation"] = self.saturation
         return tau
 
-    def _force_correction(self, t: float, error: np.ndarray | None) -> np.ndarray | None:
+    def _force_correction(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
+        """The force PI's correction for the desired force (or λ) and the measured one (one sample old)."""
         freeze = self.saturation.active and self.saturation.force_scale < 1.0
-        return self.force_pi.update(t, error, freeze=freeze)
+        return self.force_pi.update(t, self.force_pi.error(t, desired, measured), freeze=freeze)
 
     @abstractmethod
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:

@@ -13,7 +13,8 @@ e_fᵀẍ = 0 then gives λ = f exactly and ẍ = Ω a* (tested against Pinocchi
 Motion: a* = ẍ_d + K_D(ẋ_d − ẋ) + K_P(x_d − x) [+ K_I∫(x_d − x)], orientation error log₃(R_d Rᵀ). The gains
 give the same closed-loop poles as the quasi-velocity law with bandwidths (kp, kd): that law imposes
 ε̇ = −k_d ε with ε = ė + k_p e, i.e. ë + (k_p + k_d)ė + k_p k_d e = 0, so K_D = k_p + k_d, K_P = k_p k_d
-(and the same for the null-space posture). Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
+(and the same for the null-space posture); with its integral action k_I (``ki_motion``, 1/s²) the poles are
+those of (s + k_p)(s² + k_d s + k_I), so K_P = k_p k_d + k_I and K_I = k_p k_I. Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
 as the quasi-velocity law (λ is the force the robot applies along the axis; pressing down is λ < 0).
 
 The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
@@ -59,9 +60,11 @@ class OperationalSpaceLaw:
             raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z), got {force_axis!r}")
         self.force_axis = int(force_axis)
         kp, kd = scalar_gain("kp", kp), scalar_gain("kd", kd)
-        self.KP, self.KD = kp * kd, kp + kd
-        self.KI = scalar_gain("ki_motion", ki_motion, positive=False)
-        self.integral_limit = scalar_gain("integral_limit", integral_limit)  # m/s² of a* at most
+        k_i = scalar_gain("ki_motion", ki_motion, positive=False)
+        # (s + k_p)(s² + k_d s + k_I) = s³ + (k_p + k_d)s² + (k_p k_d + k_I)s + k_p k_I: the qv law's poles
+        self.KP, self.KD, self.KI = kp * kd + k_i, kp + kd, kp * k_i
+        self.KP_null = kp * kd
+        self.integral_limit = scalar_gain("integral_limit", integral_limit)  # m/s² (rad/s²) of a* at most
         self.force_pi = ForcePI(kf, ki)
         self.limits = resolve_limits(system, effort_limits)
         self.q_null = None if q_null is None else as_vector("q_null", q_null, system.nq)
@@ -142,13 +145,14 @@ class OperationalSpaceLaw:
         MinvJt = cho_solve(Mc, J.T)
         Lam = np.linalg.inv(J @ MinvJt)                             # Λ_x = (J M⁻¹ Jᵀ)⁻¹
         Jbar = MinvJt @ Lam                                         # J̄ = M⁻¹ Jᵀ Λ_x
-        tau0 = M @ (self.KP * (self.q_null - q) - self.KD * qd)     # posture, same poles
+        tau0 = M @ (self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
         motion = J.T @ (Lam @ a_star) + tau0 - J.T @ (Jbar.T @ tau0)  # + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
         base = h - J.T @ (Lam @ Jdqd)
         force = None
         if contact:
             lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
-            err = None if state.lambda_meas is None else np.array([lam_d - float(np.ravel(state.lambda_meas)[0])])
+            meas = None if state.lambda_meas is None else np.ravel(state.lambda_meas)[:1].astype(float)
+            err = self.force_pi.error(t, np.array([lam_d]), meas)   # reading vs the command it was made under
             freeze = self.saturation.active and self.saturation.force_scale < 1.0
             corr = self.force_pi.update(t, err, freeze=freeze)
             f = lam_d + (0.0 if corr is None else float(corr[0]))

@@ -28,7 +28,7 @@ class PIDCForceLaw(ProjectionLawBase):
         M, A = terms.M, terms.A
         mu = coupling(M, P)                                 # (I−P)MM_c⁻¹ (eq. 32)
         F_d = A.T @ ref.lambda_
-        corr = self._force_correction(t, None if lam_meas is None else F_d - A.T @ lam_meas)
+        corr = self._force_correction(t, F_d, None if lam_meas is None else A.T @ lam_meas)
         u_F = F_d if corr is None else F_d + corr
         u_F = u_F - P @ u_F                                 # keep it impotent: (I−P)u_F
         PMu = P @ (M @ u_p)

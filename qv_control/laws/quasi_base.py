@@ -75,7 +75,7 @@ class QuasiLawBase(ControlLaw):
             return np.zeros(r), np.zeros(r)
         xi_d = qs.xi_from_lambda(lam_d)
         u_xi = xi_d - qs.Gamma_xi_vr if self.compensate_velocity else xi_d.copy()
-        corr = self._force_correction(t, None if lam_meas is None else lam_d - lam_meas)
+        corr = self._force_correction(t, lam_d, lam_meas)
         if corr is not None:
             u_xi = u_xi + qs.xi_from_lambda(corr)
         self.last["force_feedback"] = corr is not None

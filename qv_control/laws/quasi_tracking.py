@@ -7,6 +7,7 @@ import numpy as np
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
+from .base import scalar_gain
 from .quasi_base import QuasiLawBase, normal_coupling
 
 
@@ -42,17 +43,28 @@ class QuasiTrackingLaw(QuasiLawBase):
     v_n = 0 and the law is the one above, so the ideal closed loop is unchanged; with a compliant
     contact a step of the commanded force no longer drags θ through the sinking of the tool.
 
+    Integral action (``ki_motion`` = k_I > 0, 1/s²): u_v −= k_I z, ż = ε, in the reduced velocity space, so
+    ε̇ = −k_d ε − k_I z + d and a constant disturbance d (model error, unmodelled friction) leaves ε → 0, hence
+    θ → θ_d; with Dε = ė + K_p e the error obeys (s + k_p)(s² + k_d s + k_I) = 0 per axis (k_I = k_d²/4:
+    a double pole at −k_d/2). Anti-windup: z is frozen while the limiter scales the motion channel and
+    clamped to ‖k_I z‖ ≤ ``integral_limit``; it is reset when the contact rank changes (V₂ re-seeded).
+
     Parameters: ``coordinates`` (θ spec, k = n − r entries), ``kp`` (scalar or k-vector, 1/s), ``kd`` (1/s),
     ``kf`` < 1 and ``ki`` (force PI on λ_meas), ``force`` (False: u_ξ = 0, min ‖u‖),
     ``compensate_velocity`` (False: eq. 47 u_ξ = ξ_d), ``normal_motion`` / ``normal_rate`` (above),
+    ``ki_motion`` / ``integral_limit`` (integral action, above),
     ``effort_limits`` ("urdf", number, n-vector, None), ``cond_max`` (largest accepted cond(D)).
     """
 
     name = "quasi_tracking"
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
-                 normal_rate: bool = True, **kw):
+                 normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0, **kw):
         super().__init__(system, coordinates, kp=kp, kd=kd, **kw)
+        self.ki_motion = scalar_gain("ki_motion", ki_motion, positive=False)
+        self.integral_limit = scalar_gain("integral_limit", integral_limit)
+        self._z: np.ndarray | None = None
+        self._tz: float | None = None
         self.normal_motion = bool(normal_motion)
         self.normal_rate = bool(normal_rate)
         self.rate_max_dt = 0.1  # s: longer gaps between samples restart the backward difference
@@ -63,6 +75,24 @@ class QuasiTrackingLaw(QuasiLawBase):
         super().reset()
         self._gvn_prev = None
         self._gvn_rate = None
+        self._z = self._tz = None
+
+    def _motion_integral(self, t: float, qs, eps: np.ndarray) -> np.ndarray:
+        """k_I z with ż = ε (class docstring): reset on a rank change, frozen while the motion channel is
+        scaled by the limiter, clamped to ‖k_I z‖ ≤ integral_limit."""
+        if self._z is None or qs.rank_changed or self._z.shape != eps.shape:
+            self._z, self._tz = np.zeros_like(eps), None
+        frozen = self.saturation.active and self.saturation.motion_scale < 1.0
+        if self._tz is not None and not frozen and 0.0 < t - self._tz <= 0.1:
+            self._z = self._z + (t - self._tz) * eps
+        if self._tz is None or t > self._tz:
+            self._tz = t
+        out = self.ki_motion * self._z
+        nrm = float(np.linalg.norm(out))
+        if nrm > self.integral_limit:
+            self._z *= self.integral_limit / nrm
+            out *= self.integral_limit / nrm
+        return out
 
     def _normal_terms(self, t, qs, kin, Dinv) -> tuple[np.ndarray, np.ndarray]:
         """(Gv_n, Γ_vn v_n − (Gv_n)˙) of the normal-motion extension (class docstring, items 1-2)."""
@@ -114,6 +144,8 @@ class QuasiTrackingLaw(QuasiLawBase):
         u_v = sigma_dot + qs.Gamma_v @ qs.v_r - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
+        if self.ki_motion > 0:
+            u_v = u_v - self._motion_integral(t, qs, eps)
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=e, eps=eps, cond_D=cond, u_v=u_v,
                          u_xi=u_xi, xi_d=xi_d, v_r=qs.v_r, lambda_d=ref.lambda_)
