@@ -13,6 +13,8 @@ COMMANDS = {
     "simulate": ("qv_dynamics.sim.scenarios", "main", "run a built-in constrained-simulation scenario"),
     "bringup": ("qv_control.ros.bringup", "main", "run sim + dynamics + controller nodes in one process"),
     "demo": ("qv_control.demo.runs", "main", "the main demo: Panda on a MuJoCo table, force + path"),
+    "conditions": ("qv_control.demo.conditions_report", "main",
+                   "the contact task under real conditions (friction, noise, delay, model error, tool, impacts)"),
     "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
     "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
     "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),

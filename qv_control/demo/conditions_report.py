@@ -1,0 +1,94 @@
+"""``qv conditions --out DIR``: the conditions matrix for qv, OSC and impedance → conditions.json + table.
+
+``conditions.json``: for each condition name ``{qv|osc|impedance: {force_rms_error_rel, path_rms_error_m,
+peak_force_ratio, settle_time_s, max_abs_torque_ratio, contact_lost}}`` (the combined case is ``all``),
+plus ``_meta`` (the conditions' parameters, the touch-down speeds, the open-loop sliding bands of the
+friction scenes, wall time). ``conditions.md``: the same figures as a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from qv_dynamics.jsonutil import jsonable
+
+from .conditions import CONDITIONS, conditions_config, open_loop_sliding_band
+from .conditions_runs import KINDS, run_condition
+
+FIGURES = ("force_rms_error_rel", "path_rms_error_m", "peak_force_ratio", "settle_time_s",
+           "max_abs_torque_ratio", "contact_lost")
+
+
+def run_matrix(names=None, kinds=KINDS, cfg=None, log=print) -> dict:
+    """Every (condition, controller) run; returns the conditions.json document."""
+    cfg = cfg or conditions_config()
+    names = list(CONDITIONS) if not names else list(names)
+    doc: dict = {"_meta": {"conditions": {}, "v_touch_m_s": {}, "force_band_rel": {}, "wall_time_s": 0.0}}
+    t0 = time.perf_counter()
+    for name in names:
+        cond = CONDITIONS[name]
+        doc[name] = {}
+        meta = doc["_meta"]
+        meta["conditions"][name] = asdict(cond)
+        for kind in kinds:
+            run = run_condition(cond, kind, cfg)
+            f = run["figures"]
+            doc[name][kind] = {k: f[k] for k in FIGURES}
+            meta["v_touch_m_s"][name] = run["v_touch"]
+            meta["force_band_rel"].setdefault(name, {})[kind] = f.get("force_band_rel")
+            log(f"{name:26s} {kind:9s} " + row_text(f))
+    if any(CONDITIONS[n].friction > 0 for n in names):
+        doc["_meta"]["open_loop_sliding_band_n"] = {
+            f"{plant}_mu_{mu}": open_loop_sliding_band(plant, mu, cfg) for plant in ("drake", "mujoco")
+            for mu in sorted({CONDITIONS[n].friction for n in names if CONDITIONS[n].friction > 0})}
+        log(f"open-loop sliding band (N, 10 N press): {doc['_meta']['open_loop_sliding_band_n']}")
+    doc["_meta"]["wall_time_s"] = time.perf_counter() - t0
+    return doc
+
+
+def row_text(f: dict) -> str:
+    return (f"force {100 * f['force_rms_error_rel']:8.3f} %  path {1e3 * f['path_rms_error_m']:8.4f} mm  "
+            f"peak {f['peak_force_ratio']:6.2f}x  settle {f['settle_time_s']:6.3f} s  "
+            f"|tau| {f['max_abs_torque_ratio']:5.2f}  lost {f['contact_lost']}")
+
+
+def markdown_table(doc: dict) -> str:
+    """One row per condition and controller (the README table)."""
+    head = ("| condition | controller | force RMS error % | path RMS error mm | peak force / commanded | "
+            "settle s | peak abs(τ)/limit | contact lost |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for name, per in doc.items():
+        if name.startswith("_"):
+            continue
+        for kind, f in per.items():
+            lines.append(f"| {name} | {kind} | {100 * f['force_rms_error_rel']:.3f} | {1e3 * f['path_rms_error_m']:.4f} | "
+                         f"{f['peak_force_ratio']:.2f} | {f['settle_time_s']:.3f} | {f['max_abs_torque_ratio']:.2f} | "
+                         f"{f['contact_lost']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="qv conditions", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="out/conditions", help="folder for conditions.json and conditions.md")
+    ap.add_argument("--only", nargs="*", default=None, help=f"condition names (default: all): {list(CONDITIONS)}")
+    ap.add_argument("--controllers", nargs="*", default=list(KINDS), choices=list(KINDS))
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    unknown = sorted(set(args.only or ()) - set(CONDITIONS))
+    if unknown:
+        print(f"qv conditions: unknown condition(s) {unknown}; available: {list(CONDITIONS)}", file=sys.stderr)
+        return 2
+    doc = run_matrix(args.only, args.controllers)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "conditions.json").write_text(json.dumps(jsonable(doc), indent=2))
+    (out / "conditions.md").write_text(markdown_table(doc))
+    print(f"\nwall time {doc['_meta']['wall_time_s']:.0f} s; {out}/conditions.json, {out}/conditions.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""One run of the contact task under a :class:`~qv_control.demo.conditions.Condition`, and its figures.
+
+The loop is the demo's direct loop (plant and law called directly) with what a real set-up adds between
+them: measurement noise and the user's low-pass filters, the tool-weight compensation of a flange F/T
+sensor (from the model's documented tool mass), and a command delay applied at the physics rate.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import replace
+
+import numpy as np
+import pinocchio as pin
+
+from qv_dynamics.state import State
+
+from ..laws.registry import make_law
+
+from .conditions import (CONDITIONS, Condition, LowPass, PlannedApproach, conditions_config, contact_inertia,
+                         controller_system, make_plant, touch_speed)
+from .runs import CONTACT, DemoConfig, SwitchingQVLaw, _make_law, make_system, qv_coordinates, reference_for
+
+KINDS = ("qv", "osc", "impedance")
+#: integral action on motion of qv and OSC (1/s²): k_I = k_d²/4 puts a double pole at −k_d/2 (= −60/s)
+KI_MOTION = 3600.0
+#: friction compensation of qv and OSC: "measured" (F/T tangential force while sliding), "model" or ""
+FRICTION_COMPENSATION = "measured"
+G = 9.81
+#: surface estimates for the touch-down plan (stiffness N/m, damping factor c of :func:`touch_speed`), what a
+#: user would measure once by a static press: MuJoCo solref 0.002 s and 0.02 s (critically damped, c = 2),
+#: Drake's point stiffness (Hunt–Crossley d = 200 s/m: d·ṙ ≈ 1 at touch-down adds about half the spring's
+#: peak, c = 1.5; measured 1.47-1.49x with c = 1)
+SURFACE = {("mujoco", 0.002): (2.0e6, 2.0), ("mujoco", 0.02): (2.0e4, 2.0), ("drake", 0.002): (1.0e6, 1.5)}
+
+
+class _QVLaw(SwitchingQVLaw):
+    """The demo's switching quasi-velocity law with extra law parameters (e.g. ``normal_rate``)."""
+
+    def __init__(self, *a, extra: dict | None = None, **kw):
+        super().__init__(*a, **kw)
+        self.extra = dict(extra or {})
+
+    def _build(self, contact: bool):
+        c = self.cfg
+        params = dict(coordinates=qv_coordinates(c, contact, self.R_ref), kp=c.qv_kp, kd=c.qv_kd, **self.extra)
+        if contact:
+            params.update(kf=c.force_kp, ki=c.force_ki)
+        self.law = make_law("quasi_tracking", self.system, **params)
+        self.law_contact = contact
+        self.rebuilds += 1
+
+
+def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0):
+    law = _make_controller(kind, cfg, cond, system, R0, q0)
+    if kind in ("qv", "osc") and FRICTION_COMPENSATION:
+        from ..laws.friction import FrictionCompensation
+
+        return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION)
+    return law
+
+
+def _make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0):
+    """qv (quasi-velocity hybrid law), osc (operational-space hybrid law, same bandwidths and force PI) or
+    impedance (the demo's Cartesian impedance baseline)."""
+    q3 = float(q0[system.joint_q_index(cfg.redundancy_joint)])
+    if kind == "qv":
+        # the backward difference of the normal rate (Gv_n)˙ is off: it amplifies q̇ noise, and on a stiff
+        # contact with sticking friction it excites a bounce (Drake, μ = 0.3: 201 contact losses with it)
+        return _QVLaw(system, cfg, R0, q3, extra={"normal_rate": False, "ki_motion": KI_MOTION})
+    if kind == "osc":
+        from ..laws.osc import OperationalSpaceLaw
+
+        return OperationalSpaceLaw(system, frame=cfg.tool_frame, contact=CONTACT, kp=cfg.qv_kp, kd=cfg.qv_kd,
+                                   kf=cfg.force_kp, ki=cfg.force_ki, q_null=q0, rotation=R0,
+                                   ki_motion=KI_MOTION)
+    if kind == "impedance":
+        return _make_law("baseline", cfg, system, R0, q0)
+    raise ValueError(f"unknown controller {kind!r}; use one of {KINDS}")
+
+
+class _Sensors:
+    """Noisy, filtered measurements: q̇ and the F/T force turned into the contact force on the tool."""
+
+    def __init__(self, cond: Condition, dt: float, seed: int):
+        self.cond = cond
+        self.rng = np.random.default_rng(seed)
+        self.f_qd = LowPass(cond.qdot_filter_hz, dt)
+        self.f_ft = LowPass(cond.ft_filter_hz, dt)
+
+    def qdot(self, plant) -> np.ndarray:
+        qd = plant.qdot
+        if self.cond.qdot_noise > 0:
+            qd = qd + self.rng.normal(0.0, self.cond.qdot_noise, qd.size)
+        return self.f_qd(qd)
+
+    def contact_force(self, plant, acc: np.ndarray) -> np.ndarray:
+        """Contact force on the tool (world) from the F/T sensor: the sensor reads F_c + m(g − a) for a
+        tool of mass m below it, so F_c = F_s − m(g − a) with the model's tool mass and the planned tool
+        acceleration ``acc`` (the reference p̈_d) standing for a."""
+        f = plant.tool_wrench_world()[:3]
+        if self.cond.ft_noise > 0:
+            f = f + self.rng.normal(0.0, self.cond.ft_noise, 3)
+        return self.f_ft(f) - self.cond.tool_mass * (np.array([0.0, 0.0, -G]) - acc)
+
+
+def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | None = None, seed: int = 0) -> dict:
+    """Run one condition with one controller; returns arrays, events, plan and the figures."""
+    cond = CONDITIONS[cond] if isinstance(cond, str) else cond
+    cfg = replace(cfg or conditions_config(), approach_speed=cond.approach_speed)
+    plant_sys = make_system(cfg)
+    q0 = np.asarray(cfg.q0, float)
+    oMf = plant_sys.frame_placement(q0, cfg.tool_frame)
+    p0, R0 = oMf.translation.copy(), oMf.rotation.copy()
+    ctrl = controller_system(cfg, cond)
+    plant = make_plant(cfg, cond, plant_sys)
+    plant.reset(q0)
+    # the arm holds its start pose for one period (the plant's own gravity torque, tool included) before the
+    # task starts, so a flange sensor reads the tool's weight from the first sample on
+    true_model = controller_system(cfg, Condition("plant", tool_mass=cond.tool_mass)).model
+    hold = pin.computeGeneralizedGravity(true_model, true_model.createData(), q0)
+    plant.step(hold, cfg.dt)
+    v_touch = None
+    if cond.planned:
+        k, c = SURFACE[(cond.plant, cond.contact_timeconst if cond.plant == "mujoco" else 0.002)]
+        v_touch = touch_speed(cfg.force, contact_inertia(ctrl, q0, cfg.tool_frame), k, damping_factor=c)
+    sc = PlannedApproach(cfg, ctrl, p0, plant.set_table_height, v_touch=v_touch)
+    sc.logger = _Quiet()
+    law = make_controller(kind, cfg, cond, ctrl, R0, q0)
+    sensors = _Sensors(cond, cfg.dt, seed)
+    q3 = float(q0[ctrl.joint_q_index(cfg.redundancy_joint)])
+    ref_kind = "qv" if kind == "qv" else "baseline"
+    lim = plant.effort_limits
+    sub = max(1, int(round(cfg.dt / cfg.timestep)))
+    g0 = plant_sys.model  # noqa: F841 (kept for clarity: the plant's model is the true one)
+    pending: deque = deque()
+    tau_applied = None
+    rows: dict[str, list] = {k: [] for k in ("t", "tool", "p_d", "fn", "f_d", "contact", "ratio")}
+    t_wall = time.perf_counter()
+    while sc.phase != "done":
+        t = plant.time
+        f_meas = sensors.contact_force(plant, sc.task(t)["a"])
+        fn_meas = float(f_meas[2])
+        sc.update(t, fn_meas, plant.tool_position[2])
+        if sc.phase == "done":
+            break
+        task = sc.task(t)
+        if hasattr(law, "measure"):
+            law.measure(f_meas)
+        lam = np.array([-fn_meas]) if task["contact"] else None
+        tau = law.compute(State(t=t, q=plant.q, qdot=sensors.qdot(plant), lambda_meas=lam),
+                          reference_for(ref_kind, task, q3))
+        pending.append((t + cond.delay * cfg.dt - 1e-9, tau))
+        if tau_applied is None:
+            tau_applied = pending[0][1]
+        for _ in range(sub):
+            while pending and pending[0][0] <= plant.time:
+                tau_applied = pending.popleft()[1]
+            plant.step(tau_applied, cfg.timestep)
+        peak = getattr(law, "peak_ratio", None)
+        r = rows
+        r["t"].append(plant.time), r["tool"].append(plant.tool_position), r["p_d"].append(sc.task(plant.time)["p"])
+        r["fn"].append(plant.normal_force()), r["f_d"].append(sc.commanded_force(plant.time))
+        r["contact"].append(bool(task["contact"]))
+        r["ratio"].append(float(peak) if peak is not None else float(np.max(np.abs(tau) / lim)))
+    run = {"arrays": {k: np.array(v) for k, v in rows.items()}, "events": sc.events, "plan": sc.plan,
+           "aborted": sc.aborted, "wall_time_s": time.perf_counter() - t_wall, "v_touch": v_touch,
+           "condition": cond.name, "kind": kind}
+    run["figures"] = figures(run, cfg)
+    return run
+
+
+class _Quiet:
+    def info(self, msg: str) -> None:  # the matrix runs dozens of scenarios: events are kept, not printed
+        pass
+
+
+def _rms(x) -> float:
+    x = np.asarray(x, float)
+    return float(np.sqrt(np.mean(x * x))) if x.size else float("nan")
+
+
+def figures(run: dict, cfg: DemoConfig) -> dict:
+    """The issue's figures, all measured by the plant: force RMS error (÷ commanded) and in-plane path RMS
+    error over the measuring window; peak contact force ÷ commanded from the first contact on; time from
+    the first contact until the force stays within 5 % of the commanded; peak |τ|/limit of the demand;
+    number of lift-offs (the plant's contact force drops to zero) from the first contact to the end of the
+window (no table drop in these runs: every loss is a bounce or a lift-off)."""
+    a, p = run["arrays"], run["plan"]
+    out = {"force_rms_error_rel": float("nan"), "path_rms_error_m": float("nan"), "peak_force_ratio": float("nan"),
+           "settle_time_s": float("nan"), "max_abs_torque_ratio": float(np.max(a["ratio"])) if len(a["t"]) else
+           float("nan"), "contact_lost": sum(e["event"] == "contact lost" for e in run["events"])}
+    if not p or run["aborted"]:
+        return out
+    t, fn, fd = a["t"], a["fn"], a["f_d"]
+    w = (t >= p["t_meas"]) & (t < p["t_meas_end"])
+    path = np.linalg.norm(a["tool"][:, :2] - a["p_d"][:, :2], axis=1)
+    out["force_rms_error_rel"] = _rms(fn[w] - fd[w]) / cfg.force
+    out["path_rms_error_m"] = _rms(path[w])
+    after = (t >= p["t_contact"]) & (t < p["t_meas_end"])
+    out["peak_force_ratio"] = float(np.max(fn[after])) / cfg.force
+    bad = np.nonzero(after & (np.abs(fn - fd) > 0.05 * cfg.force))[0]
+    out["settle_time_s"] = 0.0 if not bad.size else float(t[min(bad[-1] + 1, len(t) - 1)] - p["t_contact"])
+    out["force_band_rel"] = [float(np.min(fn[w])) / cfg.force, float(np.max(fn[w])) / cfg.force]
+    # lift-offs measured by the plant (zero contact force) after the first touch, whatever the supervisor saw
+    off = (fn <= 0.0) & (t >= p["t_contact"]) & (t < p["t_meas_end"])
+    out["contact_lost"] = int(np.count_nonzero(off[1:] & ~off[:-1]))
+    return out
+
+
+__all__ = ["KINDS", "SURFACE", "figures", "make_controller", "run_condition"]

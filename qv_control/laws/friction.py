@@ -1,0 +1,87 @@
+"""Friction compensation for a sliding contact (issue 12), added to any law of the tool frame.
+
+The laws model a frictionless surface contact (a ``point_contact`` with ``axes: [z]``). A real surface
+adds a tangential force f_t on the tool, i.e. the generalised force J_pᵀf_t on the robot (J_p: the tool's
+world-aligned translational Jacobian), which the law sees as a disturbance: it drags the path and, through
+the coupling of the arm's inertia, the normal force. The compensation cancels Coulomb friction:
+
+    τ = τ_law − J_pᵀ f̂_t,    f̂_t = −μ̂ |λ_meas| v̂_t
+
+with v̂_t the unit sliding direction of the tool point (measured q̇) and μ̂ either a fixed parameter
+(``mode="model"``, ``mu``) or **estimated** from the F/T sensor (``mode="measured"``): μ̂ is the
+low-passed (``filter_hz``) ratio −f_t·v̂_t / |λ_meas| of the measured tangential force along the sliding
+direction to the measured normal force. Estimating the one constant μ rather than feeding the measured
+tangential force back keeps the F/T noise and the sensor's sample of delay out of the torque.
+Both act only while the tool slides (tangential speed ≥ ``v_eps``): while it sticks the tangential force
+is a constraint reaction to the law's own push, and cancelling it would close a loop of gain one.
+In quasi-velocities the cancelled term has a motion part V₂ᵀQ⁻¹J_pᵀf_t (what drags the path) and a force
+part V₁ᵀQ⁻¹J_pᵀf_t (which the force PI would otherwise have to absorb); both are removed. Only while the
+law's contact constraint is active; ``law.peak_ratio``, ``law.saturation`` ... are forwarded.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from qv_dynamics.errors import DimensionError
+from qv_dynamics.state import Reference, State
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+class FrictionCompensation:
+    """Wrap ``law`` (any object with ``compute(state, reference)``) with τ −= J_pᵀ f̂_t (module doc)."""
+
+    def __init__(self, law, system, frame: str, contact: str = "contact", mode: str = "measured",
+                 mu: float = 0.0, normal_axis: int = 2, v_eps: float = 1e-3, filter_hz: float = 2.0):
+        if mode not in ("measured", "model"):
+            raise DimensionError(f"friction compensation mode must be 'measured' or 'model', got {mode!r}")
+        self.law, self.system, self.mode = law, system, mode
+        self.fid = system.frame_id(frame)
+        self.contact = contact
+        system.constraint(contact)
+        self.mu, self.v_eps = float(mu), float(v_eps)
+        self.tangent = [i for i in range(3) if i != normal_axis]
+        self._f_meas = np.zeros(3)
+        self.last_f_t = np.zeros(3)
+        self.filter_hz = float(filter_hz)
+        self._t: float | None = None     # time of the last μ̂ update (None: restart the estimate)
+
+    def __getattr__(self, name):  # peak_ratio, saturation, last, theta_names ... of the wrapped law
+        return getattr(self.law, name)
+
+    def measure(self, force_world: np.ndarray) -> None:
+        """The contact force on the tool from the F/T sensor (world axes), for ``mode="measured"``."""
+        self._f_meas = np.asarray(force_world, float).reshape(3).copy()
+
+    def _mu(self, t: float, v_hat: np.ndarray, lam: float) -> float:
+        """μ̂: the fixed parameter, or the low-passed measured ratio −f_t·v̂_t/|λ| (module doc)."""
+        if self.mode == "model":
+            return self.mu
+        ratio = max(0.0, -float(self._f_meas[self.tangent] @ v_hat)) / max(abs(lam), 1e-6)
+        if self._t is None or t <= self._t:
+            self.mu = ratio if self._t is None else self.mu
+        else:
+            alpha = 1.0 - np.exp(-2 * np.pi * self.filter_hz * (t - self._t))
+            self.mu += alpha * (ratio - self.mu)
+        self._t = t
+        return self.mu
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        tau = self.law.compute(state, reference)
+        self.last_f_t = np.zeros(3)
+        if not self.system.constraint(self.contact).active or state.lambda_meas is None:
+            self._t = None
+            return tau
+        model, data = self.system.model, self.system.data
+        J = pin.computeFrameJacobian(model, data, np.asarray(state.q, float), self.fid, LWA)[:3]
+        v = (J @ np.asarray(state.qdot, float))[self.tangent]
+        speed = float(np.linalg.norm(v))
+        if speed < self.v_eps:
+            return tau
+        lam = float(np.ravel(state.lambda_meas)[0])
+        self.last_f_t[self.tangent] = -self._mu(float(state.t), v / speed, lam) * abs(lam) * v / speed
+        return tau - J.T @ self.last_f_t
+
+
+__all__ = ["FrictionCompensation"]

@@ -1,0 +1,66 @@
+"""The combined condition of issue 12 (``all``: Drake, μ = 0.8, F/T and joint-velocity noise, one-sample
+delay, controller masses +10 %, 0.5 kg tool below a flange sensor, stiff table) for qv and OSC, short window.
+
+Every figure is measured by the Drake plant (contact force from its contact solver, tool position), never
+by the controller. Thresholds are the issue's acceptance: force RMS error ≤ 2 %, path RMS error ≤ 0.5 mm,
+peak contact force ≤ 1.5 × commanded at the planned approach, no lift-off after contact, peak |τ| within
+the limits. Measured now (see the report): the path and torque items are met; the force and contact items
+are not (friction + joint-velocity noise on Drake's lagged contact: force RMS ~2-4 %, lift-offs), so those
+assertions are expected failures (strict: they turn red the day they pass, to be promoted to plain asserts).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("pydrake", reason="pydrake not installed (pip install -r requirements.txt)")
+
+from qv_control.demo.conditions import CONDITIONS, conditions_config  # noqa: E402
+from qv_control.demo.conditions_runs import run_condition  # noqa: E402
+
+CFG = replace(conditions_config(), nominal=1.0)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {kind: run_condition(CONDITIONS["all"], kind, CFG) for kind in ("qv", "osc")}
+
+
+def _show(runs):
+    for kind, r in runs.items():
+        f = r["figures"]
+        print(f"\n[all] {kind}: force {100 * f['force_rms_error_rel']:.3f} %, path {1e3 * f['path_rms_error_m']:.4f} mm, "
+              f"peak {f['peak_force_ratio']:.2f}x, settle {f['settle_time_s']:.3f} s, |tau| "
+              f"{f['max_abs_torque_ratio']:.2f}, lift-offs {f['contact_lost']}", end="")
+
+
+def test_all_path_and_torque(runs):
+    _show(runs)
+    for kind, r in runs.items():
+        f = r["figures"]
+        assert r["aborted"] is None, kind
+        assert f["path_rms_error_m"] <= 0.5e-3, kind
+        assert f["max_abs_torque_ratio"] <= 1.0, kind
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 open: with μ = 0.8 and joint-velocity noise the normal force "
+                   "on Drake's lagged contact is 2-4 % RMS off and the tool lifts off (see the report)")
+def test_all_force_peak_and_contact(runs):
+    for kind, r in runs.items():
+        f = r["figures"]
+        assert f["force_rms_error_rel"] <= 0.02, kind
+        assert f["peak_force_ratio"] <= 1.5, kind
+        assert f["contact_lost"] == 0, kind
+
+
+def test_friction_alone_meets_the_single_condition_targets():
+    """Drake, μ = 0.8 only: force RMS ≤ 1 %, path ≤ 0.2 mm, normal force within ±10 % after the transient."""
+    r = run_condition(CONDITIONS["friction_0.8"], "qv", CFG)
+    f = r["figures"]
+    print(f"\n[friction_0.8] qv: force {100 * f['force_rms_error_rel']:.3f} %, path "
+          f"{1e3 * f['path_rms_error_m']:.4f} mm, band {f['force_band_rel']}, peak {f['peak_force_ratio']:.2f}x")
+    assert f["force_rms_error_rel"] <= 0.01
+    assert f["path_rms_error_m"] <= 0.2e-3
+    assert 0.9 <= f["force_band_rel"][0] and f["force_band_rel"][1] <= 1.1
+    assert f["contact_lost"] == 0 and f["peak_force_ratio"] <= 1.5
