@@ -30,7 +30,8 @@ def runs():
 def _show(runs):
     for kind, r in runs.items():
         f = r["figures"]
-        print(f"\n[all] {kind}: force {100 * f['force_rms_error_rel']:.3f} %, path {1e3 * f['path_rms_error_m']:.4f} mm, "
+        print(f"\n[all] {kind}: force {100 * f['force_rms_error_rel']:.3f} %, "
+              f"path {1e3 * f['path_rms_error_m']:.4f} mm, "
               f"peak {f['peak_force_ratio']:.2f}x, settle {f['settle_time_s']:.3f} s, |tau| "
               f"{f['max_abs_torque_ratio']:.2f}, lift-offs {f['contact_lost']}", end="")
 

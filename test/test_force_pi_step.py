@@ -45,7 +45,8 @@ def test_lambda_step_without_overshoot():
     after = tr.t[:-1] >= t_step
     overshoot = float(np.max(-lam[after])) / 20.0 - 1.0
     settled = float(np.max(np.abs(lam[after][2:] + 20.0)))
-    print(f"\nλ_d step 12 -> 20 N: overshoot {overshoot:.2e} (21.2 % with the error against the new λ_d), max |λ + 20| after 2 samples "
+    print(f"\nλ_d step 12 -> 20 N: overshoot {overshoot:.2e} (21.2 % with the error against the new λ_d), "
+          "max |λ + 20| after 2 samples "
           f"{settled:.1e} N")
     assert overshoot < 1e-6
     assert settled < 1e-6

@@ -12,8 +12,8 @@ import pinocchio as pin
 import pytest
 
 from qv_control.laws.osc import OperationalSpaceLaw
-from qv_dynamics.state import Reference, State
 from qv_dynamics import ConstrainedSystem
+from qv_dynamics.state import Reference, State
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 FRAME = "panda_hand_tcp"

@@ -22,7 +22,8 @@ import numpy as np
 import pinocchio as pin
 
 from ..laws.registry import scale_inertias
-from .runs import DemoConfig, Scenario, make_system
+from .config import DemoConfig, make_system
+from .supervisor import ContactSupervisor
 
 #: tool frame of the flange-mounted F/T sensor in the tool conditions (the Panda's flange)
 FLANGE = "panda_link8"
@@ -174,7 +175,7 @@ def touch_speed(force: float, Lambda_c: float, stiffness: float, peak_ratio: flo
     return peak_ratio * force / (damping_factor * math.sqrt(stiffness * Lambda_c))
 
 
-class PlannedApproach(Scenario):
+class PlannedApproach(ContactSupervisor):
     """The demo's scenario with the approach planned from the impact model: accelerate at ``acc`` to
     ``approach_speed``, cruise to ``slow_gap`` above the highest table the controller believes possible
     (told height + ``table_uncertainty``), brake at ``acc`` to ``v_touch`` and continue at ``v_touch`` until

@@ -65,7 +65,8 @@ def markdown_table(doc: dict) -> str:
         if name.startswith("_"):
             continue
         for kind, f in per.items():
-            lines.append(f"| {name} | {kind} | {100 * f['force_rms_error_rel']:.3f} | {1e3 * f['path_rms_error_m']:.4f} | "
+            lines.append(f"| {name} | {kind} | {100 * f['force_rms_error_rel']:.3f} | "
+                         f"{1e3 * f['path_rms_error_m']:.4f} | "
                          f"{f['peak_force_ratio']:.2f} | {f['settle_time_s']:.3f} | {f['max_abs_torque_ratio']:.2f} | "
                          f"{f['contact_lost']} |")
     return "\n".join(lines) + "\n"

@@ -15,11 +15,19 @@ import pinocchio as pin
 
 from qv_dynamics.state import State
 
-from ..laws.registry import make_law
-
-from .conditions import (CONDITIONS, Condition, LowPass, PlannedApproach, conditions_config, contact_inertia,
-                         controller_system, make_plant, touch_speed)
-from .runs import CONTACT, DemoConfig, SwitchingQVLaw, _make_law, make_system, qv_coordinates, reference_for
+from .conditions import (
+    CONDITIONS,
+    Condition,
+    LowPass,
+    PlannedApproach,
+    conditions_config,
+    contact_inertia,
+    controller_system,
+    make_plant,
+    touch_speed,
+)
+from .config import CONTACT, DemoConfig, make_system
+from .switching_law import SwitchingQVLaw, make_demo_law, reference_for
 
 KINDS = ("qv", "osc", "impedance")
 #: integral action on motion of qv and OSC (1/s²): k_I = k_d²/4 puts a double pole at −k_d/2 (= −60/s)
@@ -32,23 +40,6 @@ G = 9.81
 #: Drake's point stiffness (Hunt–Crossley d = 200 s/m: d·ṙ ≈ 1 at touch-down adds about half the spring's
 #: peak, c = 1.5; measured 1.47-1.49x with c = 1)
 SURFACE = {("mujoco", 0.002): (2.0e6, 2.0), ("mujoco", 0.02): (2.0e4, 2.0), ("drake", 0.002): (1.0e6, 1.5)}
-
-
-class _QVLaw(SwitchingQVLaw):
-    """The demo's switching quasi-velocity law with extra law parameters (e.g. ``normal_rate``)."""
-
-    def __init__(self, *a, extra: dict | None = None, **kw):
-        super().__init__(*a, **kw)
-        self.extra = dict(extra or {})
-
-    def _build(self, contact: bool):
-        c = self.cfg
-        params = dict(coordinates=qv_coordinates(c, contact, self.R_ref), kp=c.qv_kp, kd=c.qv_kd, **self.extra)
-        if contact:
-            params.update(kf=c.force_kp, ki=c.force_ki)
-        self.law = make_law("quasi_tracking", self.system, **params)
-        self.law_contact = contact
-        self.rebuilds += 1
 
 
 def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0):
@@ -67,7 +58,7 @@ def _make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0
     if kind == "qv":
         # the backward difference of the normal rate (Gv_n)˙ is off: it amplifies q̇ noise, and on a stiff
         # contact with sticking friction it excites a bounce (Drake, μ = 0.3: 201 contact losses with it)
-        return _QVLaw(system, cfg, R0, q3, extra={"normal_rate": False, "ki_motion": KI_MOTION})
+        return SwitchingQVLaw(system, cfg, R0, q3, extra={"normal_rate": False, "ki_motion": KI_MOTION})
     if kind == "osc":
         from ..laws.osc import OperationalSpaceLaw
 
@@ -75,7 +66,7 @@ def _make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0
                                    kf=cfg.force_kp, ki=cfg.force_ki, q_null=q0, rotation=R0,
                                    ki_motion=KI_MOTION)
     if kind == "impedance":
-        return _make_law("baseline", cfg, system, R0, q0)
+        return make_demo_law("baseline", cfg, system, R0, q0)
     raise ValueError(f"unknown controller {kind!r}; use one of {KINDS}")
 
 

@@ -22,8 +22,9 @@ class SwitchingQVLaw:
     phase, rebuilt at every switch so the basis and the force integrator are re-seeded (SPEC §2:
     "when the rank changes ... re-seed the basis")."""
 
-    def __init__(self, system, cfg: DemoConfig, R_ref: np.ndarray, q_ref3: float):
+    def __init__(self, system, cfg: DemoConfig, R_ref: np.ndarray, q_ref3: float, extra: dict | None = None):
         self.system = system
+        self.extra = dict(extra or {})   # further quasi_tracking parameters (e.g. ki_motion, normal_rate)
         self.cfg = cfg
         self.R_ref = R_ref
         self.q_ref3 = q_ref3
@@ -34,7 +35,7 @@ class SwitchingQVLaw:
 
     def _build(self, contact: bool):
         c = self.cfg
-        params = dict(coordinates=qv_coordinates(c, contact, self.R_ref), kp=c.qv_kp, kd=c.qv_kd)
+        params = dict(coordinates=qv_coordinates(c, contact, self.R_ref), kp=c.qv_kp, kd=c.qv_kd, **self.extra)
         if contact:
             params.update(kf=c.force_kp, ki=c.force_ki)
         self.law = make_law("quasi_tracking", self.system, **params)

@@ -14,7 +14,8 @@ Motion: a* = ẍ_d + K_D(ẋ_d − ẋ) + K_P(x_d − x) [+ K_I∫(x_d − x)], 
 give the same closed-loop poles as the quasi-velocity law with bandwidths (kp, kd): that law imposes
 ε̇ = −k_d ε with ε = ė + k_p e, i.e. ë + (k_p + k_d)ė + k_p k_d e = 0, so K_D = k_p + k_d, K_P = k_p k_d
 (and the same for the null-space posture); with its integral action k_I (``ki_motion``, 1/s²) the poles are
-those of (s + k_p)(s² + k_d s + k_I), so K_P = k_p k_d + k_I and K_I = k_p k_I. Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
+those of (s + k_p)(s² + k_d s + k_I), so K_P = k_p k_d + k_I and K_I = k_p k_I.
+Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
 as the quasi-velocity law (λ is the force the robot applies along the axis; pressing down is λ < 0).
 
 The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
@@ -28,9 +29,9 @@ import pinocchio as pin
 from scipy.linalg import cho_factor, cho_solve
 
 from qv_dynamics.errors import DimensionError, as_vector
+from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
-from qv_dynamics.state import Reference, State
 from .base import ForcePI, scalar_gain
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
