@@ -63,6 +63,14 @@ def check_coordinate_count(labels, n: int, m: int) -> None:
             + ("; add coordinates" if k < n - m else f"; at most n = {n}"))
 
 
+def tool_and_contact(system, frame: str, contact: str | None) -> int:
+    """Frame id of the tool of a Cartesian law; unknown frame or contact names raise UnknownNameError here."""
+    fid = system.frame_id(frame)
+    if contact is not None:
+        system.constraint(contact)
+    return fid
+
+
 class ForcePI:
     """PI on a measured force: correction = k_f·e + k_i·∫e dt, e = desired − measured (eq. 52).
 

@@ -24,9 +24,10 @@ import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 from qv_dynamics.state import Reference, State
 
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+LWA = LOCAL_WORLD_ALIGNED
 
 
 class FrictionCompensation:

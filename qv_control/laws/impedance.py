@@ -24,6 +24,8 @@ from qv_dynamics.errors import DimensionError, as_vector
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 from qv_dynamics.state import Reference, State
 
+from .base import tool_and_contact
+
 MAX_DT = 0.1  # s: longest step of the force integral (gaps and bad stamps)
 
 
@@ -36,12 +38,8 @@ class ImpedanceForceBaseline:
                  kp_pos: float = 3000.0, kd_pos: float = 150.0, kp_rot: float = 150.0, kd_rot: float = 12.0,
                  kp_null: float = 20.0, kd_null: float = 4.0, force_ki: float = 0.0,
                  q_null=None, rotation=None):
-        self.system = system
-        self.frame = frame
-        self.fid = system.frame_id(frame)
-        self.contact = contact
-        if contact is not None:
-            system.constraint(contact)  # UnknownNameError early
+        self.system, self.frame, self.contact = system, frame, contact
+        self.fid = tool_and_contact(system, frame, contact)
         self.kp_pos, self.kd_pos = float(kp_pos), float(kd_pos)
         self.kp_rot, self.kd_rot = float(kp_rot), float(kd_rot)
         self.kp_null, self.kd_null = float(kp_null), float(kd_null)

@@ -29,12 +29,13 @@ import pinocchio as pin
 from scipy.linalg import cho_factor, cho_solve
 
 from qv_dynamics.errors import DimensionError, as_vector
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
-from .base import ForcePI, scalar_gain
+from .base import ForcePI, scalar_gain, tool_and_contact
 
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+LWA = LOCAL_WORLD_ALIGNED
 
 
 class OperationalSpaceLaw:
@@ -51,12 +52,8 @@ class OperationalSpaceLaw:
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
                  effort_limits="urdf"):
-        self.system = system
-        self.frame = frame
-        self.fid = system.frame_id(frame)
-        self.contact = contact
-        if contact is not None:
-            system.constraint(contact)  # UnknownNameError early
+        self.system, self.frame, self.contact = system, frame, contact
+        self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2):
             raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z), got {force_axis!r}")
         self.force_axis = int(force_axis)
