@@ -11,7 +11,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-pytest.importorskip("pydrake", reason="pydrake not installed (pip install -r requirements-drake.txt)")
+pytest.importorskip("pydrake", reason="pydrake not installed (pip install -r requirements.txt)")
 
 from qv_dynamics import ConstrainedSystem  # noqa: E402
 from qv_dynamics.plants.drake_plant import DrakePlant, DrakeSceneConfig  # noqa: E402

@@ -32,13 +32,16 @@ import pinocchio as pin
 
 from ..errors import ModelError, as_vector
 
-try:  # drake is an optional dependency (requirements-drake.txt)
+try:  # drake (requirements.txt) is needed by this plant only; its tests skip without it
     from pydrake.geometry import AddContactMaterial, Box, ProximityProperties, Sphere
     from pydrake.math import RigidTransform, RotationMatrix
-    from pydrake.multibody.plant import (AddMultibodyPlantSceneGraph, ContactModel, CoulombFriction,
-                                         DiscreteContactApproximation)
-    from pydrake.multibody.tree import (FixedOffsetFrame, RevoluteJoint, RotationalInertia, SpatialInertia,
-                                        WeldJoint)
+    from pydrake.multibody.plant import (
+        AddMultibodyPlantSceneGraph,
+        ContactModel,
+        CoulombFriction,
+        DiscreteContactApproximation,
+    )
+    from pydrake.multibody.tree import FixedOffsetFrame, RevoluteJoint, RotationalInertia, SpatialInertia, WeldJoint
     from pydrake.systems.analysis import Simulator
     from pydrake.systems.framework import DiagramBuilder
 except ImportError as exc:  # pragma: no cover - reported when the plant is built
@@ -82,7 +85,7 @@ class DrakePlant:
     def __init__(self, system_or_model, scene: DrakeSceneConfig | None = None):
         if _IMPORT_ERROR is not None:
             raise ModelError(f"pydrake is not installed ({_IMPORT_ERROR}); "
-                             "`pip install -r requirements-drake.txt`")
+                             "`pip install -r requirements.txt`")
         pm = getattr(system_or_model, "model", system_or_model)
         if not isinstance(pm, pin.Model) or pm.nq != pm.nv:
             raise ModelError("DrakePlant needs a fixed-base ConstrainedSystem or pinocchio.Model")
