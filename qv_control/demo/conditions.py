@@ -191,8 +191,9 @@ class PlannedApproach(ContactSupervisor):
 
     def z(self, t: float) -> tuple[float, float]:
         self._zdd = 0.0
-        if self.phase == "release":
-            return super().z(t)
+        if self.phase == "release":   # lift off gently (the demo lifts at approach_speed: a 20 cm/s step here)
+            s, v = max(0.0, t - self.t_free0), min(self.cfg.approach_speed, 0.01)
+            return self.z_free0 + min(s, self.cfg.lift) * v, (v if s < self.cfg.lift else 0.0)
         v1, a = self.cfg.approach_speed, self.acc
         v2 = v1 if self.v_touch is None else min(self.v_touch, v1)
         if self.z_free0 <= self.z_slow:   # re-approach from (just above) the table: at the touch speed only
@@ -204,7 +205,7 @@ class PlannedApproach(ContactSupervisor):
         t1 = t0 + d_cruise / v1
         tb = (v1 - v2) / a
         if s <= t0:
-            self._zdd = -a
+            self._zdd = -a if t > self.t_free0 else 0.0
             return self.z_free0 - 0.5 * a * s * s, -a * s
         if s <= t1:
             return self.z_free0 - 0.5 * v1 * t0 - v1 * (s - t0), -v1
