@@ -19,7 +19,7 @@ pytest.importorskip("pydrake", reason="pydrake not installed (pip install -r req
 from qv_control.demo.conditions import CONDITIONS, conditions_config  # noqa: E402
 from qv_control.demo.conditions_runs import run_condition  # noqa: E402
 
-CFG = replace(conditions_config(), nominal=1.0)
+CFG = replace(conditions_config(), nominal=0.8)
 
 
 @pytest.fixture(scope="module")

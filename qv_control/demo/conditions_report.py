@@ -3,7 +3,7 @@
 ``conditions.json``: for each condition name ``{qv|osc|impedance: {force_rms_error_rel, path_rms_error_m,
 peak_force_ratio, settle_time_s, max_abs_torque_ratio, contact_lost}}`` (the combined case is ``all``),
 plus ``_meta`` (the conditions' parameters, the touch-down speeds, the open-loop sliding bands of the
-friction scenes, wall time). ``conditions.md``: the same figures as a markdown table.
+friction scenes, wall time). ``conditions.md``: the same figures as a markdown table (cells: qv / osc / impedance).
 """
 from __future__ import annotations
 
@@ -57,18 +57,18 @@ def row_text(f: dict) -> str:
 
 
 def markdown_table(doc: dict) -> str:
-    """One row per condition and controller (the README table)."""
-    head = ("| condition | controller | force RMS error % | path RMS error mm | peak force / commanded | "
-            "settle s | peak abs(τ)/limit | contact lost |\n|---|---|---:|---:|---:|---:|---:|---:|")
-    lines = [head]
+    """One row per condition, each cell ``qv / osc / impedance`` (the README table)."""
+    cols = [("force RMS error %", "force_rms_error_rel", 100, "{:.3g}"), ("path RMS error µm", "path_rms_error_m",
+            1e6, "{:.3g}"), ("peak force / commanded", "peak_force_ratio", 1, "{:.2f}"),
+            ("settle s", "settle_time_s", 1, "{:.3f}"), ("peak abs(τ)/limit", "max_abs_torque_ratio", 1, "{:.2f}"),
+            ("lift-offs", "contact_lost", 1, "{:d}")]
+    lines = ["| condition | " + " | ".join(c[0] for c in cols) + " |", "|---" + "|---:" * len(cols) + "|"]
     for name, per in doc.items():
         if name.startswith("_"):
             continue
-        for kind, f in per.items():
-            lines.append(f"| {name} | {kind} | {100 * f['force_rms_error_rel']:.3f} | "
-                         f"{1e3 * f['path_rms_error_m']:.4f} | "
-                         f"{f['peak_force_ratio']:.2f} | {f['settle_time_s']:.3f} | {f['max_abs_torque_ratio']:.2f} | "
-                         f"{f['contact_lost']} |")
+        cells = [" / ".join(fmt.format(per[k][key] * sc if key != "contact_lost" else per[k][key]) for k in per)
+                 for _, key, sc, fmt in cols]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
