@@ -169,7 +169,7 @@ class MinimalCoordinates:
         for fid, rows in frames.items():
             pos = [(i, self.items[i].index) for i in rows if self.items[i].kind == "position"]
             rot = [(i, self.items[i].index) for i in rows if self.items[i].kind == "rotation"]
-            self._frame_plan.append((fid, pos, rot))
+            self._frame_plan.append((fid, _row_map(pos), _row_map(rot), rot[0][0] if rot else -1))
         # range check bounds (joint rows only have finite ones)
         self._lo = self.lower - 1e-12
         self._hi = self.upper + 1e-12
@@ -228,54 +228,57 @@ class MinimalCoordinates:
             theta[i] = q[qi]
             J[i, vi] = 1.0
         cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for fid, pos_rows, rot_rows in self._frame_plan:
+        for fid, pos_rows, rot_rows, first_rot in self._frame_plan:
             J6 = pin.getFrameJacobian(model, data, fid, LOCAL_WORLD_ALIGNED)
             dJ6 = pin.getFrameJacobianTimeVariation(model, data, fid, LOCAL_WORLD_ALIGNED)
             cache[fid] = (J6, dJ6)
             oMf = data.oMf[fid]
-            if pos_rows:
-                p = oMf.translation
-                for i, a in pos_rows:
-                    theta[i] = p[a]
-                    J[i] = J6[a]
-                    Jd[i] = dJ6[a]
-            if rot_rows:
-                R_ref = self._rot_ref[fid]
-                R = oMf.rotation
-                if R_ref is None:
-                    R_ref = R.copy()
-                    self._rot_ref[fid] = R_ref
-                E = R @ R_ref.T
-                phi = pin.log3(E)
-                if math.sqrt(phi.dot(phi)) > MAX_ROTATION_ANGLE:  # ‖φ‖ (= np.linalg.norm, without its overhead)
-                    raise RankDeficiencyError(
-                        f"coordinates: frame '{self.items[rot_rows[0][0]].name}' is {np.linalg.norm(phi):.3f} rad "
-                        "from its orientation reference; rotation-vector coordinates are singular near pi "
-                        "(choose a rotation_reference closer to the working orientation)")
-                G = pin.Jlog3(E) @ E.T  # φ̇ = G ω
-                Jw, dJw = J6[3:], dJ6[3:]
-                w = Jw @ qdot
-                nw = math.sqrt(w.dot(w))
-                if nw > 0.0:
-                    hstep = 1e-5 / nw  # central difference of G along Ė = [ω]×E (O(h²) ≈ 1e-10 rel.)
-                    Gp = self._G(pin.exp3(w * hstep) @ E)
-                    Gm = self._G(pin.exp3(-w * hstep) @ E)
-                    Gd = (Gp - Gm) / (2.0 * hstep)
-                else:
-                    Gd = np.zeros((3, 3))
-                for i, a in rot_rows:  # row by row (vector-matrix products)
-                    theta[i] = phi[a]
-                    Ga = G[a]
-                    J[i] = Ga @ Jw
-                    Jd[i] = Gd[a] @ Jw + Ga @ dJw
-        kt = KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jd @ qdot, theta_dot=J @ qdot)
+            if pos_rows is not None:
+                rows, axes = pos_rows
+                theta[rows] = oMf.translation[axes]
+                J[rows] = J6[axes]
+                Jd[rows] = dJ6[axes]
+            if rot_rows is not None:
+                rows, axes = rot_rows
+                phi, GJ, GJd = self._rotation(fid, oMf.rotation, J6, dJ6, qdot, first_rot)
+                theta[rows] = phi[axes]
+                J[rows] = GJ[axes]
+                Jd[rows] = GJd[axes]
+        kt = KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jd.dot(qdot), theta_dot=J.dot(qdot))
         if constraint_rates:
             kt.Adot = self._constraint_rates(q, qdot, cache, data)
         return kt
 
+    def _rotation(self, fid: int, R: np.ndarray, J6: np.ndarray, dJ6: np.ndarray, qdot: np.ndarray, row: int):
+        """(φ, GJ_ω, (GJ_ω)˙) of one frame: φ = log₃(E), E = R·R_refᵀ, G = Jlog₃(E)Eᵀ (φ̇ = Gω), all three
+        axes (the caller keeps the rows it needs); Ġ by a central difference along Ė = [ω]×E."""
+        R_ref = self._rot_ref[fid]
+        if R_ref is None:
+            R_ref = self._rot_ref[fid] = R.copy()
+        E = R.dot(R_ref.T)
+        phi = pin.log3(E)
+        if math.sqrt(phi.dot(phi)) > MAX_ROTATION_ANGLE:  # ‖φ‖ (= np.linalg.norm, without its overhead)
+            raise RankDeficiencyError(
+                f"coordinates: frame '{self.items[row].name}' is {np.linalg.norm(phi):.3f} rad "
+                "from its orientation reference; rotation-vector coordinates are singular near pi "
+                "(choose a rotation_reference closer to the working orientation)")
+        G = self._G(E)  # φ̇ = G ω
+        Jw, dJw = J6[3:], dJ6[3:]
+        w = Jw.dot(qdot)
+        nw = math.sqrt(w.dot(w))
+        GJ = G.dot(Jw)
+        GJd = G.dot(dJw)
+        if nw > 0.0:
+            hstep = 1e-5 / nw  # central difference of G along Ė = [ω]×E (O(h²) ≈ 1e-10 rel.)
+            Gd = self._G(pin.exp3(w * hstep).dot(E))
+            Gd -= self._G(pin.exp3(-w * hstep).dot(E))
+            Gd /= 2.0 * hstep
+            GJd += Gd.dot(Jw)
+        return phi, GJ, GJd
+
     @staticmethod
     def _G(E: np.ndarray) -> np.ndarray:
-        return pin.Jlog3(E) @ E.T
+        return pin.Jlog3(E).dot(E.T)
 
     def _frame_rates(self, fid: int, cache, data=None):
         if fid not in cache:
@@ -291,6 +294,21 @@ class MinimalCoordinates:
         for c, rows, sel in items:
             out[rows] = c.jacobian_rate(self.system, q, qdot, lambda fid: self._frame_rates(fid, cache, data))[sel]
         return out
+
+
+def _row_map(pairs: list[tuple[int, int]]):
+    """(rows of θ, axes of the frame quantity) for ``pairs`` = [(row, axis)]: slices when both are
+    contiguous and ascending (views, no gather), index arrays otherwise; None when there is no pair."""
+    if not pairs:
+        return None
+    rows = [i for i, _ in pairs]
+    axes = [a for _, a in pairs]
+
+    def as_index(ix):
+        k = len(ix)
+        return slice(ix[0], ix[0] + k) if ix == list(range(ix[0], ix[0] + k)) else np.array(ix, dtype=int)
+
+    return as_index(rows), as_index(axes)
 
 
 def _singular_values(D: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg.lapack import dgesdd, dpotrf
+from scipy.linalg.lapack import dgesdd, dgesv, dpotrf
 
 from .errors import NotPositiveDefiniteError
 
@@ -27,6 +27,36 @@ def svd_full(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if info != 0:
         U, s, Vt = np.linalg.svd(X)
     return U, s, Vt
+
+
+def inv(X: np.ndarray) -> np.ndarray:
+    """X⁻¹ of a square matrix by LU with partial pivoting (LAPACK dgesv on X·Y = I, the algorithm of
+    ``numpy.linalg.inv``) called directly; ``numpy.linalg.LinAlgError`` when X is singular."""
+    _, _, Y, info = dgesv(X, identity(X.shape[0]))
+    if info != 0:
+        raise np.linalg.LinAlgError("Singular matrix")
+    return Y
+
+
+def norm2(X: np.ndarray) -> float:
+    """Spectral norm σ₁(X) (largest singular value, LAPACK dgesdd without vectors, as
+    ``numpy.linalg.norm(X, 2)``); 0 for an empty matrix."""
+    if X.size == 0:
+        return 0.0
+    _, s, _, info = dgesdd(X, compute_uv=0)
+    return float(s[0]) if info == 0 else float(np.linalg.norm(X, 2))
+
+
+_IDENTITIES: dict[int, np.ndarray] = {}
+
+
+def identity(n: int) -> np.ndarray:
+    """A cached n×n identity, read-only (LAPACK copies its right-hand side unless told to overwrite)."""
+    eye = _IDENTITIES.get(n)
+    if eye is None:
+        eye = _IDENTITIES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
 
 
 def cholesky_lower(M: np.ndarray, what: str = "mass matrix is not positive definite", clean: bool = True

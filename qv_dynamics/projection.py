@@ -19,7 +19,7 @@ import numpy as np
 from scipy.linalg.lapack import dgesdd, dgesv, dpotrs
 
 from .errors import NonFiniteError, NotPositiveDefiniteError, RankDeficiencyError, as_vector
-from .linalg import ATOL, RTOL, cholesky_lower, svd_full
+from .linalg import ATOL, RTOL, cholesky_lower, identity, svd_full
 from .model import DynamicsTerms
 
 
@@ -113,7 +113,7 @@ def constraint_inertia_rhs(M: np.ndarray, P: np.ndarray, a_perp: np.ndarray, kin
 def coupling(M: np.ndarray, P: np.ndarray, Mc: np.ndarray | None = None) -> np.ndarray:
     """μ = (I−P) M M_c⁻¹ (eq. 32): how the potent force leaks into the constraint force."""
     Mc = constraint_inertia(M, P) if Mc is None else Mc
-    return (np.eye(M.shape[0]) - P) @ np.linalg.solve(Mc.T, M.T).T
+    return (identity(M.shape[0]) - P).dot(_solve(Mc.T, M.T).T)
 
 
 def decoupling_residual(M: np.ndarray, P: np.ndarray) -> float:
@@ -201,7 +201,7 @@ def direct_dynamics_rank(terms: DynamicsTerms, tau=None, method: str = "projecti
     if method != "projection":
         raise ValueError(f"unknown method {method!r} (projection, kkt)")
     Apinv, V1, r = pinv_basis(A, rtol, atol)
-    P = _eye(n) - V1.dot(V1.T)             # eq. 15
+    P = identity(n) - V1.dot(V1.T)             # eq. 15
     a_perp = -Apinv.dot(terms.Adot_qdot)  # eq. 16
     Mc = constraint_inertia(M, P, inertia, gamma)
     rhs = P.dot(f_h) + constraint_inertia_rhs(M, P, a_perp, inertia, gamma)
@@ -213,18 +213,6 @@ def direct_dynamics_rank(terms: DynamicsTerms, tau=None, method: str = "projecti
     F = V1.dot(V1.T.dot(F))    # (I−P)(f−h−Mq̈): the constraint force Aᵀλ
     lam = F.dot(Apinv)         # minimum-norm λ = A⁺ᵀF (Remark 4)
     return qdd, F, lam, r
-
-
-_EYES: dict[int, np.ndarray] = {}
-
-
-def _eye(n: int) -> np.ndarray:
-    """A cached identity (read-only: callers only subtract from it)."""
-    eye = _EYES.get(n)
-    if eye is None:
-        eye = _EYES[n] = np.eye(n)
-        eye.flags.writeable = False
-    return eye
 
 
 def _solve(K: np.ndarray, b: np.ndarray) -> np.ndarray:

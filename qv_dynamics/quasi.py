@@ -63,11 +63,11 @@ class QuasiState:
 
     def xi_from_lambda(self, lam: np.ndarray) -> np.ndarray:
         """ξ = V₁ᵀΛᵀλ for a given multiplier (e.g. the desired λ_d of the force law, eq. 42)."""
-        return self.V1.T @ (self.Lambda.T @ lam)
+        return self.Lambda.T.dot(lam).dot(self.V1)
 
     def lambda_from_xi(self, xi: np.ndarray) -> np.ndarray:
         """Minimum-norm λ with V₁ᵀΛᵀλ = ξ: λ = (Λᵀ)⁺V₁ξ = W₁ᵀξ."""
-        return self.W1.T @ xi
+        return xi.dot(self.W1)
 
 
 def _polar(X: np.ndarray) -> np.ndarray:

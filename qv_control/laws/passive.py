@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from qv_dynamics.linalg import norm2
 from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
@@ -19,15 +20,16 @@ def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-
     n = A.shape[1]
     if P is None:
         _, _, V2 = pinv_rank(A)
-        P = V2 @ V2.T
-    IB = np.diag((~actuated_mask).astype(float))
-    Pp = np.eye(n) - P
-    Qb = IB @ Pp
+        P = V2.dot(V2.T)
+    ib = (~actuated_mask).astype(float)   # the diagonal of I − B: products with it scale rows/columns
+    eye = np.eye(n)
+    Pp = eye - P
+    Qb = Pp * ib[:, None]
     Qb_pinv, _, _ = pinv_rank(Qb)
-    IBP = IB @ P
-    resid = float(np.linalg.norm(IBP - Qb @ (Qb_pinv @ IBP), 2) / max(np.linalg.norm(IBP, 2), 1.0))
-    H = -Pp @ Qb_pinv @ IB
-    return np.eye(n) + H, P, resid
+    IBP = P * ib[:, None]
+    resid = norm2(IBP - Qb.dot(Qb_pinv.dot(IBP))) / max(norm2(IBP), 1.0)
+    eye -= Pp.dot(Qb_pinv * ib)           # I + H, H = −(I−P)Qb⁺(I−B)
+    return eye, P, resid
 
 
 def _uncontrollable_message(system, A: np.ndarray, mask: np.ndarray, resid: float) -> str:
@@ -96,8 +98,8 @@ class PassiveJointLaw(ProjectionLawBase):
         IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
         if resid > self.tol:
             raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
-        base = IH @ (P @ terms.h)
-        motion = IH @ (P @ (terms.M @ u_p))
+        base = IH.dot(P.dot(terms.h))
+        motion = IH.dot(P.dot(terms.M.dot(u_p)))
         base[~self.mask] = 0.0
         motion[~self.mask] = 0.0
         self.last.update(controllability_residual=resid)

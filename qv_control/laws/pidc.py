@@ -51,4 +51,4 @@ class PIDCLaw(ProjectionLawBase):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
         Pw = self._weighted_parallel(terms.A, P)
-        return self._finish(Pw @ terms.h, None, Pw @ (terms.M @ u_p))
+        return self._finish(Pw.dot(terms.h), None, Pw.dot(terms.M.dot(u_p)))

@@ -27,12 +27,12 @@ class PIDCForceLaw(ProjectionLawBase):
         t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
         M, A = terms.M, terms.A
         mu = coupling(M, P)                                 # (I−P)MM_c⁻¹ (eq. 32)
-        F_d = A.T @ ref.lambda_
-        corr = self._force_correction(t, F_d, None if lam_meas is None else A.T @ lam_meas)
+        F_d = ref.lambda_.dot(A)
+        corr = self._force_correction(t, F_d, None if lam_meas is None else lam_meas.dot(A))
         u_F = F_d if corr is None else F_d + corr
-        u_F = u_F - P @ u_F                                 # keep it impotent: (I−P)u_F
-        PMu = P @ (M @ u_p)
-        base = terms.h + mu @ (M @ a_perp)
-        motion = PMu + mu @ PMu
+        u_F = u_F - P.dot(u_F)                              # keep it impotent: (I−P)u_F
+        PMu = P.dot(M.dot(u_p))
+        base = terms.h + mu.dot(M.dot(a_perp))
+        motion = PMu + mu.dot(PMu)
         self.last.update(F_d=F_d, u_F=u_F, force_feedback=corr is not None)
         return self._finish(base, u_F, motion)

@@ -19,9 +19,8 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
 """
 from __future__ import annotations
 
-import numpy as np
-
 from qv_dynamics.errors import RankDeficiencyError
+from qv_dynamics.linalg import inv
 from qv_dynamics.projection import projection
 from qv_dynamics.state import State
 
@@ -43,13 +42,13 @@ class ProjectionLawBase(ControlLaw):
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         pr = projection(terms)                                         # P, A⁺, a⊥ (eq. 15-16)
         P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
-        JN = kin.J @ V2
+        JN = kin.J.dot(V2)
         cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
-        Lam = V2 @ np.linalg.inv(JN)                                   # Λ = ∂ψ/∂θ (eq. 40)
+        Lam = V2.dot(inv(JN))                                   # Λ = ∂ψ/∂θ (eq. 40)
         e = ref.theta - kin.theta
         edot = ref.theta_dot - kin.theta_dot
         acc = ref.theta_ddot + self.kd * edot + self.kp * e
-        u_p = a_perp + Lam @ (acc - kin.Jdot_qdot - kin.J @ a_perp)  # eq. 46
+        u_p = a_perp + Lam.dot(acc - kin.Jdot_qdot - kin.J.dot(a_perp))  # eq. 46
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=cond, u_p=u_p,
                          lambda_d=ref.lambda_)
         return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas

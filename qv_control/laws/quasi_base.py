@@ -40,9 +40,9 @@ def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
     ``qs``: a QuasiState (SPEC §2), ``Adot``: Ȧ (m×n) at the same state."""
     if not qs.rank:
         return np.zeros(qs.V2.shape[1])
-    z = qs.W1.T @ v_n                                                    # W₁ᵀv_n (m)
-    lam_dot_t = qs.Qinv @ (Adot.T @ z - qs.Qdot @ (qs.Lambda.T @ z))     # Λ̇ᵀW₁ᵀv_n
-    return qs.V2.T @ (qs.Gamma @ (qs.V1 @ v_n) + lam_dot_t)
+    z = v_n.dot(qs.W1)                                                   # W₁ᵀv_n (m)
+    lam_dot_t = qs.Qinv.dot(z.dot(Adot) - qs.Qdot.dot(z.dot(qs.Lambda)))     # Λ̇ᵀW₁ᵀv_n
+    return (qs.Gamma.dot(qs.V1.dot(v_n)) + lam_dot_t).dot(qs.V2)
 
 
 class QuasiLawBase(ControlLaw):
@@ -83,5 +83,5 @@ class QuasiLawBase(ControlLaw):
 
     def _torque(self, terms, qs, u_v, u_xi) -> np.ndarray:
         Q = qs.Q
-        force = Q @ (qs.V1 @ u_xi) if qs.rank else None
-        return self._finish(terms.g, force, Q @ (qs.V2 @ u_v))
+        force = Q.dot(qs.V1.dot(u_xi)) if qs.rank else None
+        return self._finish(terms.g, force, Q.dot(qs.V2.dot(u_v)))

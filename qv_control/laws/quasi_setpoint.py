@@ -35,13 +35,13 @@ class QuasiSetpointLaw(QuasiLawBase):
         terms, qs = self._decompose(q, qdot)
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuse evaluate's kinematics
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        D = kin.J @ (qs.Qinv.T @ qs.V2)
+        D = kin.J.dot(qs.Qinv.T.dot(qs.V2))
         cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)
         e = kin.theta - ref.theta
         Kpe = self.kp * e
-        u_v = -self.kd * qs.v_r - (D.T @ Kpe if self.form == "lyapunov" else Kpe)
+        u_v = -self.kd * qs.v_r - (Kpe.dot(D) if self.form == "lyapunov" else Kpe)
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
-        V = 0.5 * float(qs.v_r @ qs.v_r) + 0.5 * float(e @ Kpe)
+        V = 0.5 * float(qs.v_r.dot(qs.v_r)) + 0.5 * float(e.dot(Kpe))
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=e, cond_D=cond, u_v=u_v, u_xi=u_xi,
                          xi_d=xi_d, v_r=qs.v_r, V=V, lambda_d=ref.lambda_)
         return self._torque(terms, qs, u_v, u_xi)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
@@ -98,9 +99,9 @@ class QuasiTrackingLaw(QuasiLawBase):
         """(Gv_n, Γ_vn v_n − (Gv_n)˙) of the normal-motion extension (class docstring, items 1-2)."""
         if qs.rank_changed:
             self._gvn_prev = self._gvn_rate = None
-        v_n = qs.V1.T @ qs.v
+        v_n = qs.v.dot(qs.V1)
         self.last["v_n"] = v_n
-        gvn = Dinv @ (kin.J @ (qs.Qinv.T @ (qs.V1 @ v_n)))                    # G v_n = D⁻¹D₁v_n
+        gvn = Dinv.dot(kin.J.dot(qs.Qinv.T.dot(qs.V1.dot(v_n))))                  # G v_n = D⁻¹D₁v_n
         comp = normal_coupling(qs, kin.Adot, v_n)                              # Γ_vn v_n
         if self.normal_rate:
             prev = self._gvn_prev
@@ -120,28 +121,28 @@ class QuasiTrackingLaw(QuasiLawBase):
         # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
         kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        N = qs.Qinv.T @ qs.V2
-        D = kin.J @ N
+        N = qs.Qinv.T.dot(qs.V2)
+        D = kin.J.dot(N)
         cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)
         e = kin.theta - ref.theta
         s_d = ref.theta_dot - self.kp * e                      # Dσ
         sd_dot = ref.theta_ddot - self.kp * (kin.theta_dot - ref.theta_dot)
-        lu = np.linalg.inv(D)
-        sigma = lu @ s_d
+        lu = inv(D)
+        sigma = lu.dot(s_d)
         eps = qs.v_r - sigma
         normal = None
         if self.normal_motion and qs.rank:
             gvn, normal = self._normal_terms(t, qs, kin, lu)
             eps = eps + gvn                                    # = D⁻¹(θ̇ − θ̇_d + K_p e), θ̇ measured
-        w = N @ sigma
-        y = qs.Qdot.T @ w
+        w = N.dot(sigma)
+        y = w.dot(qs.Qdot)
         if qs.rank:
-            V2dot_sigma = -(qs.V1 @ (qs.W1 @ (kin.Adot @ w - qs.Lambda @ y)))
+            V2dot_sigma = -qs.V1.dot(qs.W1.dot(kin.Adot.dot(w) - qs.Lambda.dot(y)))
         else:
             V2dot_sigma = 0.0
-        Ddot_sigma = kin.Jdot @ w + kin.J @ (qs.Qinv.T @ (V2dot_sigma - y))
-        sigma_dot = lu @ (sd_dot - Ddot_sigma)
-        u_v = sigma_dot + qs.Gamma_v @ qs.v_r - self.kd * eps
+        Ddot_sigma = kin.Jdot.dot(w) + kin.J.dot((V2dot_sigma - y).dot(qs.Qinv))
+        sigma_dot = lu.dot(sd_dot - Ddot_sigma)
+        u_v = sigma_dot + qs.Gamma_v.dot(qs.v_r) - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
         if self.ki_motion > 0:
