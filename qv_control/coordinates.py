@@ -174,6 +174,8 @@ class MinimalCoordinates:
         self._lo = self.lower - 1e-12
         self._hi = self.upper + 1e-12
         self._has_range = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
+        self._range_rows = [(i, float(lo), float(hi)) for i, (lo, hi) in enumerate(zip(self._lo, self._hi))
+                            if math.isfinite(lo) or math.isfinite(hi)]
 
     @property
     def size(self) -> int:
@@ -192,7 +194,13 @@ class MinimalCoordinates:
 
     def check_range(self, theta, name: str = "theta_d") -> None:
         """Raise ReferenceRangeError when a joint coordinate leaves its URDF joint range."""
-        if not self._has_range or not ((theta < self._lo).any() or (theta > self._hi).any()):
+        if not self._has_range:
+            return
+        if len(theta) == self.k:  # the usual case: plain float comparisons on the few bounded rows
+            th = theta.tolist() if isinstance(theta, np.ndarray) else list(theta)
+            if not any(th[i] < lo or th[i] > hi for i, lo, hi in self._range_rows):
+                return
+        elif not ((theta < self._lo).any() or (theta > self._hi).any()):
             return
         from .references import ReferenceRangeError
 

@@ -105,8 +105,11 @@ def _limit_info(limits: np.ndarray) -> _LimitInfo:
 def saturate(base: np.ndarray, force: np.ndarray | None, motion: np.ndarray,
              limits: np.ndarray | None) -> tuple[np.ndarray, SaturationStatus]:
     """Apply ``limits`` by scaling the motion channel first, then the force channel (module doc)."""
-    force = np.zeros_like(base) if force is None else force
-    tau = base + force + motion
+    if force is None:
+        force = np.zeros_like(base)
+        tau = base + motion           # + 0: the same sum without the zero vector
+    else:
+        tau = base + force + motion
     if limits is None:
         return tau, SaturationStatus()
     info = _limit_info(limits)

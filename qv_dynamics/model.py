@@ -173,7 +173,8 @@ class ConstrainedSystem:
 
     @property
     def m(self) -> int:
-        return sum(c.size for c in self.constraints if c.active)
+        """Number of active constraint rows."""
+        return self.constraint_plan().m
 
     @property
     def joint_names(self) -> list[str]:
@@ -295,7 +296,7 @@ class ConstrainedSystem:
         Mf[self._lo_flat] = Mf[self._up_flat]
         return M
 
-    def evaluate(self, q, qdot, coriolis: bool = True) -> DynamicsTerms:
+    def evaluate(self, q, qdot, coriolis: bool = True, checked: bool = False) -> DynamicsTerms:
         """M, h, C, g (Pinocchio CRBA / Coriolis / gravity) and A, Ȧq̇, Φ of the active constraints.
 
         One kinematic pass serves everything: ``computeCoriolisMatrix`` leaves the joint placements, the
@@ -304,9 +305,13 @@ class ConstrainedSystem:
 
         ``coriolis=False`` (the simulator's path, enough for ``direct_dynamics``) skips C and g: h comes
         from one RNEA at q̈ = 0 and Ȧq̇ from the frames' classical accelerations; the terms then have
-        ``C = g = None`` and ``quasi_decompose`` refuses them."""
-        q = self.check_q(q)
-        qdot = as_vector("qdot", qdot, self.nv)
+        ``C = g = None`` and ``quasi_decompose`` refuses them.
+
+        ``checked=True``: q and q̇ are float vectors already validated by :meth:`check_q` / ``as_vector``
+        (a control law's ``_read_state``), so they are not checked a second time."""
+        if not checked:
+            q = self.check_q(q)
+            qdot = as_vector("qdot", qdot, self.nv)
         model, data = self.model, self.data
         M = self._mass(q)
         if not coriolis:

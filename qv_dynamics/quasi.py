@@ -70,14 +70,19 @@ class QuasiState:
         return xi.dot(self.W1)
 
 
+_PLUS_ONE = np.ones((1, 1))
+_MINUS_ONE = -np.ones((1, 1))
+_PLUS_ONE.flags.writeable = _MINUS_ONE.flags.writeable = False
+
+
 def _polar(X: np.ndarray) -> np.ndarray:
     """Orthogonal polar factor of a square matrix (closest rotation/reflection, Procrustes)."""
     if X.shape[0] == 1:  # 1×1 (one constraint row): the sign, exactly what the SVD below returns
         x = float(X[0, 0])
         if x > 0.0:
-            return np.ones((1, 1))
+            return _PLUS_ONE
         if x < 0.0:
-            return -np.ones((1, 1))
+            return _MINUS_ONE
     W, _, Zt = svd_full(X)
     return W.dot(Zt)
 

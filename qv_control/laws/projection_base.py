@@ -37,7 +37,7 @@ class ProjectionLawBase(ControlLaw):
 
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)
-        terms = self.system.evaluate(q, qdot)
+        terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuses evaluate's kinematics at (q, q̇)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         pr = projection(terms)                                         # P, A⁺, a⊥ (eq. 15-16)

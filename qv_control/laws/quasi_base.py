@@ -61,7 +61,7 @@ class QuasiLawBase(ControlLaw):
         self._prev = None
 
     def _decompose(self, q, qdot):
-        terms = self.system.evaluate(q, qdot)
+        terms = self.system.evaluate(q, qdot, checked=True)  # _read_state validated q, q̇
         qs = quasi_decompose(terms, prev=self._prev)
         if qs.rank_changed:
             self.force_pi.reset()
