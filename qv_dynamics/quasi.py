@@ -153,8 +153,7 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     if prev is not None and not rank_changed:
         # gauge: keep the bases continuous (no sign flips / in-space rotations between calls):
         # V₂ ← V₂R₂, V₁ ← V₁R₁ with R = polar(VᵀV_prev), applied to the rows of Vᵀ
-        Vt = Vt.copy()
-        if r < n:
+        if r < n:  # (Vt is LAPACK's fresh output: updated in place)
             Vt[r:] = _polar(Vt[r:].dot(prev.V2)).T.dot(Vt[r:])
         if r:
             R1 = _polar(Vt[:r].dot(prev.V1))

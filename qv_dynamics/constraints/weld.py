@@ -19,4 +19,4 @@ class Weld(FrameConstraint):
 
     def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
         oMf = data.oMf[self.frame_id]
-        return np.concatenate([oMf.translation - self.position, pin.log3(oMf.rotation @ self.rotation.T)])
+        return np.concatenate([oMf.translation - self.position, pin.log3(oMf.rotation.dot(self.rotation.T))])
