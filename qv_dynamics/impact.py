@@ -13,6 +13,7 @@ step (it changes the energy least). It is computed through the Cholesky factor M
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,10 @@ class ImpactResult:
     rank: int
 
 
+_ONE = np.ones((1, 1))
+_ONE.flags.writeable = False
+
+
 def m_projection(M: np.ndarray, A: np.ndarray, qdot: np.ndarray, rtol: float = RTOL, atol: float = ATOL,
                  L: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """q̇⁺ = N_c q̇ = q̇ − M⁻¹Aᵀ(AM⁻¹Aᵀ)⁺Aq̇ and the impulse 𝓕 = (AM⁻¹Aᵀ)⁺Aq̇ (lecture "Contact Dynamics").
@@ -45,8 +50,8 @@ def m_projection(M: np.ndarray, A: np.ndarray, qdot: np.ndarray, rtol: float = R
     X, _ = _lapack.dtrtrs(L, A.T, lower=1)     # L⁻¹Aᵀ = Λᵀ
     Lam = X.T                                   # Λ = A L⁻ᵀ  (m × n)
     if m == 1:
-        sig = float(np.sqrt(Lam[0] @ Lam[0]))
-        U, s, Vt = np.ones((1, 1)), np.array([sig]), Lam / sig if sig > 0 else Lam
+        sig = math.sqrt(float(Lam[0].dot(Lam[0])))
+        U, s, Vt = _ONE, np.array([sig]), Lam / sig if sig > 0 else Lam
     else:
         U, s, Vt, info = _lapack.dgesdd(Lam, full_matrices=0)
         if info != 0:
@@ -54,10 +59,10 @@ def m_projection(M: np.ndarray, A: np.ndarray, qdot: np.ndarray, rtol: float = R
     r = int(np.count_nonzero(s > max(rtol * s[0], atol))) if s.size else 0
     if r == 0:
         return qdot.copy(), np.zeros(m), 0
-    c = U[:, :r].T @ (A @ qdot)                 # coordinates of A q̇ in the range of Λ
-    dv = Vt[:r].T @ (c / s[:r])                 # Λ⁺ A q̇
+    c = A.dot(qdot).dot(U[:, :r])                # coordinates of A q̇ in the range of Λ
+    dv = (c / s[:r]).dot(Vt[:r])                # Λ⁺ A q̇
     qdot_plus = qdot - _lapack.dtrtrs(L, dv, lower=1, trans=1)[0]  # q̇ − L⁻ᵀ Λ⁺ A q̇
-    impulse = U[:, :r] @ (c / s[:r] ** 2)       # (ΛΛᵀ)⁺ A q̇
+    impulse = U[:, :r].dot(c / s[:r] ** 2)      # (ΛΛᵀ)⁺ A q̇
     return qdot_plus, impulse, r
 
 

@@ -55,6 +55,11 @@ class Accel:
     phi_norm: float
 
 
+def _norm(x: np.ndarray) -> float:
+    """‖x‖₂ of a vector as numpy.linalg.norm computes it (√(x·x)), without its wrapper; 0 when empty."""
+    return math.sqrt(float(x.dot(x))) if x.size else 0.0
+
+
 def length_scale(system: ConstrainedSystem) -> float:
     """A characteristic length of the model (m): the summed joint offsets plus the largest frame offset,
     at least 1. Rounding errors of the forward kinematics, hence of Φ, scale with it."""
@@ -135,11 +140,11 @@ class Stepper:
         except NonFiniteError:
             raise NonFiniteError("state became non-finite (the integration blew up)") from None
         phi = t.phi
-        pn = float(np.linalg.norm(phi)) if phi.size else 0.0
+        pn = _norm(phi)
         if self.method == "projection":
             qdd, F, lam, r = direct_dynamics_rank(t, tau, "projection", rtol=self.rtol, atol=self.atol)
         else:
-            t.Adot_qdot = t.Adot_qdot + 2.0 * self.alpha * (t.A @ t.qdot) + self.beta ** 2 * phi
+            t.Adot_qdot = t.Adot_qdot + 2.0 * self.alpha * t.A.dot(t.qdot) + self.beta ** 2 * phi
             qdd, F, lam, r = direct_dynamics_rank(t, tau, "kkt", rtol=self.rtol, atol=self.atol)
         return Accel(qdd, lam, F, r, t.M, pn)
 
@@ -193,7 +198,7 @@ class Stepper:
     def correct_position(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, float]:
         """Newton–Raphson q ← q − A⁺Φ(q) (eq. 39) until ‖Φ‖ ≤ nr_tol. Returns (q, A(q), iterations, ‖Φ‖)."""
         phi, A = self.rows(q)
-        nrm = float(np.linalg.norm(phi)) if phi.size else 0.0
+        nrm = _norm(phi)
         self._phi_first = nrm
         it = 0
         while nrm > self.nr_tol:
@@ -207,9 +212,9 @@ class Stepper:
             Apinv, _, r = pinv_basis(A, self.rtol, self.atol)
             if r == 0:
                 raise ConvergenceError(f"Newton–Raphson: A has rank 0 at ‖Φ‖ = {nrm:.3e}; cannot correct")
-            q = self._plus(q, -(Apinv @ phi))
+            q = self._plus(q, -Apinv.dot(phi))
             phi, A = self.rows(q)
-            prev, nrm = nrm, float(np.linalg.norm(phi))
+            prev, nrm = nrm, _norm(phi)
             if not math.isfinite(nrm):
                 raise ConvergenceError("Newton–Raphson position correction diverged (non-finite Φ)")
             it += 1
@@ -227,7 +232,7 @@ class Stepper:
             return qdot
         if self.velocity_projection == "P":
             Apinv, _, _ = pinv_basis(A, self.rtol, self.atol)
-            return qdot - Apinv @ (A @ qdot)
+            return qdot - Apinv.dot(A.dot(qdot))
         M = self.mass(q) if M is None else M
         return m_projection(M, A, qdot, self.rtol, self.atol)[0]
 
@@ -237,8 +242,8 @@ class Stepper:
         self.phi_pre = self._phi_first
         M = self.mass(q)
         qdot = self.project_velocity(q, qdot, A, M)
-        self.velocity_error = float(np.linalg.norm(A @ qdot)) if A.shape[0] else 0.0
-        self.kinetic = 0.5 * float(qdot @ M @ qdot)
+        self.velocity_error = _norm(A.dot(qdot))
+        self.kinetic = 0.5 * float(qdot.dot(M).dot(qdot))
         self.M_end = M
         return q, qdot
 
