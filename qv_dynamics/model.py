@@ -368,7 +368,7 @@ class ConstrainedSystem:
         ``drift=None`` skips Ȧq̇ (kinematics only)."""
         items, m, _ = self.constraint_plan()
         model, data = self.model, self.data
-        if len(items) == 1:  # one active constraint (the common case): its rows are the stack
+        if len(items) == 1 and items[0][0].fresh_rows:  # one active constraint: its rows are the stack
             c, _, sel = items[0]
             phi, A, d = c.rows(model, data, q, qdot, drift, sel)
             return phi, np.ascontiguousarray(A), None if d is None else np.array(d, dtype=float)

@@ -44,6 +44,8 @@ class Constraint(ABC):
     kind: ClassVar[str]
     default_axes: ClassVar[tuple[str, ...]] = ("x", "y", "z")
     keys: ClassVar[tuple[str, ...]] = ()  # the kind's own keys in a YAML/dict spec
+    # rows() returns arrays computed afresh (held by no one else): the system may hand them out as they are
+    fresh_rows: ClassVar[bool] = True
 
     def __init__(self, frame: str | None = None, axes=None, name: str = "", active: bool = True):
         self.frame = frame

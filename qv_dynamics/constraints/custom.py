@@ -41,6 +41,8 @@ class CustomConstraint(Constraint):
     def row_selector(self):
         return slice(0, self.n_rows)
 
+    fresh_rows = False  # the user's function may return arrays it keeps (and changes later)
+
     def call(self, q: np.ndarray, qdot, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(Φ, A, Ȧq̇) from the user function, shapes checked (DimensionError names the constraint)."""
         qd = qdot if qdot is not None else np.zeros(n)
