@@ -23,6 +23,8 @@ def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-
         P = V2.dot(V2.T)
     ib = (~actuated_mask).astype(float)   # the diagonal of I − B: products with it scale rows/columns
     eye = np.eye(n)
+    if not ib.any():  # every joint actuated: I − B = 0, so Qb = 0, H = 0 and the residual is exactly 0
+        return eye, P, 0.0
     Pp = eye - P
     Qb = Pp * ib[:, None]
     Qb_pinv, _, _ = pinv_rank(Qb)
