@@ -1,0 +1,151 @@
+"""Foot forces of a legged robot chosen by a small QP over the internal-force coordinates (issue 13).
+
+With a passive base the motion fixes the multiplier only up to the internal forces (see
+:mod:`qv_control.laws.internal_force`): λ = λ₀ + E z. Each stance foot i has three rows of λ (world axes,
+SPEC sign M q̈ + h = τ − Aᵀλ), so the force the ground exerts **on** foot i is f_i = −λ_i. The QP
+
+    min_z   Σ_i f_iᵀ W_i f_i + ε‖z‖²,      W_i = w_t (I − n_i n_iᵀ) + w_n n_i n_iᵀ
+    s.t.    f_min,i ≤ n_iᵀ f_i ≤ f_max,i                          (unilateral, with a ramped upper bound)
+            |t_{i,k}ᵀ f_i| ≤ (μ/√2) n_iᵀ f_i,   k = 1, 2            (friction pyramid)
+
+keeps every foot force unilateral (normal force at least ``f_min``) and inside its friction cone, with
+the least tangential force (w_t) and the most even normal load (w_n: least squares of the normal forces,
+whose sum the motion fixes). The pyramid is the **inscribed** linearisation of the Coulomb cone
+‖f_t‖ ≤ μ f_n (its four faces at ±μ/√2 along two tangents), so a feasible force is inside the true
+cone. The upper bound ``f_max`` ramps a foot's load out before lift-off and in after touchdown.
+
+Solver: ``quadprog`` (Goldfarb–Idnani dual active set, dense; exact for these 3–6 variables). When the
+constraints are inconsistent (e.g. the centre of mass outside the support polygon), the same QP is solved
+with one slack s ≥ 0 added to every inequality and a large penalty on s²: the result is the least
+violation, reported as ``feasible=False`` with the slack in newtons (never a silent success).
+
+Cone margin of a foot: μ f_n − ‖f_t‖ (N): positive inside the cone, negative outside or when pulling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qv_dynamics.errors import DimensionError, QVError, as_vector
+
+try:
+    import quadprog
+except ImportError as exc:  # pragma: no cover - reported when the QP is used
+    quadprog = None
+    _IMPORT_ERROR = exc
+
+
+@dataclass
+class ContactForces:
+    """QP result: z, λ = λ₀ + E z, foot forces f_i = −λ_i (k × 3, on the robot), cone margins (k, N),
+    normal forces (k), whether the hard constraints held, and the slack (N) used otherwise."""
+
+    z: np.ndarray
+    lam: np.ndarray
+    forces: np.ndarray
+    margins: np.ndarray
+    normal: np.ndarray
+    feasible: bool
+    slack: float = 0.0
+
+
+def tangent_basis(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit tangents t₁, t₂ with (t₁, t₂, n) right-handed and orthonormal."""
+    a = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    t1 = a - (a @ n) * n
+    t1 /= np.linalg.norm(t1)
+    return t1, np.cross(n, t1)
+
+
+def cone_margins(forces: np.ndarray, normals: np.ndarray, mu: float) -> np.ndarray:
+    """μ f_n − ‖f_t‖ per foot (N) for forces on the robot (k × 3) and unit normals (k × 3)."""
+    fn = np.einsum("ij,ij->i", forces, normals)
+    ft = forces - fn[:, None] * normals
+    return mu * fn - np.linalg.norm(ft, axis=1)
+
+
+class ContactForceQP:
+    """The QP of the module doc. ``mu``: friction coefficient; ``f_min`` (N): least normal force of a
+    loaded foot; ``w_t``, ``w_n``: weights of the tangential and normal force squares; ``eps``: weight
+    of ‖z‖² (keeps the Hessian positive definite); ``slack_weight``: penalty of the infeasible fallback."""
+
+    def __init__(self, mu: float = 0.8, f_min: float = 5.0, w_t: float = 1.0, w_n: float = 0.05,
+                 eps: float = 1e-6, slack_weight: float = 1e6):
+        if quadprog is None:  # pragma: no cover
+            raise QVError(f"quadprog is not installed ({_IMPORT_ERROR}); `pip install quadprog`")
+        for name, val in (("mu", mu), ("w_t", w_t), ("w_n", w_n), ("eps", eps), ("slack_weight", slack_weight)):
+            if not (np.isfinite(val) and val > 0):
+                raise QVError(f"ContactForceQP: {name} must be a finite number > 0, got {val!r}")
+        if not (np.isfinite(f_min) and f_min >= 0):
+            raise QVError(f"ContactForceQP: f_min must be >= 0 N, got {f_min!r}")
+        self.mu, self.f_min, self.w_t, self.w_n = float(mu), float(f_min), float(w_t), float(w_n)
+        self.eps, self.slack_weight = float(eps), float(slack_weight)
+        self.mu_in = self.mu / np.sqrt(2.0)       # inscribed pyramid
+        self.solves = 0
+        self.infeasible = 0
+
+    def _rows(self, lam0: np.ndarray, E: np.ndarray, normals: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray):
+        """(C, b) with C z ≥ b for every foot (f_i = −λ₀_i − E_i z), and the cost (G, a)."""
+        k, s = normals.shape[0], E.shape[1]
+        C, b = [], []
+        G = self.eps * np.eye(s)
+        a = np.zeros(s)
+        for i in range(k):
+            n = normals[i]
+            t1, t2 = tangent_basis(n)
+            Ei, l0 = E[3 * i:3 * i + 3], lam0[3 * i:3 * i + 3]
+            rows = [(n, f_lo[i])]                                  # nᵀf ≥ f_lo
+            if np.isfinite(f_hi[i]):
+                rows.append((-n, -f_hi[i]))                        # −nᵀf ≥ −f_hi
+            for t in (t1, t2):
+                rows += [(self.mu_in * n - t, 0.0), (self.mu_in * n + t, 0.0)]
+            for g, lo in rows:                                     # gᵀf = −gᵀλ₀ − gᵀE z ≥ lo
+                C.append(-(g @ Ei))
+                b.append(lo + g @ l0)
+            W = self.w_t * (np.eye(3) - np.outer(n, n)) + self.w_n * np.outer(n, n)
+            G += Ei.T @ W @ Ei
+            a -= Ei.T @ W @ l0                                     # ½zᵀGz − aᵀz = fᵀWf/2 + const
+        return np.array(C).reshape(-1, s), np.array(b), G, a
+
+    def solve(self, lambda_0, E, normals=None, f_max=None) -> ContactForces:
+        """z for λ = λ₀ + E z (module doc). ``normals``: k × 3 unit normals (default +z); ``f_max``: k upper
+        bounds of the normal forces (inf = none; a bound below ``f_min`` lowers that foot's minimum)."""
+        E = np.asarray(E, float)
+        m = E.shape[0]
+        if E.ndim != 2 or m % 3:
+            raise DimensionError(f"E: expected 3k x s rows (three per foot), got shape {E.shape}")
+        lam0 = as_vector("lambda_0", lambda_0, m)
+        k = m // 3
+        normals = np.tile([0.0, 0.0, 1.0], (k, 1)) if normals is None else np.asarray(normals, float).reshape(k, 3)
+        normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
+        f_hi = np.full(k, np.inf) if f_max is None else np.array(np.broadcast_to(np.asarray(f_max, float), (k,)))
+        if np.any(np.isnan(f_hi)) or np.any(f_hi < 0):
+            raise DimensionError(f"f_max: expected {k} bounds >= 0 N (inf = none), got {f_hi}")
+        f_lo = np.minimum(self.f_min, f_hi)
+        self.solves += 1
+        s = E.shape[1]
+        if s == 0:
+            z, slack = np.zeros(0), 0.0
+        else:
+            C, b, G, a = self._rows(lam0, E, normals, f_lo, f_hi)
+            try:
+                z = quadprog.solve_qp(G, a, C.T, b, 0)[0]
+                slack = 0.0
+            except ValueError:                                     # inconsistent constraints: least violation
+                G2 = np.zeros((s + 1, s + 1))
+                G2[:s, :s], G2[s, s] = G, self.slack_weight
+                C2 = np.hstack([C, np.ones((C.shape[0], 1))])
+                C2 = np.vstack([C2, np.eye(1, s + 1, s)])          # s ≥ 0
+                x = quadprog.solve_qp(G2, np.append(a, 0.0), C2.T, np.append(b, 0.0), 0)[0]
+                z, slack = x[:s], float(x[s])
+        lam = lam0 + E @ z
+        forces = -lam.reshape(k, 3)
+        normal = np.einsum("ij,ij->i", forces, normals)
+        feasible = slack <= 1e-9 * max(1.0, float(np.abs(lam).max()))
+        if not feasible:
+            self.infeasible += 1
+        return ContactForces(z, lam, forces, cone_margins(forces, normals, self.mu), normal, feasible, slack)
+
+
+__all__ = ["ContactForceQP", "ContactForces", "cone_margins", "tangent_basis"]
