@@ -110,7 +110,7 @@ class ContactForceQP:
 
     def solve(self, lambda_0, E, normals=None, f_max=None) -> ContactForces:
         """z for λ = λ₀ + E z (module doc). ``normals``: k × 3 unit normals (default +z); ``f_max``: k upper
-        bounds of the normal forces (inf = none; a bound below ``f_min`` lowers that foot's minimum)."""
+        bounds of the normal forces (inf = none; a bound below ``f_min`` drops that foot's minimum to 0)."""
         E = np.asarray(E, float)
         m = E.shape[0]
         if E.ndim != 2 or m % 3:
@@ -122,7 +122,7 @@ class ContactForceQP:
         f_hi = np.full(k, np.inf) if f_max is None else np.array(np.broadcast_to(np.asarray(f_max, float), (k,)))
         if np.any(np.isnan(f_hi)) or np.any(f_hi < 0):
             raise DimensionError(f"f_max: expected {k} bounds >= 0 N (inf = none), got {f_hi}")
-        f_lo = np.minimum(self.f_min, f_hi)
+        f_lo = np.where(f_hi < self.f_min, 0.0, self.f_min)      # a foot being unloaded needs no minimum
         self.solves += 1
         s = E.shape[1]
         if s == 0:
@@ -142,7 +142,7 @@ class ContactForceQP:
         lam = lam0 + E @ z
         forces = -lam.reshape(k, 3)
         normal = np.einsum("ij,ij->i", forces, normals)
-        feasible = slack <= 1e-9 * max(1.0, float(np.abs(lam).max()))
+        feasible = slack <= 1e-6 * max(1.0, float(np.abs(lam).max()))   # N: round-off of a degenerate set
         if not feasible:
             self.infeasible += 1
         return ContactForces(z, lam, forces, cone_margins(forces, normals, self.mu), normal, feasible, slack)

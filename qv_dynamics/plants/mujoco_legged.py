@@ -47,7 +47,7 @@ class FloorScene:
     """Scene parameters (SI units). ``feet``: the foot frames (one sphere each)."""
 
     feet: Sequence[str] = ("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")
-    foot_radius: float = 0.003
+    foot_radius: float = 0.001
     friction: float = 0.8
     timestep: float = 0.0005
     solref: Sequence[float] = (0.004, 1.0)
@@ -275,8 +275,10 @@ class LeggedMujocoPlant:
 
 
 def standing_configuration(system, base_xyz: Sequence[float] = (0.0, 0.0, None), joints: dict | None = None,
-                           feet: Sequence[str] = FloorScene.feet, foot_radius: float = FloorScene.foot_radius):
-    """q with the given joint angles whose base height puts the lowest foot sphere on the floor (z = r)."""
+                           feet: Sequence[str] = FloorScene.feet, foot_radius: float = FloorScene.foot_radius,
+                           penetration: float = 0.0):
+    """q with the given joint angles whose base height puts the lowest foot sphere on the floor (z = r),
+    sunk by ``penetration`` (m; the soft contact's static penetration, to start near equilibrium)."""
     model = system.model
     q = pin.neutral(model)
     for name, val in (joints or {}).items():
@@ -285,7 +287,7 @@ def standing_configuration(system, base_xyz: Sequence[float] = (0.0, 0.0, None),
     q[2] = 0.0
     pin.framesForwardKinematics(model, system.data, q)
     zmin = min(system.data.oMf[model.getFrameId(f)].translation[2] for f in feet)
-    q[2] = foot_radius - zmin if base_xyz[2] is None else base_xyz[2]
+    q[2] = foot_radius - zmin - penetration if base_xyz[2] is None else base_xyz[2]
     return q
 
 

@@ -1,0 +1,140 @@
+"""Contact plans for a legged robot: base-pose reference, per-foot phases with load ramps, swing paths.
+
+A plan is a function of time only (so the controller node, the demo and a test replay it identically):
+
+* ``base(t)`` → (θ, θ̇, θ̈) of the 6 base coordinates (position offsets x y z in world axes, then the
+  rotation vector rx ry rz of R·R₀ᵀ), relative to the initial base pose;
+* ``phase(foot, t)`` → ``("stance", w)`` with the load factor w ∈ [0, 1] (1 = free share of the load; w < 1
+  caps the normal force at w·``f_nominal``: the ramp out before lift-off and in after touchdown) or
+  ``("swing", s)`` with the swing progress s ∈ [0, 1];
+* ``swing(foot, t, p_lift)`` → (p, ṗ, p̈) of the swing foot, from its lift-off position: a quintic
+  smooth step along ``step`` and a height bump h·64s³(1 − s)³ (zero velocity and acceleration at both ends),
+  ending ``press`` below the lift-off height so the foot meets the floor.
+
+:func:`smoothstep5` is the quintic 10s³ − 15s⁴ + 6s⁵ with its first two derivatives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from qv_dynamics.errors import QVError
+
+
+def smoothstep5(t: float, t0: float, t1: float) -> tuple[float, float, float]:
+    """(σ, σ̇, σ̈) of the quintic smooth step from 0 at t0 to 1 at t1."""
+    if t <= t0:
+        return 0.0, 0.0, 0.0
+    if t >= t1:
+        return 1.0, 0.0, 0.0
+    T = t1 - t0
+    s = (t - t0) / T
+    return (10 * s**3 - 15 * s**4 + 6 * s**5, (30 * s**2 - 60 * s**3 + 30 * s**4) / T,
+            (60 * s - 180 * s**2 + 120 * s**3) / T**2)
+
+
+@dataclass
+class FootStep:
+    """One step of one foot: load ramped out over [t_unload, t_lift], swing over [t_lift, t_touch]
+    (moving by ``step``, world axes, ``height`` above the lift-off height), load ramped in over
+    [t_touch, t_loaded]. ``shift`` (world x y z, m) moves the base over the other feet before the step:
+    ramped in over [t_unload − shift_time, t_unload], held, ramped out over [t_loaded, t_loaded + shift_time]."""
+
+    foot: str
+    t_unload: float
+    t_lift: float
+    t_touch: float
+    t_loaded: float
+    step: Sequence[float] = (0.1, 0.0, 0.0)
+    height: float = 0.06
+    shift: Sequence[float] = (0.0, 0.0, 0.0)
+    shift_time: float = 0.8
+    press: float = 0.002
+
+    def __post_init__(self):
+        times = (self.t_unload - self.shift_time, self.t_unload, self.t_lift, self.t_touch, self.t_loaded)
+        if not all(a < b for a, b in zip(times, times[1:])):
+            raise QVError(f"FootStep {self.foot}: need t_unload - shift_time < t_unload < t_lift < t_touch < "
+                          f"t_loaded, got {times}")
+
+
+class GaitPlan:
+    """Base-pose reference plus foot steps (module doc). ``sway(t)`` → (θ, θ̇, θ̈) (6 each) is added to the
+    base reference (e.g. a sinusoidal body pose); ``feet``: every foot of the robot, stance by default."""
+
+    def __init__(self, feet: Sequence[str], steps: Sequence[FootStep] = (),
+                 sway: Callable[[float], tuple] | None = None):
+        self.feet = list(feet)
+        self.steps = list(steps)
+        for s in self.steps:
+            if s.foot not in self.feet:
+                raise QVError(f"GaitPlan: step of unknown foot '{s.foot}' (feet: {self.feet})")
+        self.sway = sway
+        self.t_end = max([s.t_loaded + s.shift_time for s in self.steps], default=0.0)
+
+    def base(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        th, thd, thdd = np.zeros(6), np.zeros(6), np.zeros(6)
+        for s in self.steps:
+            a = smoothstep5(t, s.t_unload - s.shift_time, s.t_unload)
+            b = smoothstep5(t, s.t_loaded, s.t_loaded + s.shift_time)
+            d = np.asarray(s.shift, float)
+            th[:3] += d * (a[0] - b[0])
+            thd[:3] += d * (a[1] - b[1])
+            thdd[:3] += d * (a[2] - b[2])
+        if self.sway is not None:
+            sw = self.sway(t)
+            th, thd, thdd = th + sw[0], thd + sw[1], thdd + sw[2]
+        return th, thd, thdd
+
+    def _step(self, foot: str, t: float) -> FootStep | None:
+        for s in self.steps:
+            if s.foot == foot and s.t_unload <= t < s.t_loaded:
+                return s
+        return None
+
+    def phase(self, foot: str, t: float) -> tuple[str, float]:
+        s = self._step(foot, t)
+        if s is None:
+            return "stance", 1.0
+        if t < s.t_lift:
+            return "stance", max(0.0, 1.0 - smoothstep5(t, s.t_unload, s.t_lift)[0])
+        if t < s.t_touch:
+            return "swing", (t - s.t_lift) / (s.t_touch - s.t_lift)
+        return "stance", smoothstep5(t, s.t_touch, s.t_loaded)[0]
+
+    def swing(self, foot: str, t: float, p_lift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s = self._step(foot, t)
+        if s is None:
+            return p_lift.copy(), np.zeros(3), np.zeros(3)
+        d = np.asarray(s.step, float) - np.array([0.0, 0.0, s.press])
+        a, ad, add = smoothstep5(t, s.t_lift, s.t_touch)
+        T = s.t_touch - s.t_lift
+        u = min(max((t - s.t_lift) / T, 0.0), 1.0)
+        bump = np.array([64 * u**3 * (1 - u)**3,
+                         64 * (3 * u**2 * (1 - u)**3 - 3 * u**3 * (1 - u)**2) / T,
+                         64 * (6 * u * (1 - u)**3 - 18 * u**2 * (1 - u)**2 + 6 * u**3 * (1 - u)) / T**2])
+        ez = np.array([0.0, 0.0, s.height])
+        return p_lift + a * d + bump[0] * ez, ad * d + bump[1] * ez, add * d + bump[2] * ez
+
+
+def sinusoidal_sway(amplitude: Sequence[float], frequency: Sequence[float], t0: float = 0.0,
+                    ramp: float = 0.5) -> Callable[[float], tuple]:
+    """θ_i(t) = a_i·σ(t)·sin(2πf_i(t − t0)) for the 6 base coordinates, faded in by a smooth step σ over
+    ``ramp`` seconds (so θ̇, θ̈ start at zero)."""
+    a = np.asarray(amplitude, float).reshape(6)
+    w = 2 * np.pi * np.asarray(frequency, float).reshape(6)
+
+    def sway(t: float):
+        tau = t - t0
+        if tau <= 0:
+            return np.zeros(6), np.zeros(6), np.zeros(6)
+        g, gd, gdd = smoothstep5(t, t0, t0 + ramp)
+        s, c = np.sin(w * tau), np.cos(w * tau)
+        return (a * g * s, a * (gd * s + g * w * c), a * (gdd * s + 2 * gd * w * c - g * w**2 * s))
+
+    return sway
+
+
+__all__ = ["FootStep", "GaitPlan", "sinusoidal_sway", "smoothstep5"]
