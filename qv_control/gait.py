@@ -137,4 +137,26 @@ def sinusoidal_sway(amplitude: Sequence[float], frequency: Sequence[float], t0: 
     return sway
 
 
-__all__ = ["FootStep", "GaitPlan", "sinusoidal_sway", "smoothstep5"]
+def plan_from_spec(feet: Sequence[str], spec: dict | None) -> GaitPlan:
+    """A plan from a mapping (YAML ``plan:`` / ROS parameters):
+
+    ``{kind: stance}`` (hold the initial pose), ``{kind: sway, amplitude: [6], frequency: [6], t0, ramp}``
+    or ``{kind: step, steps: [{foot, t_unload, t_lift, t_touch, t_loaded, step, height, shift, ...}]}``."""
+    spec = dict(spec or {"kind": "stance"})
+    kind = spec.pop("kind", "stance")
+    if kind == "stance" and not spec:
+        return GaitPlan(feet)
+    if kind == "sway":
+        return GaitPlan(feet, sway=sinusoidal_sway(spec.pop("amplitude"), spec.pop("frequency"),
+                                                   float(spec.pop("t0", 0.0)), float(spec.pop("ramp", 0.5))))
+    if kind == "step":
+        try:
+            steps = [FootStep(**dict(st)) for st in spec.pop("steps")]
+        except (TypeError, KeyError) as exc:
+            raise QVError(f"plan: bad step list ({exc}); each step needs foot, t_unload, t_lift, t_touch, "
+                          "t_loaded") from None
+        return GaitPlan(feet, steps)
+    raise QVError(f"plan: kind must be stance, sway or step, got {kind!r} (with extra keys {sorted(spec)})")
+
+
+__all__ = ["FootStep", "GaitPlan", "plan_from_spec", "sinusoidal_sway", "smoothstep5"]

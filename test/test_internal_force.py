@@ -9,8 +9,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from qv_control.laws.internal_force import (InternalForceChannel, NonInternalForceError,
-                                            internal_force_basis)
+from qv_control.laws.internal_force import InternalForceChannel, NonInternalForceError, internal_force_basis
 from qv_dynamics.projection import direct_dynamics
 from qv_dynamics.sim.bimanual import arm_joints, bimanual_system, grasp_constraint, nominal_q
 

@@ -15,8 +15,8 @@ independent references.
 import numpy as np
 import pinocchio as pin
 import pytest
-
 from models import PinReference, pin_constraints, rel_err
+
 from qv_dynamics import ConstrainedSystem, direct_dynamics
 from qv_dynamics.impact import impact
 
@@ -112,8 +112,12 @@ def test_impact_map_equals_mujoco_touchdown(case):
     at the end of the compression phase against N_c u⁻ and the energy lost against ½ṙ⁻ᵀΛ_cṙ⁻."""
     import mujoco
 
-    from qv_dynamics.plants.mujoco_legged import (ANYMAL_C_STANDING, FloorScene, LeggedMujocoPlant,
-                                                  standing_configuration)
+    from qv_dynamics.plants.mujoco_legged import (
+        ANYMAL_C_STANDING,
+        FloorScene,
+        LeggedMujocoPlant,
+        standing_configuration,
+    )
 
     system = anymal(FEET)
     plant = LeggedMujocoPlant(system, FloorScene(gravity=(0.0, 0.0, 0.0)))

@@ -6,8 +6,7 @@ import pytest
 
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import DimensionError, ModelError
-from qv_dynamics.plants.mujoco_legged import (ANYMAL_C_STANDING, FloorScene, LeggedMujocoPlant,
-                                              standing_configuration)
+from qv_dynamics.plants.mujoco_legged import ANYMAL_C_STANDING, FloorScene, LeggedMujocoPlant, standing_configuration
 
 
 @pytest.fixture(scope="module")

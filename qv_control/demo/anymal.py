@@ -27,11 +27,11 @@ import numpy as np
 from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import QVError
 from qv_dynamics.plants.mujoco_legged import ANYMAL_C_STANDING, LeggedMujocoPlant, standing_configuration
+from qv_dynamics.robots import scale_inertias
 from qv_dynamics.state import State
 
-from ..gait import FootStep, GaitPlan, sinusoidal_sway
+from ..gait import GaitPlan, plan_from_spec
 from ..laws.legged import LeggedLaw
-from qv_dynamics.robots import scale_inertias
 
 LOG = logging.getLogger("qv.demo.anymal")
 FEET = ("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")
@@ -77,13 +77,22 @@ def make_system(cfg: AnymalConfig, mass_scale: float = 1.0) -> ConstrainedSystem
     return system
 
 
-def make_plan(cfg: AnymalConfig, kind: str) -> tuple[GaitPlan, float]:
+def plan_spec(cfg: AnymalConfig, kind: str) -> tuple[dict, float]:
+    """The plan mapping (:func:`qv_control.gait.plan_from_spec`, also the controller node's ``plan``) and
+    the run's duration."""
     if kind == "step":
         t = cfg.step_times
-        st = FootStep(cfg.step_foot, t[0], t[1], t[2], t[3], step=cfg.step, height=cfg.step_height,
-                      shift=cfg.step_shift, shift_time=min(0.8, t[0] - 0.1))
-        return GaitPlan(cfg.feet, [st]), cfg.step_time
-    return GaitPlan(cfg.feet, sway=sinusoidal_sway(cfg.sway_amplitude, cfg.sway_frequency)), cfg.sway_time
+        st = {"foot": cfg.step_foot, "t_unload": t[0], "t_lift": t[1], "t_touch": t[2], "t_loaded": t[3],
+              "step": list(cfg.step), "height": cfg.step_height, "shift": list(cfg.step_shift),
+              "shift_time": min(0.8, t[0] - 0.1)}
+        return {"kind": "step", "steps": [st]}, cfg.step_time
+    return {"kind": "sway", "amplitude": list(cfg.sway_amplitude), "frequency": list(cfg.sway_frequency)}, \
+        cfg.sway_time
+
+
+def make_plan(cfg: AnymalConfig, kind: str) -> tuple[GaitPlan, float]:
+    spec, T = plan_spec(cfg, kind)
+    return plan_from_spec(cfg.feet, spec), T
 
 
 def make_law(cfg: AnymalConfig, system: ConstrainedSystem, plan: GaitPlan) -> LeggedLaw:
@@ -148,7 +157,7 @@ def metrics(run: dict, mu: float, settle: float = 0.05) -> dict:
     the robot starts with its feet just touching the soft floor and sinks 0.05 mm in the first steps."""
     keep = run["t"] >= settle
     load, feet, F = run["load"][keep], run["feet"][keep], run["forces"][keep]
-    slip = 0.0
+    slip = np.zeros(load.shape[1])
     for i in range(load.shape[1]):       # horizontal travel of each foot during each of its stance periods
         stance = load[:, i] >= 0
         start = None
@@ -156,7 +165,7 @@ def metrics(run: dict, mu: float, settle: float = 0.05) -> dict:
             if stance[k] and start is None:
                 start = k
             if stance[k] and start is not None:
-                slip = max(slip, float(np.linalg.norm(feet[k, i, :2] - feet[start, i, :2])))
+                slip[i] = max(slip[i], float(np.linalg.norm(feet[k, i, :2] - feet[start, i, :2])))
             if not stance[k]:
                 start = None
     loaded = load >= 1.0
@@ -166,7 +175,7 @@ def metrics(run: dict, mu: float, settle: float = 0.05) -> dict:
     return {
         "base_pos_rms_m": _rms(run["e_pos"]), "base_rot_rms_rad": _rms(run["e_rot"]),
         "base_pos_max_m": float(np.linalg.norm(run["e_pos"], axis=1).max()),
-        "foot_slip_max_m": slip,
+        "foot_slip_max_m": float(slip.max()), "foot_slip_m": slip.tolist(),
         "base_drop_max_m": float(max(0.0, run["e_pos"][:, 2].max())),      # e = θ_d − θ > 0: below reference
         "min_cone_margin": float(margin[loaded].min()),
         "min_normal_force": float(fn[loaded].min()),
@@ -251,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
               "max_abs_torque_ratio", "through_ros"):
         print(f"{k:22s} {s[k]}")
     for name, p in s["runs"].items():
-        print(f"{name:12s} pos rms {1e3 * p['base_pos_rms_m']:.3f} mm, rot rms {np.rad2deg(p['base_rot_rms_rad']):.4f} deg,"
+        print(f"{name:12s} pos rms {1e3 * p['base_pos_rms_m']:.3f} mm, "
+              f"rot rms {np.rad2deg(p['base_rot_rms_rad']):.4f} deg,"
               f" slip {1e3 * p['foot_slip_max_m']:.3f} mm, events {p['contact_events']}, aborted {p['aborted']},"
               f" {p['simulated_s']:.1f} s simulated in {p['wall_s']:.1f} s")
     return 0 if all(p["aborted"] is None for p in s["runs"].values()) else 1

@@ -6,13 +6,15 @@ SPEC sign M q̈ + h = τ − Aᵀλ), so the force the ground exerts **on** foot
 
     min_z   Σ_i f_iᵀ W_i f_i + ε‖z‖²,      W_i = w_t (I − n_i n_iᵀ) + w_n n_i n_iᵀ
     s.t.    f_min,i ≤ n_iᵀ f_i ≤ f_max,i                          (unilateral, with a ramped upper bound)
-            |t_{i,k}ᵀ f_i| ≤ (μ/√2) n_iᵀ f_i,   k = 1, 2            (friction pyramid)
+            |t_{i,k}ᵀ f_i| ≤ (sμ/√2) n_iᵀ f_i,  k = 1, 2            (friction pyramid)
 
 keeps every foot force unilateral (normal force at least ``f_min``) and inside its friction cone, with
 the least tangential force (w_t) and the most even normal load (w_n: least squares of the normal forces,
 whose sum the motion fixes). The pyramid is the **inscribed** linearisation of the Coulomb cone
-‖f_t‖ ≤ μ f_n (its four faces at ±μ/√2 along two tangents), so a feasible force is inside the true
-cone. The upper bound ``f_max`` ramps a foot's load out before lift-off and in after touchdown.
+‖f_t‖ ≤ μ f_n (four faces at ±μ/√2 along two tangents) shrunk by the safety factor s = ``cone_safety``
+(0.9): its corners touch the cone of sμ, so a feasible force keeps a margin of at least (1 − s)μf_n.
+(With s = 1 the optimum often sits in a corner, on the true cone: measured in MuJoCo, the foot then
+slides.) The upper bound ``f_max`` ramps a foot's load out before lift-off and in after touchdown.
 
 Solver: ``quadprog`` (Goldfarb–Idnani dual active set, dense; exact for these 3–6 variables). When the
 constraints are inconsistent (e.g. the centre of mass outside the support polygon), the same QP is solved
@@ -67,21 +69,25 @@ def cone_margins(forces: np.ndarray, normals: np.ndarray, mu: float) -> np.ndarr
 
 class ContactForceQP:
     """The QP of the module doc. ``mu``: friction coefficient; ``f_min`` (N): least normal force of a
-    loaded foot; ``w_t``, ``w_n``: weights of the tangential and normal force squares; ``eps``: weight
-    of ‖z‖² (keeps the Hessian positive definite); ``slack_weight``: penalty of the infeasible fallback."""
+    loaded foot; ``cone_safety``: s of the module doc; ``w_t``, ``w_n``: weights of the tangential and
+    normal force squares; ``eps``: weight of ‖z‖² (keeps the Hessian positive definite); ``slack_weight``:
+    penalty of the infeasible fallback."""
 
     def __init__(self, mu: float = 0.8, f_min: float = 5.0, w_t: float = 1.0, w_n: float = 0.05,
-                 eps: float = 1e-6, slack_weight: float = 1e6):
+                 eps: float = 1e-6, slack_weight: float = 1e6, cone_safety: float = 0.9):
         if quadprog is None:  # pragma: no cover
             raise QVError(f"quadprog is not installed ({_IMPORT_ERROR}); `pip install quadprog`")
         for name, val in (("mu", mu), ("w_t", w_t), ("w_n", w_n), ("eps", eps), ("slack_weight", slack_weight)):
             if not (np.isfinite(val) and val > 0):
                 raise QVError(f"ContactForceQP: {name} must be a finite number > 0, got {val!r}")
+        if not (0 < cone_safety <= 1):
+            raise QVError(f"ContactForceQP: cone_safety must be in (0, 1], got {cone_safety!r}")
         if not (np.isfinite(f_min) and f_min >= 0):
             raise QVError(f"ContactForceQP: f_min must be >= 0 N, got {f_min!r}")
         self.mu, self.f_min, self.w_t, self.w_n = float(mu), float(f_min), float(w_t), float(w_n)
         self.eps, self.slack_weight = float(eps), float(slack_weight)
-        self.mu_in = self.mu / np.sqrt(2.0)       # inscribed pyramid
+        self.cone_safety = float(cone_safety)
+        self.mu_in = self.cone_safety * self.mu / np.sqrt(2.0)       # inscribed pyramid of the cone sμ
         self.solves = 0
         self.infeasible = 0
 

@@ -130,6 +130,15 @@ MUJOCO_NODE = PLANT + (
 ) + tuple(Param(f"scene.{k}", None, f"MuJoCo scene: {k} (SceneConfig), else the model config's scene.{k}")
           for k in SCENE_KEYS)
 
+# the floating base as a state estimator publishes it (nav_msgs/Odometry, REP 105): plant and legged controller
+ODOMETRY = (
+    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame"),
+    Param("odom_frame", "odom", "world frame of the odometry (header.frame_id)"),
+    Param("base_frame", "base", "base frame of the odometry (child_frame_id)"),
+)
+
+LEGGED_MUJOCO_NODE = PLANT + ODOMETRY
+
 DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
@@ -228,7 +237,7 @@ def resolve_config_path(path: str) -> str:
     raise ModelError(f"config file '{path}' not found (neither a file nor in {package_share_dir() / 'config'})")
 
 
-def load_model_config(model_config: str, robot_description: str = "") -> tuple[object, dict]:
+def load_model_config(model_config: str, robot_description: str = "", floating: bool = False) -> tuple[object, dict]:
     """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``.
 
     A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
@@ -254,7 +263,7 @@ def load_model_config(model_config: str, robot_description: str = "") -> tuple[o
         raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
     doc["robot"] = robot
     system = ConstrainedSystem.from_yaml({"robot": robot, "constraints": doc.get("constraints") or []})
-    JointLayout.from_system(system)  # fixed base, 1-DoF joints only
+    JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
     return system, doc
 
 
@@ -277,4 +286,5 @@ def replace_block(text: str, block: str) -> str:
     return text.rstrip() + "\n\n" + block + "\n"
 
 
-NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE))
+NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE),
+               ("qv_legged_mujoco_node", LEGGED_MUJOCO_NODE))

@@ -41,7 +41,7 @@ class PlantNodeMixin:
         """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""
         gp = self.get_parameter
         self.system = system
-        self.layout = JointLayout.from_system(system)
+        self.layout = JointLayout.from_system(system, floating=getattr(self, "floating", False))
         joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
         self.cmd_map = CommandMap(system, joints)
         self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table

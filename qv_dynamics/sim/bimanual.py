@@ -17,7 +17,6 @@ six internal wrench components); ``python -m qv_dynamics.sim.bimanual`` regenera
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -94,7 +93,8 @@ def build() -> tuple[str, np.ndarray]:
     ET.SubElement(inertial, "origin", xyz="0 0 0", rpy="0 0 0")
     ET.SubElement(inertial, "mass", value=repr(BOX_MASS))
     a, b, c = BOX_SIZE
-    ET.SubElement(inertial, "inertia", ixx=repr(BOX_MASS * (b * b + c * c) / 12), iyy=repr(BOX_MASS * (a * a + c * c) / 12),
+    ET.SubElement(inertial, "inertia", ixx=repr(BOX_MASS * (b * b + c * c) / 12),
+                  iyy=repr(BOX_MASS * (a * a + c * c) / 12),
                   izz=repr(BOX_MASS * (a * a + b * b) / 12), ixy="0", ixz="0", iyz="0")
     bj = ET.SubElement(robot, "joint", name="box_joint", type="floating")
     ET.SubElement(bj, "origin", xyz="0 0 0", rpy="0 0 0")
