@@ -29,6 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
+from .mujoco_scene import _AXIS, _fmt, _quat_wxyz
 
 try:  # mujoco is a run-time dependency of this module only
     import mujoco
@@ -38,8 +39,6 @@ except ImportError as exc:  # pragma: no cover - reported when the module is use
 else:
     _IMPORT_ERROR = None
 
-_AXIS = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1),
-         "JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
 
 
 @dataclass
@@ -61,15 +60,6 @@ class FloorScene:
         d = dict(d or {})
         known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
         return cls(**known, extra=d)
-
-
-def _fmt(x) -> str:
-    return " ".join(f"{float(v):.12g}" for v in np.ravel(x))
-
-
-def _quat_wxyz(R: np.ndarray) -> np.ndarray:
-    q = pin.Quaternion(R)
-    return np.array([q.w, q.x, q.y, q.z])
 
 
 def _inertial(I: pin.Inertia, indent: str) -> list[str]:
