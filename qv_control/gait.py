@@ -40,7 +40,8 @@ class FootStep:
     """One step of one foot: load ramped out over [t_unload, t_lift], swing over [t_lift, t_touch]
     (moving by ``step``, world axes, ``height`` above the lift-off height), load ramped in over
     [t_touch, t_loaded]. ``shift`` (world x y z, m) moves the base over the other feet before the step:
-    ramped in over [t_unload − shift_time, t_unload], held, ramped out over [t_loaded, t_loaded + shift_time]."""
+    ramped in over [t_unload − shift_time, t_unload], held, then ramped over [t_loaded, t_loaded + shift_time]
+    to ``advance`` (0: back where it was; a walk leaves the base where its new support is centred)."""
 
     foot: str
     t_unload: float
@@ -52,6 +53,7 @@ class FootStep:
     shift: Sequence[float] = (0.0, 0.0, 0.0)
     shift_time: float = 0.8
     press: float = 0.002
+    advance: Sequence[float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self):
         times = (self.t_unload - self.shift_time, self.t_unload, self.t_lift, self.t_touch, self.t_loaded)
@@ -79,10 +81,10 @@ class GaitPlan:
         for s in self.steps:
             a = smoothstep5(t, s.t_unload - s.shift_time, s.t_unload)
             b = smoothstep5(t, s.t_loaded, s.t_loaded + s.shift_time)
-            d = np.asarray(s.shift, float)
-            th[:3] += d * (a[0] - b[0])
-            thd[:3] += d * (a[1] - b[1])
-            thdd[:3] += d * (a[2] - b[2])
+            d, e = np.asarray(s.shift, float), np.asarray(s.advance, float) - np.asarray(s.shift, float)
+            th[:3] += d * a[0] + e * b[0]
+            thd[:3] += d * a[1] + e * b[1]
+            thdd[:3] += d * a[2] + e * b[2]
         if self.sway is not None:
             sw = self.sway(t)
             th, thd, thdd = th + sw[0], thd + sw[1], thdd + sw[2]
@@ -137,6 +139,32 @@ def sinusoidal_sway(amplitude: Sequence[float], frequency: Sequence[float], t0: 
     return sway
 
 
+def crawl_steps(feet_xy: dict, order: Sequence[str], step: Sequence[float] = (0.1, 0.0, 0.0), t0: float = 0.5,
+                shift_time: float = 0.8, unload: float = 0.3, swing: float = 0.5, load: float = 0.3,
+                kappa: float = 0.8, height: float = 0.06) -> list[FootStep]:
+    """A statically stable crawl: for each foot of ``order`` in turn, shift the base a fraction ``kappa`` of
+    the way from the centre of the four feet to the centre of the other three (the support triangle), step
+    the foot by ``step``, and leave the base centred over the new four feet (``advance``). ``feet_xy``: the
+    feet's initial horizontal positions (world)."""
+    pos = {f: np.asarray(p, float)[:2].copy() for f, p in feet_xy.items()}
+    c_init = np.mean(list(pos.values()), axis=0)
+    base = np.zeros(2)                  # base reference offset reached by the previous steps
+    steps, t = [], t0
+    for foot in order:
+        c4 = np.mean(list(pos.values()), axis=0)
+        c3 = np.mean([p for f, p in pos.items() if f != foot], axis=0)
+        shift = (c4 - c_init) + kappa * (c3 - c4) - base
+        pos[foot] = pos[foot] + np.asarray(step, float)[:2]
+        advance = (np.mean(list(pos.values()), axis=0) - c_init) - base
+        t_unload = t + shift_time
+        steps.append(FootStep(foot, t_unload, t_unload + unload, t_unload + unload + swing,
+                              t_unload + unload + swing + load, step=tuple(step), height=height,
+                              shift=(*shift, 0.0), shift_time=shift_time, advance=(*advance, 0.0)))
+        base = base + advance
+        t = steps[-1].t_loaded
+    return steps
+
+
 def plan_from_spec(feet: Sequence[str], spec: dict | None) -> GaitPlan:
     """A plan from a mapping (YAML ``plan:`` / ROS parameters):
 
@@ -159,4 +187,4 @@ def plan_from_spec(feet: Sequence[str], spec: dict | None) -> GaitPlan:
     raise QVError(f"plan: kind must be stance, sway or step, got {kind!r} (with extra keys {sorted(spec)})")
 
 
-__all__ = ["FootStep", "GaitPlan", "plan_from_spec", "sinusoidal_sway", "smoothstep5"]
+__all__ = ["FootStep", "GaitPlan", "crawl_steps", "plan_from_spec", "sinusoidal_sway", "smoothstep5"]

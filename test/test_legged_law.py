@@ -86,6 +86,20 @@ def test_foot_step(runs):
     assert m["max_abs_torque_ratio"] <= 1.0 and m["min_cone_margin"] > 0
 
 
+def test_two_crawl_steps():
+    """Stretch: two steps of the crawl (LH then LF), the body advancing over each new support polygon."""
+    from dataclasses import replace
+
+    r = run_direct(replace(CFG, walk_steps=2), "walk")
+    m = metrics(r, CFG.mu)
+    assert m["aborted"] is None and m["qp_infeasible"] == 0
+    assert [e[1:] for e in m["contact_events"]] == [("LH_FOOT", "lift-off"), ("LH_FOOT", "touchdown"),
+                                                    ("LF_FOOT", "lift-off"), ("LF_FOOT", "touchdown")]
+    moved = r["feet"][-1] - r["feet"][0]
+    assert np.allclose(moved[[0, 2], 0], 0.10, atol=3e-3) and np.abs(moved[[1, 3], 0]).max() < 2e-3
+    assert m["base_pos_max_m"] < 1e-3 and m["max_abs_torque_ratio"] <= 1.0 and m["min_normal_force"] > 0
+
+
 def test_mass_error_keeps_standing(runs):
     m = metrics(runs["mass"], CFG.mu)
     assert m["aborted"] is None and m["base_pos_max_m"] <= 0.02 and m["min_normal_force"] > 0

@@ -5,7 +5,9 @@ Runs (each a fresh MuJoCo scene of :mod:`qv_dynamics.plants.mujoco_legged`, cont
 * ``sway``: four-foot stance while the body follows a 5 cm / 10° sinusoidal pose in all six coordinates;
 * ``step``: shift the body over the other three feet, ramp the LF foot's load out, lift it, move it 10 cm
   forward, put it down, ramp its load in, shift back;
-* ``mass_error`` (optional): the sway with every body's mass and inertia 10 % too large in the controller.
+* ``mass_error`` (optional): the sway with every body's mass and inertia 10 % too large in the controller;
+* ``walk`` (``--walk``, stretch): a statically stable crawl (:func:`qv_control.gait.crawl_steps`), 8 steps of
+  10 cm (LH LF RH RF twice), the body shifted over each support triangle first.
 
 The law is :class:`qv_control.laws.legged.LeggedLaw` (passive base, QP foot forces, contact plan).
 ``summary.json``: base_pos_rms_m / base_rot_rms_rad (sway), foot_slip_max_m (stance feet, all runs),
@@ -30,7 +32,7 @@ from qv_dynamics.plants.mujoco_legged import ANYMAL_C_STANDING, LeggedMujocoPlan
 from qv_dynamics.robots import scale_inertias
 from qv_dynamics.state import State
 
-from ..gait import GaitPlan, plan_from_spec
+from ..gait import GaitPlan, crawl_steps, plan_from_spec
 from ..laws.legged import LeggedLaw
 
 LOG = logging.getLogger("qv.demo.anymal")
@@ -62,6 +64,7 @@ class AnymalConfig:
     step_time: float = 3.5
     mass_scale: float = 1.1
     penetration: float = 5e-5        # the floor's static penetration under the standing load (measured)
+    walk_steps: int = 8              # the optional crawl (``--walk``): LH LF RH RF ..., each foot step long
 
     def shortened(self) -> "AnymalConfig":
         """CI variant: 2 s of sway at a faster pace, the same step with shorter phases."""
@@ -90,7 +93,14 @@ def plan_spec(cfg: AnymalConfig, kind: str) -> tuple[dict, float]:
         cfg.sway_time
 
 
-def make_plan(cfg: AnymalConfig, kind: str) -> tuple[GaitPlan, float]:
+def make_plan(cfg: AnymalConfig, kind: str, system: ConstrainedSystem | None = None,
+              q0: np.ndarray | None = None) -> tuple[GaitPlan, float]:
+    """The plan of a run; ``walk`` (a crawl of ``walk_steps`` steps) needs the model and q0 for the feet."""
+    if kind == "walk":
+        feet = {f: system.frame_placement(q0, f).translation for f in cfg.feet}
+        order = [cfg.feet[i % 4] for i in (2, 0, 3, 1)] * (cfg.walk_steps // 4 + 1)   # LH LF RH RF ...
+        steps = crawl_steps(feet, order[:cfg.walk_steps], step=cfg.step, height=cfg.step_height)
+        return GaitPlan(cfg.feet, steps), steps[-1].t_loaded + steps[-1].shift_time
     spec, T = plan_spec(cfg, kind)
     return plan_from_spec(cfg.feet, spec), T
 
@@ -128,7 +138,7 @@ def run_direct(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0) -> dict:
     q0 = standing_configuration(plant_sys, joints=cfg.posture, feet=cfg.feet, penetration=cfg.penetration)
     plant = LeggedMujocoPlant(plant_sys)
     plant.reset(q0)
-    plan, T = make_plan(cfg, kind)
+    plan, T = make_plan(cfg, kind, plant_sys, q0)
     law = make_law(cfg, ctrl_sys, plan)
     rec = Recorder()
     wall = time.perf_counter()
@@ -222,19 +232,22 @@ def plot_report(out: Path, runs: dict, cfg: AnymalConfig) -> list[str]:
 
 
 def run_demo(cfg: AnymalConfig, out: Path | None, ros: bool = False, mass_error_run: bool = True,
-             plots: bool = True) -> dict:
+             plots: bool = True, walk: bool = False) -> dict:
     runner = run_direct
     if ros:
         from .anymal_ros import run_ros as runner
     runs = {"sway": runner(cfg, "sway"), "step": runner(cfg, "step")}
     if mass_error_run:
         runs["mass_error"] = runner(cfg, "sway", mass_scale=cfg.mass_scale)
+    if walk:  # stretch: reported in runs.walk, not in the headline figures
+        runs["walk"] = runner(cfg, "walk")
     per = {k: metrics(r, cfg.mu) for k, r in runs.items()}
+    head = [p for k, p in per.items() if k != "walk"]
     s = {"base_pos_rms_m": per["sway"]["base_pos_rms_m"], "base_rot_rms_rad": per["sway"]["base_rot_rms_rad"],
-         "foot_slip_max_m": max(p["foot_slip_max_m"] for p in per.values()),
+         "foot_slip_max_m": max(p["foot_slip_max_m"] for p in head),
          "base_drop_max_m": per["step"]["base_drop_max_m"],
-         "min_cone_margin": min(p["min_cone_margin"] for p in per.values()),
-         "max_abs_torque_ratio": max(p["max_abs_torque_ratio"] for p in per.values()),
+         "min_cone_margin": min(p["min_cone_margin"] for p in head),
+         "max_abs_torque_ratio": max(p["max_abs_torque_ratio"] for p in head),
          "through_ros": bool(ros), "runs": per}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -250,12 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--short", action="store_true", help="the short CI version")
     ap.add_argument("--ros", action="store_true", help="run plant and controller as ROS nodes")
     ap.add_argument("--no-mass-error", action="store_true", help="skip the 10%% mass-error run")
+    ap.add_argument("--walk", action="store_true", help="also a slow crawl of 8 steps (stretch; ~17 s simulated)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cfg = AnymalConfig()
     if args.short:
         cfg = cfg.shortened()
-    s = run_demo(cfg, Path(args.out), ros=args.ros, mass_error_run=not args.no_mass_error)
+    s = run_demo(cfg, Path(args.out), ros=args.ros, mass_error_run=not args.no_mass_error, walk=args.walk)
     for k in ("base_pos_rms_m", "base_rot_rms_rad", "foot_slip_max_m", "base_drop_max_m", "min_cone_margin",
               "max_abs_torque_ratio", "through_ros"):
         print(f"{k:22s} {s[k]}")

@@ -30,7 +30,7 @@ def run_ros(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, domain_id: in
     plant_sys, ctrl_sys = make_system(cfg), make_system(cfg, mass_scale)
     q0 = standing_configuration(plant_sys, joints=cfg.posture, feet=cfg.feet, penetration=cfg.penetration)
     plant = LeggedMujocoPlant(plant_sys)
-    plan, T = make_plan(cfg, kind)
+    plan, T = make_plan(cfg, kind, plant_sys, q0)
     law = make_law(cfg, ctrl_sys, plan)
     rec = Recorder()
     context = Context()

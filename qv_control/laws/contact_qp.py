@@ -90,29 +90,42 @@ class ContactForceQP:
         self.mu_in = self.cone_safety * self.mu / np.sqrt(2.0)       # inscribed pyramid of the cone sμ
         self.solves = 0
         self.infeasible = 0
+        self._tangent_cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def _rows(self, lam0: np.ndarray, E: np.ndarray, normals: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray):
-        """(C, b) with C z ≥ b for every foot (f_i = −λ₀_i − E_i z), and the cost (G, a)."""
+        """(C, b) with C z ≥ b for every foot (f_i = −λ₀_i − E_i z), and the cost (G, a), vectorised over feet:
+        per foot the face normals g (f_i satisfies gᵀf_i ≥ lo) are n, −n (if capped) and μ_in n ∓ t₁, ∓ t₂."""
         k, s = normals.shape[0], E.shape[1]
-        C, b = [], []
-        G = self.eps * np.eye(s)
-        a = np.zeros(s)
+        Ek = E.reshape(k, 3, s)
+        l0 = lam0.reshape(k, 3)
+        faces, lows = [], []
         for i in range(k):
             n = normals[i]
-            t1, t2 = tangent_basis(n)
-            Ei, l0 = E[3 * i:3 * i + 3], lam0[3 * i:3 * i + 3]
-            rows = [(n, f_lo[i])]                                  # nᵀf ≥ f_lo
+            t1, t2 = self._tangents(n)
+            g = [n, self.mu_in * n - t1, self.mu_in * n + t1, self.mu_in * n - t2, self.mu_in * n + t2]
+            lo = [f_lo[i], 0.0, 0.0, 0.0, 0.0]
             if np.isfinite(f_hi[i]):
-                rows.append((-n, -f_hi[i]))                        # −nᵀf ≥ −f_hi
-            for t in (t1, t2):
-                rows += [(self.mu_in * n - t, 0.0), (self.mu_in * n + t, 0.0)]
-            for g, lo in rows:                                     # gᵀf = −gᵀλ₀ − gᵀE z ≥ lo
-                C.append(-(g @ Ei))
-                b.append(lo + g @ l0)
-            W = self.w_t * (np.eye(3) - np.outer(n, n)) + self.w_n * np.outer(n, n)
-            G += Ei.T @ W @ Ei
-            a -= Ei.T @ W @ l0                                     # ½zᵀGz − aᵀz = fᵀWf/2 + const
-        return np.array(C).reshape(-1, s), np.array(b), G, a
+                g.append(-n)
+                lo.append(-f_hi[i])
+            faces.append(np.array(g))
+            lows.append(np.array(lo))
+        C = np.concatenate([-(g @ Ek[i]) for i, g in enumerate(faces)])            # gᵀf = −gᵀλ₀ − gᵀE z ≥ lo
+        b = np.concatenate([lo + g @ l0[i] for i, (g, lo) in enumerate(zip(faces, lows))])
+        nn = np.einsum("ki,kj->kij", normals, normals)
+        W = self.w_t * (np.eye(3) - nn) + self.w_n * nn                             # k × 3 × 3
+        WE = np.einsum("kij,kjs->kis", W, Ek)
+        G = self.eps * np.eye(s) + np.einsum("kit,kis->ts", Ek, WE)
+        a = -np.einsum("kis,ki->s", WE, l0)                                          # ½zᵀGz − aᵀz = ½fᵀWf + c
+        return C, b, G, a
+
+    def _tangents(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = n.tobytes()
+        t = self._tangent_cache.get(key)
+        if t is None:
+            if len(self._tangent_cache) > 64:
+                self._tangent_cache.clear()
+            t = self._tangent_cache[key] = tangent_basis(n)
+        return t
 
     def solve(self, lambda_0, E, normals=None, f_max=None) -> ContactForces:
         """z for λ = λ₀ + E z (module doc). ``normals``: k × 3 unit normals (default +z); ``f_max``: k upper
