@@ -101,3 +101,48 @@ def test_nodes_as_processes_stand_and_stop_on_sigint():
     assert len(heights) >= 1500, outs                  # 1.5 s of lock-step control through the topics
     assert np.ptp(heights[100:]) < 1e-3, (min(heights), max(heights))   # stands: height held within 1 mm
     assert ctrl.returncode == 0 and plant.returncode == 0, outs
+
+
+def test_dynamics_node_floating_base_from_odometry():
+    """qv_dynamics_node on ANYmal: base from /odom, joints from /joint_states; it publishes the quasi-variables
+    of the whole floating-base system (n = 18, rank 12 on four feet) with the base velocities named."""
+    import rclpy
+    from rclpy.context import Context
+    from sensor_msgs.msg import JointState
+
+    from qv_control.demo.anymal import make_system
+    from qv_control.ros.bringup import to_parameters
+    from qv_dynamics.plants.mujoco_legged import LeggedMujocoPlant, standing_configuration
+    from qv_dynamics.ros.dynamics_node import DynamicsNode
+    from qv_dynamics.ros.legged_mujoco_node import LeggedMujocoNode
+    from qv_dynamics.ros.runner import make_executor
+
+    system = make_system(CFG)
+    q0 = standing_configuration(system, joints=CFG.posture)
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=int(_env()["ROS_DOMAIN_ID"]), args=[])
+    got = {}
+    try:
+        mj = LeggedMujocoNode("qv_legged_mujoco", context=ctx, system=make_system(CFG), q0=q0,
+                              plant=LeggedMujocoPlant(make_system(CFG)),
+                              parameter_overrides=to_parameters({"mode": "lockstep", "publish_clock": False,
+                                                                 "lockstep_resend": 0.05}))
+        dyn = DynamicsNode("qv_dynamics", context=ctx, system=system,
+                           parameter_overrides=to_parameters({"publish_markers": False}))
+        probe = rclpy.create_node("probe", context=ctx)
+        for k in ("scalars", "v"):
+            probe.create_subscription(JointState, f"/qv_dynamics/{k}", lambda m, k=k: got.__setitem__(k, m), 10)
+        ex = make_executor(ctx)
+        for n in (mj, dyn, probe):
+            ex.add_node(n)
+        t_end = time.monotonic() + 20.0
+        while len(got) < 2 and time.monotonic() < t_end:
+            ex.spin_once(timeout_sec=0.05)
+        ex.shutdown()
+        for n in (mj, dyn, probe):
+            n.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    scalars = dict(zip(got["scalars"].name, got["scalars"].position))
+    assert scalars["n"] == 18 and scalars["m"] == 12 and scalars["rank"] == 12
+    assert list(got["v"].name[:6]) == [f"v.root_joint.{a}" for a in ("vx", "vy", "vz", "wx", "wy", "wz")]

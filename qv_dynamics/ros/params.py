@@ -161,7 +161,7 @@ DYNAMICS_NODE = (
           "input period)", positive("load_budget")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),
-)
+) + ODOMETRY
 
 # names rclpy declares itself, and prefixes a node may declare from overrides (e.g. law_params.*)
 BUILTIN = ("use_sim_time", "start_type_description_service")
