@@ -6,6 +6,8 @@ Runs (each a fresh MuJoCo scene of :mod:`qv_dynamics.plants.mujoco_legged`, cont
 * ``step``: shift the body over the other three feet, ramp the LF foot's load out, lift it, move it 10 cm
   forward, put it down, ramp its load in, shift back;
 * ``mass_error`` (optional): the sway with every body's mass and inertia 10 % too large in the controller;
+* ``step_realistic`` (direct runs only): the step with the 10 % mass error, the state 2 ms old and white
+  velocity noise (σ 0.02 rad/s on the joints, 0.01 on the base twist): not in the headline figures;
 * ``walk`` (``--walk``, stretch): a statically stable crawl (:func:`qv_control.gait.crawl_steps`), 8 steps of
   10 cm (LH LF RH RF twice), the body shifted over each support triangle first.
 
@@ -21,6 +23,7 @@ import json
 import logging
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -65,6 +68,8 @@ class AnymalConfig:
     mass_scale: float = 1.1
     penetration: float = 5e-5        # the floor's static penetration under the standing load (measured)
     walk_steps: int = 8              # the optional crawl (``--walk``): LH LF RH RF ..., each foot step long
+    delay: int = 2                   # step_realistic: the state reaches the law this many periods old
+    velocity_noise: float = 0.02     # step_realistic: σ of joint velocity noise (rad/s; base twist half)
 
     def shortened(self) -> "AnymalConfig":
         """CI variant: 2 s of sway at a faster pace, the same step with shorter phases."""
@@ -132,21 +137,44 @@ class Recorder:
         return {k: np.array(v) for k, v in self.rows.items()}
 
 
-def run_direct(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0) -> dict:
-    """One run with plant and law called directly (no ROS); returns the record arrays and the events."""
+class Measurement:
+    """What the controller sees: the plant state ``delay`` control periods old, velocities with white noise
+    (σ = ``noise`` rad/s on the joints, noise/2 m/s and rad/s on the base twist), seeded."""
+
+    def __init__(self, delay: int = 0, noise: float = 0.0, seed: int = 0):
+        self.delay, self.noise = int(delay), float(noise)
+        self.rng = np.random.default_rng(seed)
+        self.buf: deque = deque()
+
+    def __call__(self, t: float, q: np.ndarray, qdot: np.ndarray) -> State:
+        if self.noise > 0:
+            scale = np.r_[np.full(6, 0.5), np.ones(qdot.size - 6)] * self.noise
+            qdot = qdot + scale * self.rng.standard_normal(qdot.size)
+        self.buf.append((t, q, qdot))
+        while len(self.buf) > self.delay + 1:
+            self.buf.popleft()
+        _, q_m, v_m = self.buf[0]
+        return State(t=t, q=q_m, qdot=v_m)     # the law's clock is now; the state is old
+
+
+def run_direct(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, delay: int = 0,
+               noise: float = 0.0) -> dict:
+    """One run with plant and law called directly (no ROS); returns the record arrays and the events.
+    ``delay`` (control periods) and ``noise`` (rad/s): see :class:`Measurement`."""
     plant_sys, ctrl_sys = make_system(cfg), make_system(cfg, mass_scale)
     q0 = standing_configuration(plant_sys, joints=cfg.posture, feet=cfg.feet, penetration=cfg.penetration)
     plant = LeggedMujocoPlant(plant_sys)
     plant.reset(q0)
     plan, T = make_plan(cfg, kind, plant_sys, q0)
     law = make_law(cfg, ctrl_sys, plan)
+    measure = Measurement(delay, noise)
     rec = Recorder()
     wall = time.perf_counter()
     aborted = None
     for _ in range(int(round(T / cfg.dt))):
         t = plant.time
         try:
-            tau = law.compute(State(t=t, q=plant.q, qdot=plant.qdot))
+            tau = law.compute(measure(t, plant.q, plant.qdot))
         except QVError as exc:          # a fall ends the run, reported (never silent)
             aborted = f"t={t:.3f}: {exc}"
             break
@@ -232,17 +260,20 @@ def plot_report(out: Path, runs: dict, cfg: AnymalConfig) -> list[str]:
 
 
 def run_demo(cfg: AnymalConfig, out: Path | None, ros: bool = False, mass_error_run: bool = True,
-             plots: bool = True, walk: bool = False) -> dict:
+             plots: bool = True, walk: bool = False, realistic: bool = True) -> dict:
     runner = run_direct
     if ros:
         from .anymal_ros import run_ros as runner
     runs = {"sway": runner(cfg, "sway"), "step": runner(cfg, "step")}
     if mass_error_run:
         runs["mass_error"] = runner(cfg, "sway", mass_scale=cfg.mass_scale)
+    if realistic and not ros:  # the step with 10 % mass error, 2 ms old state, velocity noise
+        runs["step_realistic"] = run_direct(cfg, "step", mass_scale=cfg.mass_scale, delay=cfg.delay,
+                                            noise=cfg.velocity_noise)
     if walk:  # stretch: reported in runs.walk, not in the headline figures
         runs["walk"] = runner(cfg, "walk")
     per = {k: metrics(r, cfg.mu) for k, r in runs.items()}
-    head = [p for k, p in per.items() if k != "walk"]
+    head = [p for k, p in per.items() if k not in ("walk", "step_realistic")]
     s = {"base_pos_rms_m": per["sway"]["base_pos_rms_m"], "base_rot_rms_rad": per["sway"]["base_rot_rms_rad"],
          "foot_slip_max_m": max(p["foot_slip_max_m"] for p in head),
          "base_drop_max_m": per["step"]["base_drop_max_m"],
