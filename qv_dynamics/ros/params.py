@@ -95,6 +95,13 @@ MODEL_IO = (
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
 )
 
+# the floating base as a state estimator publishes it (nav_msgs/Odometry, REP 105): plant and legged controller
+ODOMETRY = (
+    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame"),
+    Param("odom_frame", "odom", "world frame of the odometry (header.frame_id)"),
+    Param("base_frame", "base", "base frame of the odometry (child_frame_id)"),
+)
+
 PLANT = MODEL_IO + (
     Param("dt", 0.001, "integration step [s]", positive("dt")),
     Param("mode", "realtime", "realtime (wall-clock timer) or lockstep (one step per command)",
@@ -121,7 +128,7 @@ SIM_NODE = PLANT + (
           "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
           "substep retries); 0 disables them"),
-)
+) + ODOMETRY
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
 
@@ -129,13 +136,6 @@ MUJOCO_NODE = PLANT + (
     Param("wrench_topic", "~/tool_ft/wrench", "the tool force/torque sensor (geometry_msgs/WrenchStamped)"),
 ) + tuple(Param(f"scene.{k}", None, f"MuJoCo scene: {k} (SceneConfig), else the model config's scene.{k}")
           for k in SCENE_KEYS)
-
-# the floating base as a state estimator publishes it (nav_msgs/Odometry, REP 105): plant and legged controller
-ODOMETRY = (
-    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame"),
-    Param("odom_frame", "odom", "world frame of the odometry (header.frame_id)"),
-    Param("base_frame", "base", "base frame of the odometry (child_frame_id)"),
-)
 
 LEGGED_MUJOCO_NODE = PLANT + ODOMETRY
 

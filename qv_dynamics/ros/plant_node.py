@@ -35,7 +35,7 @@ class PlantNodeMixin:
         if system is not None:
             return system, {}
         return load_model_config(self.get_parameter("model_config").value,
-                                 self.get_parameter("robot_description").value)
+                                 self.get_parameter("robot_description").value, floating=True)
 
     def _configure_plant(self, system) -> None:
         """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""
@@ -69,7 +69,10 @@ class PlantNodeMixin:
             return default
         arr = np.asarray(val, float)
         if to_q and arr.shape == (len(self.layout.names),):
-            return self.layout.to_q(arr)
+            q = self.layout.to_q(arr)
+            if getattr(self, "floating", False):  # joints only: the base at the origin, upright
+                q[:7] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+            return q
         return arr
 
     def _advance(self, steps: int) -> bool:
