@@ -51,6 +51,21 @@ def test_force_channel_moves_nothing_on_the_model():
         assert law.last["qp_feasible"] and np.all(law.last["cone_margins"] > 0)
 
 
+def test_passive_law_after_lift_off_names_the_missing_foot_coordinates():
+    """The plain passive-joint law keeps its 6 base coordinates: with a foot off (n − r = 9) it refuses
+    with a hint at the swing foot's coordinates (LeggedLaw adds them itself)."""
+    from qv_dynamics.errors import DimensionError
+
+    system = make_system(CFG)
+    q = standing_configuration(system, joints=CFG.posture)
+    law = make_law("passive", system, coordinates=[{"frame": "base", "axes": ["x", "y", "z", "rx", "ry", "rz"]}],
+                   actuated=system.joint_names)
+    law.compute(State(t=0.0, q=q, qdot=np.zeros(18)))
+    system.set_active("LF_FOOT", False)
+    with pytest.raises(DimensionError, match="contact was switched off"):
+        law.compute(State(t=0.001, q=q, qdot=np.zeros(18)))
+
+
 def test_bad_input():
     with pytest.raises(ModelError, match="floating-base"):
         LeggedLaw(ConstrainedSystem.from_urdf("anymal_c"), ["LF_FOOT"])
