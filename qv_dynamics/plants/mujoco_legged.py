@@ -29,6 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
+from .mujoco_plant import compile_mjcf
 from .mujoco_scene import _AXIS, _fmt, _quat_wxyz
 
 try:  # mujoco is a run-time dependency of this module only
@@ -157,11 +158,7 @@ class LeggedMujocoPlant:
         self.scene = scene if isinstance(scene, FloorScene) else FloorScene.from_dict(scene)
         self.pin_model = pmodel
         self.xml = mjcf_floor_scene(pmodel, self.scene)
-        try:
-            self.model = mujoco.MjModel.from_xml_string(self.xml)
-        except ValueError as exc:
-            raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
-        self.data = mujoco.MjData(self.model)
+        self.model, self.data = compile_mjcf(self.xml)
         self.nq, self.n = pmodel.nq, pmodel.nv
         self.joint_names = [pmodel.names[j] for j in range(2, pmodel.njoints)]
         self.feet = list(self.scene.feet)

@@ -15,7 +15,6 @@ plant, which has real contacts), ``scene`` (:class:`~qv_dynamics.plants.mujoco_l
 from __future__ import annotations
 
 import sys
-import time
 from typing import Callable
 
 import numpy as np
@@ -72,13 +71,7 @@ class LeggedMujocoNode(PlantNodeMixin, Node):
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
-        self.last_cmd_wall = time.monotonic()
-        self.resend = float(gp("lockstep_resend").value)
-        if self.mode == "realtime":
-            self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
-        elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend)
+        self._start_pacing()
         self.get_logger().info(
             f"legged MuJoCo plant '{system.name}' ({self.mode}, dt={self.dt} s, physics {plant.model.opt.timestep} s, "
             f"feet {plant.feet}, μ={plant.scene.friction}): joints on {self.pub_js.topic_name}, base on "

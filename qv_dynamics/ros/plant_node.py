@@ -57,6 +57,18 @@ class PlantNodeMixin:
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
         self._overrun_logged = -float("inf")
 
+    def _start_pacing(self, clock=None) -> None:
+        """The timers of the pacing mode: realtime ticks, or lock-step re-sends (``clock``: e.g. a steady clock
+        so that pacing stays wall-clock whatever ``use_sim_time`` says)."""
+        self.last_cmd_wall = time.monotonic()
+        self.resend = float(self.get_parameter("lockstep_resend").value)
+        kw = {} if clock is None else {"clock": clock}
+        if self.mode == "realtime":
+            self.wall0 = time.monotonic()
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, **kw)
+        elif self.resend > 0:
+            self.create_timer(self.resend, self.on_resend, **kw)
+
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
         ``default``. ``to_q``: a parameter/config value with one entry per joint is mapped to Pinocchio's q."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -154,14 +153,8 @@ class SimNode(PlantNodeMixin, Node):
                     WrenchStamped, f"~/{topic_token(c.name)}/wrench", 10)
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
-        self.last_cmd_wall = time.monotonic()
-        self.resend = float(gp("lockstep_resend").value)
-        steady = RosClock(clock_type=ClockType.STEADY_TIME)  # pacing is wall-clock, whatever use_sim_time says
-        if self.mode == "realtime":
-            self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, clock=steady)
-        elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend, clock=steady)
+        # pacing is wall-clock, whatever use_sim_time says
+        self._start_pacing(clock=RosClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
             f"simulating '{system.name}' ({self.mode}, dt={self.dt} s): joints {self.layout.names}, "
             f"commands from {topic} in order {self.cmd_map.joints}, constraints {[c.name for c in system.constraints]}")
