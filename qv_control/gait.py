@@ -8,8 +8,9 @@ A plan is a function of time only (so the controller node, the demo and a test r
   caps the normal force at w·``f_nominal``: the ramp out before lift-off and in after touchdown) or
   ``("swing", s)`` with the swing progress s ∈ [0, 1];
 * ``swing(foot, t, p_lift)`` → (p, ṗ, p̈) of the swing foot, from its lift-off position: a quintic
-  smooth step along ``step`` and a height bump h·64s³(1 − s)³ (zero velocity and acceleration at both ends),
-  ending ``press`` below the lift-off height so the foot meets the floor.
+  smooth step along ``step`` over the first 80 % of the swing (``LANDING``), a height bump h·64s³(1 − s)³
+  over all of it (zero velocity and acceleration at both ends), and in the last 20 % a smooth descent to
+  ``press`` below the lift-off height so the foot meets the floor moving down, not sideways.
 
 :func:`smoothstep5` is the quintic 10s³ − 15s⁴ + 6s⁵ with its first two derivatives.
 """
@@ -21,6 +22,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qv_dynamics.errors import QVError
+
+#: fraction of the swing after which the foot only descends (the horizontal step is done: no scuffing)
+LANDING = 0.8
 
 
 def smoothstep5(t: float, t0: float, t1: float) -> tuple[float, float, float]:
@@ -52,7 +56,7 @@ class FootStep:
     height: float = 0.06
     shift: Sequence[float] = (0.0, 0.0, 0.0)
     shift_time: float = 0.8
-    press: float = 0.002
+    press: float = 0.0
     advance: Sequence[float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self):
@@ -110,15 +114,17 @@ class GaitPlan:
         s = self._step(foot, t)
         if s is None:
             return p_lift.copy(), np.zeros(3), np.zeros(3)
-        d = np.asarray(s.step, float) - np.array([0.0, 0.0, s.press])
-        a, ad, add = smoothstep5(t, s.t_lift, s.t_touch)
+        d = np.asarray(s.step, float)
         T = s.t_touch - s.t_lift
+        t_over = s.t_lift + LANDING * T                  # the step is over: only the descent remains
+        a = np.array(smoothstep5(t, s.t_lift, t_over))
+        pr = -s.press * np.array(smoothstep5(t, t_over, s.t_touch))   # press down after the step, not during
         u = min(max((t - s.t_lift) / T, 0.0), 1.0)
-        bump = np.array([64 * u**3 * (1 - u)**3,
-                         64 * (3 * u**2 * (1 - u)**3 - 3 * u**3 * (1 - u)**2) / T,
-                         64 * (6 * u * (1 - u)**3 - 18 * u**2 * (1 - u)**2 + 6 * u**3 * (1 - u)) / T**2])
-        ez = np.array([0.0, 0.0, s.height])
-        return p_lift + a * d + bump[0] * ez, ad * d + bump[1] * ez, add * d + bump[2] * ez
+        bump = s.height * np.array([64 * u**3 * (1 - u)**3,
+                                    64 * (3 * u**2 * (1 - u)**3 - 3 * u**3 * (1 - u)**2) / T,
+                                    64 * (6 * u * (1 - u)**3 - 18 * u**2 * (1 - u)**2 + 6 * u**3 * (1 - u)) / T**2])
+        ez = np.array([0.0, 0.0, 1.0])
+        return tuple(p + a[i] * d + (bump[i] + pr[i]) * ez for i, p in enumerate((p_lift, np.zeros(3), np.zeros(3))))
 
 
 def sinusoidal_sway(amplitude: Sequence[float], frequency: Sequence[float], t0: float = 0.0,
