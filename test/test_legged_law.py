@@ -4,8 +4,9 @@ Model level (no simulator): the commanded torque has zero base entries, and the 
 dynamics (qv_dynamics.direct_dynamics, KKT) under it give q̈ = u_p and the QP's λ (the force channel moves
 nothing). MuJoCo level (short CI variant of ``qv demo anymal``): sway on four feet, one foot step, 10 %
 mass error, against the issue's acceptance figures. Measured (this machine, loaded): sway pos RMS
-0.014 mm, rot RMS 0.003°, slip 0.51 mm, min cone margin 23 N; step: foot moved 100.3 mm, slip 1.47 mm,
-base drop 0.002 mm, peak |τ|/limit 0.80; mass error + 2 ms delay + velocity noise: pos RMS 2.1 mm.
+0.014 mm, rot RMS 0.003°, slip 0.51 mm, min cone margin 23 N; step: foot moved 99.96 mm, slip 1.0 mm
+(the stepping foot; the others 0.28 mm), base drop 0.002 mm, peak |τ|/limit 0.80; mass error + 2 ms delay
++ velocity noise: pos RMS 2.1 mm.
 """
 import numpy as np
 import pytest
