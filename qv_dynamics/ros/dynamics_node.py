@@ -46,8 +46,8 @@ from .messages import (
     stamp_to_sec,
     wrench_to_array,
 )
-from .pacing import Pacer
 from .odometry import odometry_to_base
+from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
