@@ -51,7 +51,7 @@ def test_redundant_rows_give_the_same_internal_forces(setup):
     system, q, _, mask, _ = setup
     _, A = system.constraint_rows(q)
     red = bimanual_system()
-    red.add_constraint(grasp_constraint("left"))                    # the left grasp listed twice
+    red.add_constraint(dict(grasp_constraint("left"), name="grasp_left_again"))   # the left grasp twice
     _, Ar = red.constraint_rows(q)
     b, br = internal_force_basis(A, mask), internal_force_basis(Ar, mask)
     assert (br.m, br.rank, br.size) == (18, 12, 6)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
