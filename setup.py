@@ -31,7 +31,7 @@ setup(
     version="0.1.0",
     packages=find_packages(include=["qv_dynamics", "qv_dynamics.*", "qv_control", "qv_control.*"]),
     data_files=data_files,
-    install_requires=["setuptools", "numpy", "scipy", "pyyaml"],
+    install_requires=["setuptools", "numpy", "scipy", "pyyaml", "quadprog"],
     zip_safe=True,
     maintainer="qv_ros developers",
     maintainer_email="qv_ros@example.com",
@@ -45,6 +45,8 @@ setup(
             "qv_sim_node = qv_dynamics.ros.sim_node:main",
             "qv_mujoco_node = qv_dynamics.ros.mujoco_node:main",
             "qv_controller_node = qv_control.ros.controller_node:main",
+            "qv_legged_mujoco_node = qv_dynamics.ros.legged_mujoco_node:main",
+            "qv_legged_controller_node = qv_control.ros.legged_controller_node:main",
         ],
     },
 )

@@ -333,8 +333,9 @@ def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int,
         raise DimensionError(
             f"minimal coordinates: {k} given ({', '.join(labels)}) but the constrained system has n - r = "
             f"{n} - {r} = {nr} degrees of freedom; D = (dtheta/dq) Q^-T V2 must be square. "
-            + ("Add coordinates (e.g. orientation axes rx, ry, rz or a redundancy joint)." if k < nr else
-               "Remove coordinates (the constraints already fix some of them)."))
+            + ("Add coordinates (e.g. orientation axes rx, ry, rz, a redundancy joint, or the x y z of a foot "
+               "or tool whose contact was switched off: qv_control.laws.legged.LeggedLaw does this itself)."
+               if k < nr else "Remove coordinates (the constraints already fix some of them)."))
     if k == 0:
         return 1.0
     s = _singular_values(D)

@@ -17,7 +17,7 @@ from .model import ConstrainedSystem
 from .projection import direct_dynamics
 from .quasi import quasi_decompose
 
-FLOATING = {"solo12", "talos", "talos_full", "anymal"}
+FLOATING = {"solo12", "talos", "talos_full", "anymal", "anymal_b", "anymal_c"}
 
 
 def _fmt(x: np.ndarray, digits: int = 4) -> str:

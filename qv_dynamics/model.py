@@ -188,6 +188,20 @@ class ConstrainedSystem:
         j = self.model.getJointId(name)
         return self.model.joints[j].idx_v
 
+    def joint_v_indices(self, name: str) -> list[int]:
+        """Every velocity index of a joint: one for a 1-DoF joint, six for the free-flyer root."""
+        i = self.joint_v_index(name)  # UnknownNameError if absent
+        return list(range(i, i + self.model.joints[self.model.getJointId(name)].nv))
+
+    @property
+    def velocity_names(self) -> list[str]:
+        """One name per entry of q̇ and τ: the joint's; a free-flyer gives ``root_joint.vx … wz`` (base frame)."""
+        names: list[str] = []
+        for jm, jn in zip(self.model.joints[1:], self.model.names[1:]):
+            sub = ("vx", "vy", "vz", "wx", "wy", "wz") if jm.nv == 6 else [f"v{k}" for k in range(jm.nv)]
+            names += [jn] if jm.nv == 1 else [f"{jn}.{a}" for a in sub]
+        return names
+
     def joint_q_index(self, name: str) -> int:
         if not self.model.existJointName(name):
             raise UnknownNameError(f"unknown joint '{name}'; the model has {self.joint_names}")

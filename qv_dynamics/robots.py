@@ -13,7 +13,9 @@ EXAMPLE_ROBOTS = {
     "ur5": "ur_description/urdf/ur5_robot.urdf",
     "ur10": "ur_description/urdf/ur10_robot.urdf",
     "solo12": "solo_description/robots/solo12.urdf",
-    "anymal": "anymal_b_simple_description/robots/anymal.urdf",
+    "anymal": "anymal_b_simple_description/robots/anymal.urdf",      # ANYmal B (kept for old configs)
+    "anymal_b": "anymal_b_simple_description/robots/anymal.urdf",
+    "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",      # the floating-base lecture's robot
     "talos": "talos_data/robots/talos_reduced.urdf",
     "talos_full": "talos_data/robots/talos_full_v2.urdf",
 }

@@ -37,3 +37,8 @@ def test_bench_simulate_small_run():
 @pytest.mark.parametrize("script", ["ros_latency.py"])
 def test_bench_ros_latency_parses_its_arguments(script):
     assert "--seconds" in run(script, "--help", timeout=60.0)
+
+
+def test_bench_legged_small_run():
+    text = run("legged.py", "--states", "2", "--reps", "2")
+    assert "pin.constraintDynamics" in text and "LeggedLaw.compute" in text

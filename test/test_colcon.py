@@ -171,7 +171,7 @@ def test_launch_files_reference_installed_things(install):
     share = install / "share" / "qv_ros"
     lib = install / "lib" / "qv_ros"
     launches = sorted((share / "launch").glob("*.launch.py"))
-    assert len(launches) == 5
+    assert len(launches) == 6
     for lf in launches:
         compile(lf.read_text(), str(lf), "exec")
         exes, files, robots = _launch_references(lf)
@@ -179,9 +179,14 @@ def test_launch_files_reference_installed_things(install):
             helper = _installed_module(install, "qv_control.ros.launch_actions")
             assert helper.is_file(), helper
             exes |= _launch_references(helper)[0]
-        assert exes >= {"qv_dynamics_node", "qv_controller_node"}, (lf.name, exes)
         for exe in exes:
             assert (lib / exe).is_file(), f"{lf.name}: executable {exe} not installed"
+        if lf.name == "anymal.launch.py":  # the legged robot: its own plant and controller, config/anymal*.yaml
+            assert exes == {"qv_legged_mujoco_node", "qv_legged_controller_node"}, exes
+            for rel in ("config/anymal.yaml", "config/anymal_model.yaml"):
+                assert (share / rel).is_file(), rel
+            continue
+        assert exes >= {"qv_dynamics_node", "qv_controller_node"}, (lf.name, exes)
         assert robots, f"{lf.name}: no ROBOTS table"
         for robot, entry in robots.items():
             for key, rel in entry.items():

@@ -23,7 +23,9 @@ READMES = {ROOT / "qv_dynamics" / "ros" / "README.md": dynamics_params.NODE_TABL
            ROOT / "qv_control" / "ros" / "README.md": control_params.NODE_TABLES}
 # the node names used in config/*.yaml -> their tables
 SECTIONS = {"qv_dynamics": dynamics_params.DYNAMICS_NODE, "qv_sim": dynamics_params.SIM_NODE,
-            "qv_mujoco": dynamics_params.MUJOCO_NODE, "qv_controller": control_params.CONTROLLER_NODE}
+            "qv_mujoco": dynamics_params.MUJOCO_NODE, "qv_controller": control_params.CONTROLLER_NODE,
+            "qv_legged_mujoco": dynamics_params.LEGGED_MUJOCO_NODE,
+            "qv_legged_controller": control_params.LEGGED_CONTROLLER_NODE}
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 13) % 200
 
 

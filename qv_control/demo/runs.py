@@ -160,13 +160,18 @@ def run_demo(cfg: DemoConfig, out: Path | None = None, ros: bool = True, plots: 
 
 def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["anymal"]:  # `qv demo anymal ...`: the legged demo (issue 13)
+        from .anymal import main as anymal_main
+
+        return anymal_main(argv[1:])
     ap = argparse.ArgumentParser(prog="qv demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/demo", help="report folder (summary.json + PNG plots)")
     ap.add_argument("--config", default=None, help="demo YAML (default: config/demo.yaml)")
     ap.add_argument("--short", action="store_true", help="the short CI version (a few simulated seconds)")
     ap.add_argument("--no-ros", action="store_true", help="call plant and laws directly (no ROS nodes)")
     ap.add_argument("--no-mass-error", action="store_true", help="skip the 10%% mass-error run")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("MPLBACKEND", "Agg")
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -50,18 +50,16 @@ def _uncontrollable_message(system, A: np.ndarray, mask: np.ndarray, resid: floa
 
 
 def _velocity_names(system) -> list[str]:
-    names = [""] * system.nv
-    for jn in system.joint_names:
-        names[system.joint_v_index(jn)] = jn
-    return [nm or f"v{i}" for i, nm in enumerate(names)]
+    return system.velocity_names
 
 
 def _actuated_mask(system, actuated) -> np.ndarray:
+    """B of eq. 55 as a mask; a multi-DoF joint (the free-flyer ``root_joint``) marks all its velocities."""
     mask = np.zeros(system.nv, bool)
     if actuated is None or len(actuated) == 0:
         raise GainError("actuated: list the actuated joint names (the others are passive)")
     for name in actuated:
-        mask[system.joint_v_index(name)] = True
+        mask[system.joint_v_indices(name)] = True
     return mask
 
 
@@ -95,7 +93,9 @@ class PassiveJointLaw(ProjectionLawBase):
         if q0 is not None:
             check_controllability(system, self.actuated, q0, self.tol)
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+    def channels(self, state: State, reference: Reference | None = None):
+        """(t, terms, base, motion, u_p): the two torque channels (I + H)Ph and (I + H)PMu_p of eq. 62, zero
+        on the passive joints, before limits; with an exact model they give q̈ = u_p."""
         t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
         IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
         if resid > self.tol:
@@ -105,4 +105,8 @@ class PassiveJointLaw(ProjectionLawBase):
         base[~self.mask] = 0.0
         motion[~self.mask] = 0.0
         self.last.update(controllability_residual=resid)
+        return t, terms, base, motion, u_p
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        _, _, base, motion, _ = self.channels(state, reference)
         return self._finish(base, None, motion)

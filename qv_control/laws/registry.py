@@ -8,6 +8,8 @@ Names (``law:`` parameter of qv_controller_node):
 ``pidc``                :class:`PIDCLaw`           eq. 45–46, weighted minimum norm eq. 49–50 (``W``/``kappa``)
 ``pidc_force``          :class:`PIDCForceLaw`      hybrid eq. 54 = eq. 45–46 + force control eq. 51–52 (PI)
 ``passive``             :class:`PassiveJointLaw`   eq. 56–62, controllability test eq. 58/64
+``legged``              :class:`LeggedLaw`         eq. 56–62 with a passive base + friction-cone foot forces (QP),
+                                                   following a contact plan (``feet``, ``plan``)
 ======================  ===========================================================================
 
 Common parameters: ``coordinates`` (θ spec, see :mod:`qv_control.coordinates`; k = n − r entries),
@@ -22,6 +24,7 @@ from qv_dynamics.errors import UnknownNameError
 from qv_dynamics.robots import scale_inertias
 
 from .base import ControlLaw
+from .legged import LeggedLaw
 from .passive import PassiveJointLaw, check_controllability
 from .pidc import PIDCLaw
 from .pidc_force import PIDCForceLaw
@@ -35,6 +38,7 @@ LAWS: dict[str, type[ControlLaw]] = {
     "pidc": PIDCLaw,
     "pidc_force": PIDCForceLaw,
     "passive": PassiveJointLaw,
+    "legged": LeggedLaw,
 }
 ALIASES = {"hybrid": "pidc_force", "quasi": "quasi_tracking", "setpoint": "quasi_setpoint",
            "passive_joints": "passive"}

@@ -15,7 +15,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros.messages import CommandMap
-from qv_dynamics.ros.params import MODEL_IO, Param, finite_list, non_negative, one_of, positive, validate
+from qv_dynamics.ros.params import MODEL_IO, ODOMETRY, Param, finite_list, non_negative, one_of, positive, validate
 
 from ..laws.registry import make_law
 from .sizes import labelled_vector
@@ -165,4 +165,16 @@ class ControllerParameters:
         self.get_logger().info(f"parameters changed: {sorted(new)}")
 
 
-NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE),)
+LEGGED_CONTROLLER_NODE = MODEL_IO + ODOMETRY + (
+    Param("feet", [""], "foot constraints the law switches (default: every constraint of the model)"),
+    Param("plan_yaml", "", "contact plan as YAML (qv_control.gait.plan_from_spec), else the model config's plan"),
+    Param("kp", 400.0, "base pose gain [1/s²]", positive("kp")),
+    Param("kd", 40.0, "damping gain of every coordinate [1/s]", positive("kd")),
+    Param("kp_swing", 900.0, "swing-foot position gain [1/s²]", positive("kp_swing")),
+    Param("mu", 0.8, "friction coefficient of the foot-force QP", positive("mu")),
+    Param("f_min", 10.0, "least normal force of a loaded foot [N]", positive("f_min")),
+    Param("sync_tolerance", 5e-4, "joint state and odometry closer in time than this are one state [s]",
+          positive("sync_tolerance")),
+)
+
+NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE), ("qv_legged_controller_node", LEGGED_CONTROLLER_NODE))

@@ -24,6 +24,17 @@ else:
     _IMPORT_ERROR = None
 
 
+def compile_mjcf(xml: str):
+    """(MjModel, MjData) of a generated MJCF; ModelError when MuJoCo is missing or rejects the model."""
+    if mujoco is None:  # pragma: no cover
+        raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+    try:
+        model = mujoco.MjModel.from_xml_string(xml)
+    except ValueError as exc:
+        raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
+    return model, mujoco.MjData(model)
+
+
 class MujocoPlant:
     """MuJoCo plant mirroring a :class:`~qv_dynamics.model.ConstrainedSystem`'s robot, with a table.
 
@@ -42,11 +53,7 @@ class MujocoPlant:
         self.scene = scene if isinstance(scene, SceneConfig) else SceneConfig.from_dict(scene)
         self.pin_model = pmodel
         self.xml = mjcf_from_pinocchio(pmodel, self.scene)
-        try:
-            self.model = mujoco.MjModel.from_xml_string(self.xml)
-        except ValueError as exc:
-            raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
-        self.data = mujoco.MjData(self.model)
+        self.model, self.data = compile_mjcf(self.xml)
         self.joint_names = [pmodel.names[j] for j in range(1, pmodel.njoints)]
         self.n = self.model.nv
         self.effort_limits = np.array([self.model.actuator_ctrlrange[i, 1] for i in range(self.model.nu)])

@@ -6,6 +6,8 @@ Thin adapter around :meth:`ConstrainedSystem.evaluate` and :func:`quasi_decompos
 
 Subscribes
   ``/joint_states`` (sensor_msgs/JointState; any order, name-mapped; ``effort`` = applied τ)
+  ``odom_topic`` (nav_msgs/Odometry, floating-base models only: the base pose in the world frame and its
+      twist in the base frame, REP 105; the latest one completes each joint state)
   ``command_topic`` (std_msgs/Float64MultiArray, optional: τ when /joint_states carries no effort)
   ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
 Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp)
@@ -25,13 +27,14 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Point, WrenchStamped
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..errors import QVError
+from ..errors import ModelError, QVError
 from ..quasi import quasi_decompose
 from .health import EpisodeCounter, diagnostic_array, reject_kind
 from .messages import (
@@ -43,6 +46,7 @@ from .messages import (
     stamp_to_sec,
     wrench_to_array,
 )
+from .odometry import odometry_to_base
 from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
@@ -59,9 +63,12 @@ class DynamicsNode(Node):
         declare(self, DYNAMICS_NODE)
         gp = self.get_parameter
         if system is None:
-            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
+            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value, floating=True)
         self.system = system
-        self.layout = JointLayout.from_system(system)
+        # a floating base (legged robot) comes from the state estimator's nav_msgs/Odometry (REP 105)
+        self.floating = bool(system.floating_base)
+        self.layout = JointLayout.from_system(system, floating=self.floating)
+        self.base: tuple | None = None
         self.fixed_frame = gp("fixed_frame").value or system.model.frames[1].name
         self.force_scale = float(gp("force_scale").value)
         self.publish_markers = bool(gp("publish_markers").value)
@@ -73,11 +80,11 @@ class DynamicsNode(Node):
             raise QVError(f"dynamics node: {exc}") from None
         self._t_markers = -float("inf")
         self.condition_warn = float(gp("condition_warn").value)
-        # v = Qᵀq̇ has one component per velocity index; label it with the joint at that index
-        by_v = dict(zip(self.layout.v_index.tolist(), self.layout.names))
-        self.v_labels = [f"v.{by_v.get(i, i)}" for i in range(system.nv)]
+        # v = Qᵀq̇ has one component per velocity index: the joint's name (root_joint.vx … .wz for a base)
+        self.v_labels = [f"v.{nm}" for nm in system.velocity_names]
         self.rejects = EpisodeCounter(self.get_logger(), "joint_states")
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
+        self.odom_rejects = EpisodeCounter(self.get_logger(), "odometry")
         self._msgs: dict[str, JointState] = {}
         self._label_cache: dict = {}
         self.prev = None
@@ -92,6 +99,8 @@ class DynamicsNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states,
                                  max(1, int(gp("joint_states_queue").value)))
+        if self.floating:
+            self.create_subscription(Odometry, gp("odom_topic").value, self.on_odometry, 10)
         cmd_topic = gp("command_topic").value
         if cmd_topic:
             self.cmd_map = CommandMap(system, [j for j in gp("joints").value if j])
@@ -143,10 +152,22 @@ class DynamicsNode(Node):
         else:
             self.get_logger().info(text)
 
+    def on_odometry(self, msg: Odometry) -> None:
+        """The latest base pose and twist (used with the next joint state)."""
+        try:
+            self.base = odometry_to_base(msg)
+            self.odom_rejects.ok()
+        except QVError as exc:
+            self.odom_rejects.reject(reject_kind(exc), str(exc))
+
     def on_joint_states(self, msg: JointState) -> None:
         t_in = time.perf_counter()
         try:  # every message is checked (and a bad one counted), also those decimation skips
             q, qdot, tau = joint_state_to_arrays(msg, self.layout)
+            if self.floating:  # the base from the latest odometry
+                if self.base is None:
+                    raise ModelError("floating base: no nav_msgs/Odometry received yet")
+                q[:7], qdot[:6] = self.base
         except QVError as exc:
             self.rejects.reject(reject_kind(exc), str(exc))
             return

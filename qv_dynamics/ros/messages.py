@@ -67,16 +67,18 @@ class JointLayout:
         return bool(self.continuous.any())
 
     @classmethod
-    def from_system(cls, system) -> "JointLayout":
-        """Layout of a :class:`~qv_dynamics.model.ConstrainedSystem` (fixed base only: /joint_states
-        cannot carry a floating-base pose)."""
-        if getattr(system, "floating_base", False):
-            raise ModelError("the ROS nodes need a fixed-base model: /joint_states has no base pose")
+    def from_system(cls, system, floating: bool = False) -> "JointLayout":
+        """Layout of a :class:`~qv_dynamics.model.ConstrainedSystem`. /joint_states cannot carry a
+        floating-base pose: ``floating=True`` (the legged nodes) lays out the 1-DoF joints only and leaves
+        the free-flyer root to nav_msgs/Odometry (:mod:`qv_dynamics.ros.odometry`)."""
+        if getattr(system, "floating_base", False) and not floating:
+            raise ModelError("the ROS nodes need a fixed-base model: /joint_states has no base pose "
+                             "(floating base: the legged nodes read it from nav_msgs/Odometry)")
         model = system.model
         names, qi, vi, cont = [], [], [], []
         for j in range(1, model.njoints):
             jm = model.joints[j]
-            if jm.nv == 0:
+            if jm.nv == 0 or (floating and j == 1 and jm.shortname() == "JointModelFreeFlyer"):
                 continue
             if jm.nv != 1 or jm.nq not in (1, 2):
                 raise ModelError(f"joint '{model.names[j]}' has nq={jm.nq}, nv={jm.nv}: only 1-DoF joints "
@@ -206,7 +208,7 @@ class CommandMap:
         joints = list(joints)
         if not joints:
             raise UnknownNameError("'joints' is empty: list the joints the effort controller commands")
-        layout = JointLayout.from_system(system)
+        layout = JointLayout.from_system(system, floating=True)   # commands never include a base
         unknown = [j for j in joints if j not in layout.names]
         if unknown:
             raise UnknownNameError(f"unknown joint(s) {unknown} in 'joints'; the model has {layout.names}")

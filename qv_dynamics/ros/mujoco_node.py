@@ -22,7 +22,6 @@ Scene parameters: ``scene.table_height``, ``scene.tip_radius``, ``scene.friction
 from __future__ import annotations
 
 import sys
-import time
 from typing import Callable
 
 import numpy as np
@@ -82,13 +81,7 @@ class MujocoNode(PlantNodeMixin, Node):
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self.create_subscription(Float64, "~/table_height", self.on_table_height, 10)
-        self.last_cmd_wall = time.monotonic()
-        self.resend = float(gp("lockstep_resend").value)
-        if self.mode == "realtime":
-            self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
-        elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend)
+        self._start_pacing()
         self.get_logger().info(
             f"MuJoCo plant '{system.name}' ({self.mode}, control dt={self.dt} s, physics "
             f"{plant.model.opt.timestep} s): joints {self.layout.names}, commands from {topic}, "

@@ -95,6 +95,13 @@ MODEL_IO = (
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
 )
 
+# the floating base as a state estimator publishes it (nav_msgs/Odometry, REP 105): plant and legged controller
+ODOMETRY = (
+    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame"),
+    Param("odom_frame", "odom", "world frame of the odometry (header.frame_id)"),
+    Param("base_frame", "base", "base frame of the odometry (child_frame_id)"),
+)
+
 PLANT = MODEL_IO + (
     Param("dt", 0.001, "integration step [s]", positive("dt")),
     Param("mode", "realtime", "realtime (wall-clock timer) or lockstep (one step per command)",
@@ -121,7 +128,7 @@ SIM_NODE = PLANT + (
           "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
           "substep retries); 0 disables them"),
-)
+) + ODOMETRY
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
 
@@ -129,6 +136,8 @@ MUJOCO_NODE = PLANT + (
     Param("wrench_topic", "~/tool_ft/wrench", "the tool force/torque sensor (geometry_msgs/WrenchStamped)"),
 ) + tuple(Param(f"scene.{k}", None, f"MuJoCo scene: {k} (SceneConfig), else the model config's scene.{k}")
           for k in SCENE_KEYS)
+
+LEGGED_MUJOCO_NODE = PLANT + ODOMETRY
 
 DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
@@ -152,7 +161,7 @@ DYNAMICS_NODE = (
           "input period)", positive("load_budget")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),
-)
+) + ODOMETRY
 
 # names rclpy declares itself, and prefixes a node may declare from overrides (e.g. law_params.*)
 BUILTIN = ("use_sim_time", "start_type_description_service")
@@ -228,7 +237,7 @@ def resolve_config_path(path: str) -> str:
     raise ModelError(f"config file '{path}' not found (neither a file nor in {package_share_dir() / 'config'})")
 
 
-def load_model_config(model_config: str, robot_description: str = "") -> tuple[object, dict]:
+def load_model_config(model_config: str, robot_description: str = "", floating: bool = False) -> tuple[object, dict]:
     """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``.
 
     A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
@@ -254,7 +263,7 @@ def load_model_config(model_config: str, robot_description: str = "") -> tuple[o
         raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
     doc["robot"] = robot
     system = ConstrainedSystem.from_yaml({"robot": robot, "constraints": doc.get("constraints") or []})
-    JointLayout.from_system(system)  # fixed base, 1-DoF joints only
+    JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
     return system, doc
 
 
@@ -277,4 +286,5 @@ def replace_block(text: str, block: str) -> str:
     return text.rstrip() + "\n\n" + block + "\n"
 
 
-NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE))
+NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE),
+               ("qv_legged_mujoco_node", LEGGED_MUJOCO_NODE))

@@ -35,13 +35,13 @@ class PlantNodeMixin:
         if system is not None:
             return system, {}
         return load_model_config(self.get_parameter("model_config").value,
-                                 self.get_parameter("robot_description").value)
+                                 self.get_parameter("robot_description").value, floating=True)
 
     def _configure_plant(self, system) -> None:
         """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""
         gp = self.get_parameter
         self.system = system
-        self.layout = JointLayout.from_system(system)
+        self.layout = JointLayout.from_system(system, floating=getattr(self, "floating", False))
         joints = [j for j in (gp("joints").value or []) if j] or list(self.layout.names)
         self.cmd_map = CommandMap(system, joints)
         self.mode = gp("mode").value  # mode, dt and real_time_factor are checked by the parameter table
@@ -57,6 +57,18 @@ class PlantNodeMixin:
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
         self._overrun_logged = -float("inf")
 
+    def _start_pacing(self, clock=None) -> None:
+        """The timers of the pacing mode: realtime ticks, or lock-step re-sends (``clock``: e.g. a steady clock
+        so that pacing stays wall-clock whatever ``use_sim_time`` says)."""
+        self.last_cmd_wall = time.monotonic()
+        self.resend = float(self.get_parameter("lockstep_resend").value)
+        kw = {} if clock is None else {"clock": clock}
+        if self.mode == "realtime":
+            self.wall0 = time.monotonic()
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, **kw)
+        elif self.resend > 0:
+            self.create_timer(self.resend, self.on_resend, **kw)
+
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
         ``default``. ``to_q``: a parameter/config value with one entry per joint is mapped to Pinocchio's q."""
@@ -69,7 +81,10 @@ class PlantNodeMixin:
             return default
         arr = np.asarray(val, float)
         if to_q and arr.shape == (len(self.layout.names),):
-            return self.layout.to_q(arr)
+            q = self.layout.to_q(arr)
+            if getattr(self, "floating", False):  # joints only: the base at the origin, upright
+                q[:7] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+            return q
         return arr
 
     def _advance(self, steps: int) -> bool:

@@ -8,6 +8,8 @@ node cannot tell it from hardware:
       wrench the robot applies at the constraint frame (λ of M q̈ + h = τ − Aᵀλ), in that frame's axes,
       as a force_torque_sensor_broadcaster would publish it; λ is the multiplier at the start of the last
       step (the value ``simulate`` hands the controller as ``State.lambda_meas``), stamped with the new state
+  out ``odom_topic`` (nav_msgs/Odometry, floating-base models: base pose in ``odom_frame``, twist in
+      ``base_frame``, REP 105), before the joint state of the same stamp
   out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``) for ``use_sim_time``
   in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
 
@@ -29,6 +31,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
 from rclpy.node import Node
@@ -41,6 +44,7 @@ from ..robots import scale_inertias
 from ..sim.stepper import length_scale
 from .health import EpisodeCounter, diagnostic_array
 from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench, sec_to_stamp
+from .odometry import base_to_odometry
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
 
@@ -109,6 +113,7 @@ class SimNode(PlantNodeMixin, Node):
     def __init__(self, node_name: str = "qv_sim", *, system=None, q0=None, qdot0=None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
         system, doc = self._declare_and_load(SIM_NODE, system)
+        self.floating = bool(system.floating_base)  # the base goes out as nav_msgs/Odometry
         gp = self.get_parameter
         scale = float(gp("mass_scale").value)
         if scale != 1.0:
@@ -140,6 +145,8 @@ class SimNode(PlantNodeMixin, Node):
             self.create_timer(period, self.publish_diagnostics)
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10) if self.floating else None
+        self.odom_frames = (gp("odom_frame").value, gp("base_frame").value)
         self.pub_wrench = {}
         for c in system.constraints:
             if c.frame_id >= 0:
@@ -147,14 +154,8 @@ class SimNode(PlantNodeMixin, Node):
                     WrenchStamped, f"~/{topic_token(c.name)}/wrench", 10)
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
         self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
-        self.last_cmd_wall = time.monotonic()
-        self.resend = float(gp("lockstep_resend").value)
-        steady = RosClock(clock_type=ClockType.STEADY_TIME)  # pacing is wall-clock, whatever use_sim_time says
-        if self.mode == "realtime":
-            self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, clock=steady)
-        elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend, clock=steady)
+        # pacing is wall-clock, whatever use_sim_time says
+        self._start_pacing(clock=RosClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
             f"simulating '{system.name}' ({self.mode}, dt={self.dt} s): joints {self.layout.names}, "
             f"commands from {topic} in order {self.cmd_map.joints}, constraints {[c.name for c in system.constraints]}")
@@ -178,6 +179,8 @@ class SimNode(PlantNodeMixin, Node):
             self.pub_clock.publish(Clock(clock=stamp))
         if self.publish_wrench and self.pub_wrench:
             self._publish_wrenches(stamp)  # before the joint state: a controller reacting to it has λ_meas
+        if self.pub_odom is not None:
+            self.pub_odom.publish(base_to_odometry(stamp, *self.odom_frames, self.q, self.qdot))
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.q, self.qdot, self.tau))
 
     def _publish_wrenches(self, stamp) -> None:

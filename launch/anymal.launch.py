@@ -1,0 +1,42 @@
+"""ANYmal C on the MuJoCo floor + the legged controller (issue 13), each node its own process.
+
+    ros2 launch qv_ros anymal.launch.py                      # realtime, the plan of config/anymal_model.yaml
+    ros2 launch qv_ros anymal.launch.py mode:=lockstep
+    ros2 launch qv_ros anymal.launch.py plant:=false         # real robot: controller only
+
+Parameters: ``config/anymal.yaml`` (sections qv_legged_mujoco, qv_legged_controller).
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from launch import LaunchDescription
+
+PACKAGE = "qv_ros"
+
+
+def _nodes(context, *args, **kwargs):
+    share = get_package_share_directory(PACKAGE)
+    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, "config", "anymal.yaml")
+    sim_time = {"use_sim_time": LaunchConfiguration("plant").perform(context).lower() == "true"}
+    mode = {"mode": LaunchConfiguration("mode").perform(context)}
+    return [
+        Node(package=PACKAGE, executable="qv_legged_mujoco_node", name="qv_legged_mujoco", output="screen",
+             parameters=[params, mode], condition=IfCondition(LaunchConfiguration("plant"))),
+        Node(package=PACKAGE, executable="qv_legged_controller_node", name="qv_legged_controller",
+             output="screen", parameters=[params, sim_time]),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("params_file", default_value="", description="override config/anymal.yaml"),
+        DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
+                              description="plant pacing: wall clock, or one step per effort command"),
+        DeclareLaunchArgument("plant", default_value="true", description="start the MuJoCo plant node"),
+        OpaqueFunction(function=_nodes),
+    ])
