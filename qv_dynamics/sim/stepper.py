@@ -91,8 +91,9 @@ class Stepper:
             raise ValueError(f"unknown integrator {integrator!r}; choose one of {INTEGRATORS}")
         if velocity_projection not in ("M", "P"):
             raise ValueError("velocity_projection must be 'M' (kinetic metric, N_c) or 'P' (Euclidean, I − A⁺A)")
-        if integrator == "scipy" and system.floating_base:
-            raise DimensionError("integrator='scipy' needs a fixed base (nq == nv); use rk4 for a floating base")
+        if integrator == "scipy" and system.nq != system.nv:
+            raise DimensionError("integrator='scipy' needs nq == nv (no free-flyer, spherical or continuous "
+                                 "joint); use rk4")
         self.system = system
         self.method = method
         self.integrator = integrator
@@ -107,7 +108,9 @@ class Stepper:
         self.rtol, self.atol = float(rtol), float(atol)
         self.scipy_method, self.scipy_rtol, self.scipy_atol = scipy_method, scipy_rtol, scipy_atol
         self.n, self.nq = system.nv, system.nq
-        self._fixed = not system.floating_base
+        # q ⊕ dq follows the joint types, not the root: any free-flyer (root or mid-tree), spherical or
+        # continuous joint makes nq > nv and needs pin.integrate
+        self._fixed = system.nq == system.nv
         self.last: Accel | None = None
         self.nr_iters = 0
         self.phi_pre = 0.0
