@@ -1,0 +1,216 @@
+"""A MuJoCo plant for a Pinocchio tree with free-flyer joints and 6-axis loop closures as **weld equalities**.
+
+Built for closed chains through a free object (two arms holding a box, issue 14), from the same URDF as
+the Pinocchio model:
+
+* bodies follow Pinocchio's joint tree (joint placements, inertias with fixed children merged), so the DOF
+  order is Pinocchio's; 1-DoF joints become hinges/slides with a torque motor (``ctrlrange`` = ± URDF
+  effort), a free-flyer becomes a ``freejoint`` (no motor);
+* every 6-axis ``loop_closure`` of the system becomes ``<weld site1=frame_a site2=frame_b>`` between sites
+  at the two frames: the sites are held together in position and orientation, softly, with
+  ``solref = (timeconst, dampratio)`` (default 2 ms, critically damped) and ``solimp``; the weld
+  deflection under load is the grasp's compliance (a wrong internal force shows up as weld stretch, a
+  released weld drops the object). Welds can be switched at run time (:meth:`set_weld`: grasp released or
+  made);
+* no contact geometry (``contype = 0``): the only interaction is through the welds; joint damping and
+  armature 0 (Pinocchio's M and h carry neither), Euler integrator at ``timestep`` (default 0.5 ms),
+  torque held over each ``step`` (zero-order hold).
+
+Conversions (Pinocchio ↔ MuJoCo) for a free-flyer: q = [p, quat xyzw] ↔ qpos = [p, quat wxyz];
+v = [Rᵀṗ, ω_body] ↔ qvel = [ṗ, ω_body]; generalized force [Rᵀf, τ_body] ↔ [f, τ_body].
+
+The measured multiplier (SPEC sign M q̈ + h = τ − Aᵀλ) is λ = A⁺ᵀ(−qfrc_constraint) with the model's A at
+the plant's q: MuJoCo's weld forces lie in the row space of the relative-twist Jacobian of the same two
+frames, which is R(Aᵀ).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import ModelError, as_vector
+from ..mujoco_plant import _fmt, _quat_wxyz
+
+try:
+    import mujoco
+except ImportError as exc:  # pragma: no cover
+    mujoco = None
+    _IMPORT_ERROR = exc
+else:
+    _IMPORT_ERROR = None
+
+_HINGE = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1)}
+_SLIDE = {"JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
+
+
+def _joint_xml(model: pin.Model, j: int) -> str:
+    jm = model.joints[j]
+    kind, name = jm.shortname(), model.names[j]
+    if kind == "JointModelFreeFlyer":
+        return f'<freejoint name="{name}"/>'
+    if kind in _HINGE or kind == "JointModelRevoluteUnaligned":
+        jtype, axis = "hinge", _HINGE.get(kind) or tuple(np.asarray(jm.axis).ravel())
+    elif kind in _SLIDE or kind == "JointModelPrismaticUnaligned":
+        jtype, axis = "slide", _SLIDE.get(kind) or tuple(np.asarray(jm.axis).ravel())
+    else:
+        raise ModelError(f"joint '{name}' of type {kind} is not supported by the MuJoCo loop plant")
+    lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
+    limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
+    rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
+    return f'<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="0" armature="0" frictionloss="0"/>'
+
+
+def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], timestep: float = 0.0005,
+                    solref: Sequence[float] = (0.002, 1.0), solimp: Sequence[float] = (0.95, 0.99, 0.001, 0.5, 2.0),
+                    gravity: Sequence[float] | None = None) -> str:
+    """MJCF of the Pinocchio tree plus ``welds`` = [(name, frame_a, frame_b), ...] as site welds."""
+    children: dict[int, list[int]] = {j: [] for j in range(model.njoints)}
+    for j in range(1, model.njoints):
+        children[model.parents[j]].append(j)
+    sites: dict[int, list[str]] = {j: [] for j in range(model.njoints)}
+    for _, fa, fb in welds:
+        for fr in (fa, fb):
+            if not model.existFrame(fr):
+                raise ModelError(f"weld frame '{fr}' is not in the model")
+            f = model.frames[model.getFrameId(fr)]
+            P = f.placement
+            sites[f.parentJoint].append(f'<site name="{fr}" pos="{_fmt(P.translation)}" '
+                                        f'quat="{_fmt(_quat_wxyz(P.rotation))}" size="0.005"/>')
+
+    def body(j: int, indent: str) -> list[str]:
+        Mj, I = model.jointPlacements[j], model.inertias[j]
+        lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
+                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', f"{indent}  {_joint_xml(model, j)}"]
+        if I.mass > 0:
+            Ic = np.asarray(I.inertia)
+            full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])
+            lines.append(f'{indent}  <inertial pos="{_fmt(I.lever)}" mass="{I.mass:.12g}" fullinertia="{_fmt(full)}"/>')
+        lines += [f"{indent}  {s}" for s in sites[j]]
+        for c in children[j]:
+            lines += body(c, indent + "  ")
+        return lines + [f"{indent}</body>"]
+
+    tree = [f"    {s}" for s in sites[0]]
+    for c in children[0]:
+        tree += body(c, "    ")
+    lim = np.array(model.effortLimit, dtype=float)
+    motors = [f'    <motor name="{model.names[j]}_motor" joint="{model.names[j]}" gear="1" ctrllimited="true" '
+              f'ctrlrange="{-lim[model.joints[j].idx_v]:.12g} {lim[model.joints[j].idx_v]:.12g}"/>'
+              for j in range(1, model.njoints) if model.joints[j].nv == 1]
+    eq = [f'    <weld name="{nm}" site1="{fa}" site2="{fb}" solref="{_fmt(solref)}" solimp="{_fmt(solimp)}"/>'
+          for nm, fa, fb in welds]
+    g = model.gravity.linear if gravity is None else np.asarray(gravity, float)
+    return "\n".join([
+        f'<mujoco model="{model.name or "robot"}_welds">',
+        '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
+        f'  <option timestep="{timestep:.12g}" gravity="{_fmt(g)}" integrator="Euler"/>',
+        '  <worldbody>', *tree, '  </worldbody>',
+        '  <equality>', *eq, '  </equality>',
+        '  <actuator>', *motors, '  </actuator>',
+        '</mujoco>'])
+
+
+class MujocoLoopPlant:
+    """MuJoCo twin of a :class:`~qv_dynamics.model.ConstrainedSystem` whose 6-axis loop closures are welds.
+
+    State in Pinocchio conventions: ``q`` (nq), ``qdot`` (nv), ``step(tau, dt)`` with τ an nv-vector (the
+    entries of unactuated DOFs must be 0), ``lambda_meas(A)``, ``set_weld(name, active)``."""
+
+    def __init__(self, system, timestep: float = 0.0005, solref=(0.002, 1.0), solimp=(0.95, 0.99, 0.001, 0.5, 2.0)):
+        if mujoco is None:  # pragma: no cover
+            raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+        self.system = system
+        pm = self.pin_model = system.model
+        welds = []
+        for c in system.constraints:
+            if c.type != "loop_closure" or len(c.axes) != 6:
+                raise ModelError(f"constraint '{c.name}': the loop plant models 6-axis loop closures only")
+            welds.append((c.name, c.frame, c.frame_b))
+        self.xml = mjcf_with_welds(pm, welds, timestep, solref, solimp)
+        try:
+            self.model = mujoco.MjModel.from_xml_string(self.xml)
+        except ValueError as exc:
+            raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
+        self.data = mujoco.MjData(self.model)
+        self._weld_id = {nm: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_EQUALITY, nm) for nm, _, _ in welds}
+        self._free = [(pm.joints[j].idx_q, pm.joints[j].idx_v) for j in range(1, pm.njoints)
+                      if pm.joints[j].shortname() == "JointModelFreeFlyer"]
+        self._act_v = np.array([pm.joints[j].idx_v for j in range(1, pm.njoints) if pm.joints[j].nv == 1], int)
+        self.effort_limits = self.model.actuator_ctrlrange[:, 1].copy()
+        if self.model.nq != pm.nq or self.model.nv != pm.nv:
+            raise ModelError(f"MuJoCo model has nq={self.model.nq}, nv={self.model.nv}; Pinocchio {pm.nq}, {pm.nv}")
+        self.weld_active = {c.name: bool(c.active) for c in system.constraints}
+        for c in system.constraints:
+            self.set_weld(c.name, c.active)
+
+    # ------------------------------------------------------------------ conversions
+    def _rot(self, qpos: np.ndarray, iq: int) -> np.ndarray:
+        w, x, y, z = qpos[iq + 3:iq + 7]
+        return pin.Quaternion(w, x, y, z).normalized().matrix()
+
+    def reset(self, q, qdot=None) -> None:
+        """Set the state from Pinocchio's q and q̇."""
+        q = as_vector("q", q, self.pin_model.nq)
+        qdot = np.zeros(self.pin_model.nv) if qdot is None else as_vector("qdot", qdot, self.pin_model.nv)
+        mujoco.mj_resetData(self.model, self.data)
+        for name, active in self.weld_active.items():   # mj_resetData restores the model's eq_active0
+            self.set_weld(name, active)
+        qpos, qvel = q.copy(), qdot.copy()
+        for iq, iv in self._free:
+            qpos[iq + 3:iq + 7] = [q[iq + 6], q[iq + 3], q[iq + 4], q[iq + 5]]
+            qvel[iv:iv + 3] = pin.Quaternion(*q[[iq + 6, iq + 3, iq + 4, iq + 5]]).normalized().matrix() @ qdot[iv:iv + 3]
+        self.data.qpos[:] = qpos
+        self.data.qvel[:] = qvel
+        mujoco.mj_forward(self.model, self.data)
+
+    @property
+    def time(self) -> float:
+        return float(self.data.time)
+
+    @property
+    def q(self) -> np.ndarray:
+        qpos = self.data.qpos.copy()
+        q = qpos.copy()
+        for iq, _ in self._free:
+            w, x, y, z = qpos[iq + 3:iq + 7] / np.linalg.norm(qpos[iq + 3:iq + 7])
+            q[iq + 3:iq + 7] = [x, y, z, w]
+        return q
+
+    @property
+    def qdot(self) -> np.ndarray:
+        v = self.data.qvel.copy()
+        for iq, iv in self._free:
+            v[iv:iv + 3] = self._rot(self.data.qpos, iq).T @ v[iv:iv + 3]
+        return v
+
+    def constraint_force(self) -> np.ndarray:
+        """Aᵀλ (SPEC sign) in Pinocchio's velocity coordinates: −qfrc_constraint, free-flyer force rotated
+        to the body frame."""
+        f = -self.data.qfrc_constraint.copy()
+        for iq, iv in self._free:
+            f[iv:iv + 3] = self._rot(self.data.qpos, iq).T @ f[iv:iv + 3]
+        return f
+
+    def lambda_meas(self, A: np.ndarray) -> np.ndarray:
+        """λ = A⁺ᵀ(Aᵀλ) from the plant's generalized constraint force (module doc)."""
+        return np.linalg.pinv(A).T @ self.constraint_force()
+
+    # ------------------------------------------------------------------ stepping and topology
+    def set_weld(self, name: str, active: bool) -> None:
+        if name not in self._weld_id:
+            raise ModelError(f"unknown weld '{name}'; have {sorted(self._weld_id)}")
+        self.data.eq_active[self._weld_id[name]] = 1 if active else 0
+        self.weld_active[name] = bool(active)
+
+    def step(self, tau, dt: float | None = None) -> None:
+        """Apply τ (nv-vector, zero on unactuated DOFs) for ``dt`` (default one physics step)."""
+        tau = as_vector("tau", tau, self.pin_model.nv)
+        self.data.ctrl[:] = tau[self._act_v]
+        n = 1 if dt is None else max(1, int(round(dt / self.model.opt.timestep)))
+        for _ in range(n):
+            mujoco.mj_step(self.model, self.data)
+
+
+__all__ = ["MujocoLoopPlant", "mjcf_with_welds"]
