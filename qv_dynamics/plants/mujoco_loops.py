@@ -25,6 +25,7 @@ frames, which is R(Aᵀ).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ _HINGE = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": 
 _SLIDE = {"JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
 
 
-def _joint_xml(model: pin.Model, j: int) -> str:
+def _joint_xml(model: pin.Model, j: int, damping: float = 0.0, frictionloss: float = 0.0) -> str:
     jm = model.joints[j]
     kind, name = jm.shortname(), model.names[j]
     if kind == "JointModelFreeFlyer":
@@ -59,13 +60,16 @@ def _joint_xml(model: pin.Model, j: int) -> str:
     lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
     limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
     rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-    return f'<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="0" armature="0" frictionloss="0"/>'
+    return (f'<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="{damping:.12g}" armature="0" '
+            f'frictionloss="{frictionloss:.12g}"/>')
 
 
 def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], timestep: float = 0.0005,
                     solref: Sequence[float] = (0.002, 1.0), solimp: Sequence[float] = (0.95, 0.99, 0.001, 0.5, 2.0),
-                    gravity: Sequence[float] | None = None) -> str:
-    """MJCF of the Pinocchio tree plus ``welds`` = [(name, frame_a, frame_b), ...] as site welds."""
+                    gravity: Sequence[float] | None = None, conditions: PlantConditions | None = None) -> str:
+    """MJCF of the Pinocchio tree plus ``welds`` = [(name, frame_a, frame_b), ...] as site welds, with the
+    plant-only departures from the model in ``conditions``."""
+    cond = conditions or PlantConditions()
     children: dict[int, list[int]] = {j: [] for j in range(model.njoints)}
     for j in range(1, model.njoints):
         children[model.parents[j]].append(j)
@@ -75,14 +79,17 @@ def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], tim
             if not model.existFrame(fr):
                 raise ModelError(f"weld frame '{fr}' is not in the model")
             f = model.frames[model.getFrameId(fr)]
-            P = f.placement
+            P = f.placement * cond.site_offset(fr)
             sites[f.parentJoint].append(f'<site name="{fr}" pos="{_fmt(P.translation)}" '
                                         f'quat="{_fmt(_quat_wxyz(P.rotation))}" size="0.005"/>')
 
     def body(j: int, indent: str) -> list[str]:
         Mj, I = model.jointPlacements[j], model.inertias[j]
+        k = cond.mass_scale.get(model.names[j], 1.0)
+        I = pin.Inertia(I.mass * k, I.lever, np.asarray(I.inertia) * k)
         lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
-                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', f"{indent}  {_joint_xml(model, j)}"]
+                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">',
+                 f"{indent}  {_joint_xml(model, j, cond.joint_damping, cond.frictionloss)}"]
         if I.mass > 0:
             Ic = np.asarray(I.inertia)
             full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])
@@ -112,13 +119,37 @@ def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], tim
         '</mujoco>'])
 
 
+@dataclass
+class PlantConditions:
+    """What the plant has and the controller's model does not (the same for every controller compared).
+
+    ``mass_scale``: {joint name: factor} on the body carried by that joint (e.g. the box heavier than
+    modelled); ``joint_damping`` (N·m·s/rad) and ``frictionloss`` (N·m, Coulomb) on every 1-DoF joint;
+    ``site_offsets``: {frame: (xyz, rotation vector)} moves a weld site away from the model's frame (a
+    grasp that is not where the model says); ``force_noise`` (N, σ per row of the measured λ) and
+    ``velocity_noise`` (rad/s or m/s, σ on the measured q̇), drawn from ``seed``."""
+
+    mass_scale: dict = field(default_factory=dict)
+    joint_damping: float = 0.0
+    frictionloss: float = 0.0
+    site_offsets: dict = field(default_factory=dict)
+    force_noise: float = 0.0
+    velocity_noise: float = 0.0
+    seed: int = 0
+
+    def site_offset(self, frame: str) -> pin.SE3:
+        xyz, rv = self.site_offsets.get(frame, ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0)))
+        return pin.SE3(pin.exp3(np.asarray(rv, float)), np.asarray(xyz, float))
+
+
 class MujocoLoopPlant:
     """MuJoCo twin of a :class:`~qv_dynamics.model.ConstrainedSystem` whose 6-axis loop closures are welds.
 
     State in Pinocchio conventions: ``q`` (nq), ``qdot`` (nv), ``step(tau, dt)`` with τ an nv-vector (the
     entries of unactuated DOFs must be 0), ``lambda_meas(A)``, ``set_weld(name, active)``."""
 
-    def __init__(self, system, timestep: float = 0.0005, solref=(0.002, 1.0), solimp=(0.95, 0.99, 0.001, 0.5, 2.0)):
+    def __init__(self, system, timestep: float = 0.0005, solref=(0.002, 1.0), solimp=(0.95, 0.99, 0.001, 0.5, 2.0),
+                 conditions: PlantConditions | None = None):
         if mujoco is None:  # pragma: no cover
             raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
         self.system = system
@@ -128,7 +159,9 @@ class MujocoLoopPlant:
             if c.type != "loop_closure" or len(c.axes) != 6:
                 raise ModelError(f"constraint '{c.name}': the loop plant models 6-axis loop closures only")
             welds.append((c.name, c.frame, c.frame_b))
-        self.xml = mjcf_with_welds(pm, welds, timestep, solref, solimp)
+        self.conditions = conditions or PlantConditions()
+        self._rng = np.random.default_rng(self.conditions.seed)
+        self.xml = mjcf_with_welds(pm, welds, timestep, solref, solimp, conditions=self.conditions)
         try:
             self.model = mujoco.MjModel.from_xml_string(self.xml)
         except ValueError as exc:
@@ -193,9 +226,20 @@ class MujocoLoopPlant:
             f[iv:iv + 3] = self._rot(self.data.qpos, iq).T @ f[iv:iv + 3]
         return f
 
-    def lambda_meas(self, A: np.ndarray) -> np.ndarray:
-        """λ = A⁺ᵀ(Aᵀλ) from the plant's generalized constraint force (module doc)."""
-        return np.linalg.pinv(A).T @ self.constraint_force()
+    def lambda_meas(self, A: np.ndarray, noisy: bool = False) -> np.ndarray:
+        """λ = A⁺ᵀ(Aᵀλ) from the plant's generalized constraint force (module doc), plus the force noise of
+        the conditions when ``noisy``."""
+        lam = np.linalg.pinv(A).T @ self.constraint_force()
+        if noisy and self.conditions.force_noise > 0:
+            lam = lam + self.conditions.force_noise * self._rng.standard_normal(lam.size)
+        return lam
+
+    def measured_qdot(self) -> np.ndarray:
+        """q̇ with the velocity noise of the conditions (what a controller reads)."""
+        v = self.qdot
+        if self.conditions.velocity_noise > 0:
+            v = v + self.conditions.velocity_noise * self._rng.standard_normal(v.size)
+        return v
 
     # ------------------------------------------------------------------ stepping and topology
     def set_weld(self, name: str, active: bool) -> None:
@@ -213,4 +257,4 @@ class MujocoLoopPlant:
             mujoco.mj_step(self.model, self.data)
 
 
-__all__ = ["MujocoLoopPlant", "mjcf_with_welds"]
+__all__ = ["MujocoLoopPlant", "PlantConditions", "mjcf_with_welds"]
