@@ -150,3 +150,29 @@ def test_channel_reseeds_on_release_and_uses_chooser(setup):
     assert b1.size == 0 and ch.events[-1]["t"] == 1.0
     assert ch.events[-1]["previous"] == {"m": 12, "rank": 12, "internal_dim": 6}
     assert ch.events[-1]["internal_dim"] == 0 and ch.events[-1]["m"] == 6
+
+
+def test_passive_law_force_channel_sets_the_squeeze(setup):
+    from qv_control import Reference, State, make_law
+
+    system, q, qdot, mask, rng = setup
+    coords = [{"frame": "box", "axes": ["x", "y", "z", "rx", "ry", "rz"]}, "left_panda_joint3", "right_panda_joint3"]
+    law = make_law("passive", system, coordinates=coords, actuated=arm_joints(), kp=400.0, kd=40.0,
+                   effort_limits=None)
+    theta_d = law.coords.evaluate(q, qdot).theta + 0.01 * rng.standard_normal(8)
+    ref0 = Reference(theta=theta_d, theta_dot=0.1 * rng.standard_normal(8))
+    tau0 = law.compute(State(0.0, q, qdot), ref0)
+    terms = system.evaluate(q, qdot)
+    b = internal_force_basis(terms.A, mask)
+    lam_d = b.E @ (20.0 * rng.standard_normal(b.size))
+    tau1 = law.compute(State(0.0, q, qdot), Reference(ref0.theta, ref0.theta_dot, lambda_=lam_d))
+    assert np.all(tau1[~mask] == 0.0)
+    qdd0, _, lam0 = direct_dynamics(terms, tau=tau0, method="kkt")
+    qdd1, _, lam1 = direct_dynamics(terms, tau=tau1, method="kkt")
+    assert np.abs(qdd1 - qdd0).max() < 1e-9                           # same box and arm acceleration
+    assert np.abs(b.E.T @ (lam1 - lam_d)).max() < 1e-9 * np.abs(lam_d).max()
+    assert np.abs(b.E.T @ lam0).max() < 1e-9                          # λ_d = None: zero internal force
+    with pytest.raises(NonInternalForceError):
+        lift = np.zeros(12)
+        lift[[2, 8]] = -10.0
+        law.compute(State(0.0, q, qdot), Reference(ref0.theta, ref0.theta_dot, lambda_=lam_d + lift))

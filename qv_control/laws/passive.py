@@ -1,5 +1,9 @@
 """Control with passive joints (paper `aghili-projection-operator` eq. 56–62) and the controllability test
-R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64)."""
+R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64).
+
+Its force channel acts on the internal forces λ ∈ R(A) ∩ N(A_pᵀ) only (:mod:`qv_control.laws.internal_force`):
+f = (I + H)f∥ + AᵀE(z − Eᵀλ_m), λ_m the multiplier the motion command produces with the model
+(M q̈ + h = f − Aᵀλ at q̈ = u_p), z = Eᵀλ_d (+ PI on the measured internal force) or a chooser's z."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -11,6 +15,7 @@ from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
 from .base import GainError
+from .internal_force import InternalForceChannel
 from .projection_base import ProjectionLawBase, UncontrollableError
 
 
@@ -75,16 +80,26 @@ def check_controllability(system, actuated: Sequence[str], q, tol: float = 1e-8)
 
 
 class PassiveJointLaw(ProjectionLawBase):
-    """PIDC for mechanisms with passive joints, eq. 56–62: f = (I + H)(h∥ + PMu_p), zero on passive joints.
+    """PIDC for mechanisms with passive joints, eq. 56–62: f = (I + H)(h∥ + PMu_p), zero on passive joints,
+    plus the internal-force channel AᵀE(z − Eᵀλ_m) (module doc).
 
     ``actuated``: names of the actuated joints (B of eq. 55). Raises :class:`UncontrollableError` at
-    construction (if ``q0`` is given) and on any call where eq. 58/64 fails."""
+    construction (if ``q0`` is given) and on any call where eq. 58/64 fails. ``Reference.lambda_`` (λ_d)
+    sets the internal force (None: zero); a λ_d with a non-internal part larger than ``internal_tol``
+    (relative to ‖λ_d‖, and absolute in N) raises NonInternalForceError. ``kf`` (< 1), ``ki``: PI on the
+    measured internal force EEᵀ(λ_d − λ_meas) (``State.lambda_meas``); ``internal_chooser(λ₀, E) -> z``
+    replaces the target by an external choice (e.g. a friction-cone QP). Changes of the internal-force
+    space are logged in ``law.internal.events``."""
 
     name = "passive"
 
-    def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, q0=None,
-                 controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6):
-        super().__init__(system, coordinates, kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max)
+    def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
+                 q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
+                 internal_tol: float = 1e-6, internal_chooser=None):
+        super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
+                         cond_max=cond_max)
+        self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
+                                             check_rtol=internal_tol, check_atol=internal_tol)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
         self.tol = float(controllability_tol)
@@ -96,7 +111,11 @@ class PassiveJointLaw(ProjectionLawBase):
     def channels(self, state: State, reference: Reference | None = None):
         """(t, terms, base, motion, u_p): the two torque channels (I + H)Ph and (I + H)PMu_p of eq. 62, zero
         on the passive joints, before limits; with an exact model they give q̈ = u_p."""
-        t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
+        return self._channels(state, reference)[:5]
+
+    def _channels(self, state: State, reference: Reference | None):
+        """:meth:`channels` plus the checked reference, A⁺ and the measured λ (for the force channel)."""
+        t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
         IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
         if resid > self.tol:
             raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
@@ -105,8 +124,17 @@ class PassiveJointLaw(ProjectionLawBase):
         base[~self.mask] = 0.0
         motion[~self.mask] = 0.0
         self.last.update(controllability_residual=resid)
-        return t, terms, base, motion, u_p
+        return t, terms, base, motion, u_p, ref, Apinv, lam_meas
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        _, _, base, motion, _ = self.channels(state, reference)
-        return self._finish(base, None, motion)
+        t, terms, base, motion, u_p, ref, Apinv, lam_meas = self._channels(state, reference)
+        lam_m = Apinv.T @ (base + motion - terms.h - terms.M @ u_p)      # λ of the motion command (model)
+        basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
+        freeze = self.saturation.active and self.saturation.force_scale < 1.0   # anti-windup
+        cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, freeze, terms.row_labels)
+        self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
+        return self._finish(base, cmd.tau, motion)
+
+    def reset(self) -> None:
+        super().reset()
+        self.internal.reset()

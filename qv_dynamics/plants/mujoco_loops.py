@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError, as_vector
-from ..mujoco_plant import _fmt, _quat_wxyz
+from .mujoco_plant import _fmt, _quat_wxyz
 
 try:
     import mujoco
