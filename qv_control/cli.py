@@ -19,6 +19,10 @@ COMMANDS = {
     "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
     "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),
 }
+# (command, first argument) -> (module, function): demos other than the main one, e.g. ``qv demo bimanual``
+SUBCOMMANDS = {
+    ("demo", "bimanual"): ("qv_control.demo.bimanual_report", "main"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = parser.parse_args(argv[:1])
     module, func, _ = COMMANDS[args.command]
-    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    rest = argv[1:]
+    if rest and (args.command, rest[0]) in SUBCOMMANDS:
+        module, func = SUBCOMMANDS[(args.command, rest[0])]
+        rest = rest[1:]
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
 
 
 if __name__ == "__main__":

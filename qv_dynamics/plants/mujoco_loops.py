@@ -242,11 +242,31 @@ class MujocoLoopPlant:
         return v
 
     # ------------------------------------------------------------------ stepping and topology
-    def set_weld(self, name: str, active: bool) -> None:
+    def set_weld(self, name: str, active: bool, where_it_is: bool = False):
+        """Switch a weld (grasp) on or off. ``where_it_is=True`` (a gripper closing): the frame_b site is
+        first moved to frame_a's current pose, so the weld holds the pose it finds instead of pulling the
+        two frames together; the returned value is the (position, angle) gap it closed over, else None."""
         if name not in self._weld_id:
             raise ModelError(f"unknown weld '{name}'; have {sorted(self._weld_id)}")
+        gap = None
+        if active and where_it_is:
+            gap = self._reseat(self._weld_id[name])
         self.data.eq_active[self._weld_id[name]] = 1 if active else 0
         self.weld_active[name] = bool(active)
+        return gap
+
+    def _reseat(self, eq: int) -> tuple[float, float]:
+        m, d = self.model, self.data
+        mujoco.mj_kinematics(m, d)
+        sa, sb = int(m.eq_obj1id[eq]), int(m.eq_obj2id[eq])
+        body = int(m.site_bodyid[sb])
+        Ra, Rb = d.site_xmat[sa].reshape(3, 3), d.site_xmat[sb].reshape(3, 3)
+        gap = (float(np.linalg.norm(d.site_xpos[sa] - d.site_xpos[sb])), float(np.linalg.norm(pin.log3(Ra @ Rb.T))))
+        Rbody = d.xmat[body].reshape(3, 3)
+        m.site_pos[sb] = Rbody.T @ (d.site_xpos[sa] - d.xpos[body])
+        m.site_quat[sb] = _quat_wxyz(Rbody.T @ Ra)
+        mujoco.mj_kinematics(m, d)
+        return gap
 
     def step(self, tau, dt: float | None = None) -> None:
         """Apply τ (nv-vector, zero on unactuated DOFs) for ``dt`` (default one physics step)."""

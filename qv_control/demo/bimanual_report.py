@@ -1,0 +1,155 @@
+"""``qv demo bimanual``: run the three bimanual runs (:mod:`qv_control.demo.bimanual`), write ``summary.json``,
+``runs.npz`` and the figures ``box_error.png``, ``internal_force.png``, ``release.png``.
+
+    qv demo bimanual [--out DIR] [--config config/bimanual.yaml] [--short] [--conditions ideal|realistic]
+                     [--ros] [--no-plot]
+
+``--ros`` runs ours through the ROS topic contract (:mod:`qv_control.demo.bimanual_ros`); otherwise the
+law is called directly and ``through_ros`` is false in the summary.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from qv_dynamics.jsonutil import jsonable
+
+from .bimanual import BimanualConfig, metrics, run
+from .bimanual_release import release_metrics, run_release
+
+
+def summarize(runs: dict, cfg: BimanualConfig, through_ros: bool) -> dict:
+    ours, base = metrics(runs["ours"], cfg), metrics(runs["baseline"], cfg)
+    rel = release_metrics(runs["release"])
+    return {
+        "object_pos_rms_m": ours["object_pos_rms_m"],
+        "object_rot_rms_rad": ours["object_rot_rms_rad"],
+        "internal_force_rms_error_rel": ours["internal_force_rms_error_rel"],
+        "internal_force_change_n": ours["internal_force_change_n"],
+        "baseline_object_pos_rms_m": base["object_pos_rms_m"],
+        "baseline_object_rot_rms_rad": base["object_rot_rms_rad"],
+        "baseline_internal_force_rms_error_rel": base["internal_force_rms_error_rel"],
+        "baseline_internal_force_change_n": base["internal_force_change_n"],
+        "max_abs_torque_ratio": max(ours["max_abs_torque_ratio"], rel["release_max_abs_torque_ratio"]),
+        "squeeze_step_box_move_m": ours["squeeze_step_box_move_m"],
+        "through_ros": bool(through_ros),
+        "conditions": cfg.conditions,
+        "ours": ours, "baseline": base, "release": rel,
+        "config": {k: v for k, v in cfg.__dict__.items() if k != "extra"},
+    }
+
+
+def _fig(rows: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, 1, figsize=(8, 2.6 * rows), sharex=True)
+
+
+def _save(fig, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def plot(out: Path, runs: dict, cfg: BimanualConfig) -> list[str]:
+    names = []
+    fig, ax = _fig(2)
+    for key, style in (("ours", "-"), ("baseline", "--")):
+        r = runs[key]
+        ax[0].plot(r["t"], 1e3 * np.linalg.norm(r["e_pos"], axis=1), style, label=key)
+        ax[1].plot(r["t"], np.rad2deg(np.linalg.norm(r["e_rot"], axis=1)), style, label=key)
+    ax[0].set_ylabel("box position error [mm]")
+    ax[1].set_ylabel("box orientation error [deg]")
+    ax[1].set_xlabel("t [s]")
+    for a in ax:
+        a.axvspan(cfg.t_settle, cfg.t_settle + cfg.t_move, color="0.9")
+        a.legend()
+    ax[0].set_title(f"box 10 cm / {cfg.turn_deg:g} deg in {cfg.t_move:g} s ({cfg.conditions})")
+    names.append(_save(fig, out / "box_error.png"))
+    fig, ax = _fig(2)
+    for key, style in (("ours", "-"), ("baseline", "--")):
+        r = runs[key]
+        ax[0].plot(r["t"], r["squeeze"], style, label=key)
+        ax[1].plot(r["t"], r["internal_err"], style, label=key)
+    ax[0].plot(runs["ours"]["t"], runs["ours"]["squeeze_d"], ":k", label="desired")
+    ax[0].set_ylabel("squeeze s [N]")
+    ax[1].set_ylabel("|E^T(lambda - lambda_d)| [N, N m]")
+    ax[1].set_xlabel("t [s]")
+    for a in ax:
+        a.legend()
+    names.append(_save(fig, out / "internal_force.png"))
+    r = runs["release"]
+    fig, ax = _fig(3)
+    ax[0].plot(r["t"], 1e3 * np.linalg.norm(r["e_pos"], axis=1))
+    ax[0].set_ylabel("box position error [mm]")
+    ax[1].plot(r["t"], r["squeeze"], label="squeeze")
+    ax[1].set_ylabel("squeeze [N] (NaN: one hand)")
+    tau = r["tau"][:, r["mask"].astype(bool)]
+    ax[2].plot(r["t"], tau / r["limits"])
+    ax[2].set_ylabel("tau / limit")
+    ax[2].set_xlabel("t [s]")
+    for k in r["switches"]:
+        for a in ax:
+            a.axvline(r["t"][k], color="r", lw=0.8)
+    ax[0].set_title("right hand: hand over, release, away and back, re-grasp")
+    names.append(_save(fig, out / "release.png"))
+    return names
+
+
+def run_all(cfg: BimanualConfig, out: Path | None = None, ros: bool = False, plots: bool = True) -> dict:
+    t0 = time.perf_counter()
+    if ros:
+        from .bimanual_ros import run_ros
+
+        ours = run_ros(cfg)
+    else:
+        ours = run(cfg, "ours")
+    runs = {"ours": ours, "baseline": run(cfg, "baseline"), "release": run_release(cfg)}
+    summary = summarize(runs, cfg, through_ros=ros)
+    summary["wall_time_s"] = time.perf_counter() - t0
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if plots:
+            summary["figures"] = plot(out, runs, cfg)
+        np.savez_compressed(out / "runs.npz", **{f"{k}_{f}": v for k, r in runs.items() for f, v in r.items()
+                                                  if isinstance(v, np.ndarray)})
+        (out / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="qv demo bimanual", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="bimanual_out")
+    ap.add_argument("--config", default=None, help="YAML with a 'bimanual:' mapping (config/bimanual.yaml)")
+    ap.add_argument("--short", action="store_true", help="the CI variant (1 s move)")
+    ap.add_argument("--conditions", choices=("ideal", "realistic"), default=None)
+    ap.add_argument("--ros", action="store_true", help="run ours through the ROS topics")
+    ap.add_argument("--no-plot", action="store_true")
+    args = ap.parse_args(argv)
+    doc = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
+    cfg = BimanualConfig.from_dict((doc or {}).get("bimanual", doc))
+    if args.conditions:
+        cfg.conditions = args.conditions
+    if args.short:
+        cfg = cfg.shortened()
+    s = run_all(cfg, Path(args.out), ros=args.ros, plots=not args.no_plot)
+    keys = ("object_pos_rms_m", "object_rot_rms_rad", "internal_force_rms_error_rel", "internal_force_change_n",
+            "baseline_object_pos_rms_m", "baseline_internal_force_rms_error_rel", "squeeze_step_box_move_m",
+            "max_abs_torque_ratio", "through_ros")
+    for k in keys:
+        print(f"{k:42s} {s[k]}")
+    print(f"release: box held {s['release']['release_box_held']}, torque step at switches "
+          f"{s['release']['release_torque_step_at_switch_nm']:.2f} N m (elsewhere "
+          f"{s['release']['release_torque_step_elsewhere_nm']:.2f}); wrote {args.out}/summary.json")
+    return 0
