@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
-
 from models import _inertial, _joint
+
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.sim.bimanual import bimanual_system, nominal_q
 from qv_dynamics.sim import Stepper, simulate
+from qv_dynamics.sim.bimanual import bimanual_system, nominal_q
 
 
 def _pendulum_and_free_box() -> str:

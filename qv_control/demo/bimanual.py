@@ -291,6 +291,7 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
     move = (t >= cfg.t_settle) & (t <= cfg.t_settle + cfg.t_move)
     held = (t >= cfg.t_settle) & (t < cfg.t_step)
     after = t >= cfg.t_step
+    late = t >= cfg.t_step + 0.2
     sq, sqd = r["squeeze"], r["squeeze_d"]
     tau = r["tau"][:, r["mask"].astype(bool)]
     i0 = int(np.searchsorted(t, cfg.t_step))
@@ -302,7 +303,7 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
         "internal_force_change_n": float(np.max(np.abs(sq[move] - sqd[move]))),
         "internal_vector_rms_error_n": _rms(r["internal_err"][held]),
         "squeeze_step_box_move_m": float(np.max(np.linalg.norm(r["box_pos"][after] - r["box_pos"][i0], axis=1))),
-        "squeeze_after_step_rms_error_rel": _rms(sq[t >= cfg.t_step + 0.2] - sqd[t >= cfg.t_step + 0.2]) / cfg.squeeze_step,
+        "squeeze_after_step_rms_error_rel": _rms(sq[late] - sqd[late]) / cfg.squeeze_step,
         "max_abs_torque_ratio": float(np.max(np.abs(tau) / r["limits"])),
         "wall_s": float(r["wall_s"]),
     }

@@ -72,8 +72,8 @@ def run_release(cfg: BimanualConfig) -> dict:
     hand = Handover(np.arange(6, 12) if SIDE == "right" else np.arange(6))
     G = plan.box(0.0)[0] * plan.grasp[SIDE]                        # the released hand's grasp frame
     system.set_active(name, False)
-    law1 = make_law("passive", system, coordinates=one_hand_coordinates(plan.R0, G.rotation), actuated=list(law2.actuated),
-                    kp=cfg.kp, kd=cfg.kd, q0=q0)
+    law1 = make_law("passive", system, coordinates=one_hand_coordinates(plan.R0, G.rotation),
+                    actuated=list(law2.actuated), kp=cfg.kp, kd=cfg.kd, q0=q0)
     system.set_active(name, True)
     law1.internal = law2.internal                                  # one channel sees every topology
     rec = Recorder(plan, system)

@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError, as_vector
-from .mujoco_plant import _fmt, _quat_wxyz
+from .mujoco_scene import _fmt, _quat_wxyz
 
 try:
     import mujoco
@@ -193,7 +193,8 @@ class MujocoLoopPlant:
         qpos, qvel = q.copy(), qdot.copy()
         for iq, iv in self._free:
             qpos[iq + 3:iq + 7] = [q[iq + 6], q[iq + 3], q[iq + 4], q[iq + 5]]
-            qvel[iv:iv + 3] = pin.Quaternion(*q[[iq + 6, iq + 3, iq + 4, iq + 5]]).normalized().matrix() @ qdot[iv:iv + 3]
+            R = pin.Quaternion(*q[[iq + 6, iq + 3, iq + 4, iq + 5]]).normalized().matrix()
+            qvel[iv:iv + 3] = R @ qdot[iv:iv + 3]
         self.data.qpos[:] = qpos
         self.data.qvel[:] = qvel
         mujoco.mj_forward(self.model, self.data)
