@@ -47,6 +47,7 @@ setup(
             "qv_controller_node = qv_control.ros.controller_node:main",
             "qv_legged_mujoco_node = qv_dynamics.ros.legged_mujoco_node:main",
             "qv_legged_controller_node = qv_control.ros.legged_controller_node:main",
+            "qv_loop_plant_node = qv_dynamics.ros.loop_plant_node:main",
         ],
     },
 )

@@ -306,4 +306,5 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
         "squeeze_after_step_rms_error_rel": _rms(sq[late] - sqd[late]) / cfg.squeeze_step,
         "max_abs_torque_ratio": float(np.max(np.abs(tau) / r["limits"])),
         "wall_s": float(r["wall_s"]),
+        **({"ros": r["ros"]} if "ros" in r else {}),
     }

@@ -12,6 +12,9 @@ Topics
       order printed at start (or named by ``layout.dim[0].label`` = "row1,row2,...")
   in  ``wrench_topics`` geometry_msgs/WrenchStamped (optional, paired with ``wrench_constraints``):
       measured λ for the laws' force integral terms
+  in  ``odom_topic`` nav_msgs/Odometry (optional): the pose (world) and twist (body frame) of the model's
+      free-flyer joint 1 — a floating base or a held object; a command is computed when a joint state and
+      an odometry with stamps within ``sync_tolerance`` have both arrived
   out ``/<controller_name>/commands`` (or ``command_topic``) std_msgs/Float64MultiArray
   out ``~/command_stamped`` sensor_msgs/JointState: the same τ (``effort``) with the joint names and the
       stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``
@@ -31,6 +34,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -39,6 +43,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from qv_dynamics.errors import ModelError, QVError
+from qv_dynamics.ros.free_body import FreeBodySync
 from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
 from qv_dynamics.ros.messages import (
     JointLayout,
@@ -48,6 +53,7 @@ from qv_dynamics.ros.messages import (
     stamp_to_sec,
     wrench_to_array,
 )
+from qv_dynamics.ros.odometry import odometry_to_base
 from qv_dynamics.ros.params import declare, load_model_config
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
@@ -73,10 +79,14 @@ class ControllerNode(ControllerParameters, Node):
             list(node_kwargs.get("parameter_overrides") or [])
         self._law_param_names = self._declare_law_params(overrides)
         gp = self.get_parameter
+        odom_topic = gp("odom_topic").value
         if system is None:
-            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value)
+            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
+                                          floating=bool(odom_topic))
         self.system = system
-        self.layout = JointLayout.from_system(system)
+        self.layout = JointLayout.from_system(system, floating=bool(odom_topic))
+        # a free body (floating base, held object) comes from nav_msgs/Odometry, paired by stamp
+        self.free_body = FreeBodySync(system, gp("sync_tolerance").value) if odom_topic else None
         self.cmd_map = self._command_map(gp("joints").value)
         self.watchdog_timeout = float(gp("watchdog_timeout").value)
         self.safe_mode = gp("safe_mode").value
@@ -97,7 +107,7 @@ class ControllerNode(ControllerParameters, Node):
         self.lambda_d = labelled_vector("lambda_desired", gp("lambda_desired").value, system.row_labels)
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
-                        ("joint_states", "reference", "lambda_desired", "wrench", "law")}
+                        ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry")}
         self.wrench_raw: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
@@ -114,6 +124,8 @@ class ControllerNode(ControllerParameters, Node):
             if gp("publish_stamped_command").value else None
         self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
         self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
+        if odom_topic:
+            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
         topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
         if len(topics) != len(cons):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
@@ -234,6 +246,29 @@ class ControllerNode(ControllerParameters, Node):
                                                                    self.stamps.future_tolerance))
             return
         self.rejects["joint_states"].ok()
+        if self.free_body is not None:
+            self.free_body.joint_state = (stamp_to_sec(msg.header.stamp), q, qdot, msg.header.stamp)
+            self._control_free_body()
+            return
+        self._control(stamp_to_sec(msg.header.stamp), q, qdot, msg.header.stamp)
+
+    def on_odometry(self, msg: Odometry) -> None:
+        try:
+            qb, vb = odometry_to_base(msg)
+        except QVError as exc:
+            self.rejects["odometry"].reject(reject_kind(exc), str(exc))
+            return
+        self.rejects["odometry"].ok()
+        self.free_body.odometry = (stamp_to_sec(msg.header.stamp), qb, vb)
+        self._control_free_body()
+
+    def _control_free_body(self) -> None:
+        state = self.free_body.ready()
+        if state is not None:
+            self._control(*state)
+
+    def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp) -> None:
+        """One command for the state (t, q, q̇) stamped ``stamp``."""
         self.last_rx = time.monotonic()
         self.q_last = q
         if self.stale:
@@ -272,7 +307,7 @@ class ControllerNode(ControllerParameters, Node):
         self.pub_cmd.publish(out[1])
         if self.pub_stamped is not None:
             cmd = out[2]
-            cmd.header.stamp = msg.header.stamp
+            cmd.header.stamp = stamp
             cmd.effort = data
             self.pub_stamped.publish(cmd)
 

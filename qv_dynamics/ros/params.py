@@ -139,6 +139,9 @@ MUJOCO_NODE = PLANT + (
 
 LEGGED_MUJOCO_NODE = PLANT + ODOMETRY
 
+# the MuJoCo weld plant (issue 14): its free-flyer joint 1 (the held object) goes out as odometry
+LOOP_PLANT_NODE = PLANT + ODOMETRY
+
 DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
@@ -287,4 +290,5 @@ def replace_block(text: str, block: str) -> str:
 
 
 NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE),
-               ("qv_legged_mujoco_node", LEGGED_MUJOCO_NODE))
+               ("qv_legged_mujoco_node", LEGGED_MUJOCO_NODE),
+               ("qv_loop_plant_node", LOOP_PLANT_NODE))

@@ -1,0 +1,124 @@
+"""``qv_loop_plant_node``: the MuJoCo weld plant (:mod:`qv_dynamics.plants.mujoco_loops`) behind the topics of
+ros2_control and of a state estimator: arms holding a free object through weld grasps (issue 14).
+
+  out ``/joint_states`` (sensor_msgs/JointState: the 1-DoF joints; position, velocity, effort = applied τ)
+  out ``odom_topic`` (nav_msgs/Odometry): the free-flyer joint 1 (the object) — pose in ``odom_frame``, twist
+      in ``base_frame`` (= the object's frame; SPEC §1, REP 105), stamped like the joint state
+  out ``~/<loop closure>/wrench`` (geometry_msgs/WrenchStamped), one per weld: the wrench the hand applies
+      to the object at frame_a (a wrist force/torque sensor), in frame_a's axes (frame_id = frame_a):
+      rotated to world axes it is that constraint's λ rows
+  out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``)
+  in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
+
+Modes ``realtime`` / ``lockstep`` as the other plant nodes (:mod:`qv_dynamics.ros.plant_node`). The model
+config's loop closures (6 axes each) become the welds; the plant starts at ``initial.q`` of the config.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from ..plants.mujoco_loops import MujocoLoopPlant
+from .health import EpisodeCounter
+from .messages import array_to_wrench, arrays_to_joint_state, sec_to_stamp
+from .odometry import base_to_odometry
+from .params import LOOP_PLANT_NODE
+from .plant_node import PlantNodeMixin
+
+
+class LoopPlantNode(PlantNodeMixin, Node):
+    """``plant`` (a :class:`MujocoLoopPlant`, e.g. with :class:`PlantConditions`) may be passed in-process;
+    ``on_step`` callables run after every control period with the node."""
+
+    floating = True   # joint 1 (the held object's free-flyer) is published as odometry, not in /joint_states
+
+    def __init__(self, node_name: str = "qv_loop_plant", *, system=None, plant: MujocoLoopPlant | None = None,
+                 q0=None, on_step: Callable | None = None, **node_kwargs):
+        super().__init__(node_name, **node_kwargs)
+        system, doc = self._declare_and_load(LOOP_PLANT_NODE, system)
+        gp = self.get_parameter
+        self._configure_plant(system)
+        self.plant = plant if plant is not None else MujocoLoopPlant(system)
+        q0 = self._initial("q0", q0, (doc.get("initial") or {}).get("q"), None)
+        if q0 is not None:
+            self.plant.reset(q0)
+        self.on_step: list[Callable] = [on_step] if on_step is not None else []
+        self.tau = np.zeros(system.nv)
+        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
+        self.steps = 0
+        self.odom_frame, self.body_frame = gp("odom_frame").value, gp("base_frame").value
+        self.welds = [(c, self.create_publisher(WrenchStamped, f"~/{c.name}/wrench", qos_profile_sensor_data))
+                      for c in system.constraints]
+        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if gp("publish_clock").value else None
+        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
+        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self.last_cmd_wall = time.monotonic()
+        self.resend = float(gp("lockstep_resend").value)
+        if self.mode == "realtime":
+            self.wall0 = time.monotonic()
+            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
+        elif self.resend > 0:
+            self.create_timer(self.resend, self.on_resend)
+        self.get_logger().info(f"MuJoCo weld plant '{system.name}' ({self.mode}, dt={self.dt} s): joints "
+                               f"{self.layout.names}, object on {self.pub_odom.topic_name}, welds "
+                               f"{[c.name for c, _ in self.welds]}, commands from {topic}")
+
+    @property
+    def t(self) -> float:
+        return self.plant.time
+
+    def publish_state(self) -> None:
+        stamp = sec_to_stamp(self.t)
+        plant, system = self.plant, self.system
+        q, qdot = plant.q, plant.measured_qdot()
+        if self.pub_clock is not None:
+            self.pub_clock.publish(Clock(clock=stamp))
+        active = [c for c, _ in self.welds if c.active]
+        if active:
+            _, A = system.constraint_rows(q)
+            lam = plant.lambda_meas(A, noisy=True)
+            k = 0
+            for c, pub in self.welds:
+                if not c.active:
+                    continue
+                R = system.frame_placement(q, c.frame).rotation      # λ rows: world axes at frame_a
+                w = np.concatenate([R.T @ lam[k:k + 3], R.T @ lam[k + 3:k + 6]])
+                pub.publish(array_to_wrench(stamp, c.frame, w))
+                k += c.size
+        jm = system.model.joints[1]
+        self.pub_odom.publish(base_to_odometry(stamp, self.odom_frame, self.body_frame,
+                                               q[jm.idx_q:jm.idx_q + 7], qdot[jm.idx_v:jm.idx_v + 6]))
+        self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, q, qdot, self.tau))
+
+    def step_once(self, tau: np.ndarray | None = None) -> None:
+        if tau is not None:
+            self.tau = tau
+        self.plant.step(self.tau, self.dt)
+        self.steps += 1
+        for fn in self.on_step:
+            fn(self)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_loop_plant_node`` (``--ros-args --params-file config/bimanual_ros.yaml``)."""
+    from .runner import publish_if_lockstep, run_node
+
+    return run_node("qv_loop_plant_node", LoopPlantNode, argv, on_start=publish_if_lockstep)
+
+
+__all__ = ["LoopPlantNode"]
+
+if __name__ == "__main__":
+    sys.exit(main())
