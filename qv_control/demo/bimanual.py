@@ -14,8 +14,10 @@ Runs (each from rest at the nominal pose, 1 kHz control, MuJoCo at 2 kHz):
    (:mod:`qv_control.demo.bimanual_release`).
 
 The squeeze is the internal force along the grasp line, s = ½(f_L − f_R)·u (u from the left to the right
-grasp); the other five internal components are set to the limit-weighted minimum-torque choice for a
-unit squeeze at the nominal pose (λ̂, rotated with the planned box), so λ_d = s_d·λ̂.
+grasp); the other five internal components are those of the unit squeeze with the least torque in the
+kinetic metric (τᵀM⁻¹τ) at the nominal pose (λ̂, rotated with the planned box), so λ_d = s_d·λ̂: with the
+internal force fully prescribed the torque for a given motion is unique, and this is where its minimum
+norm is chosen.
 Writes ``summary.json``, ``runs.npz`` and the figures (:mod:`qv_control.demo.bimanual_report`).
 """
 from __future__ import annotations
@@ -168,14 +170,14 @@ def squeeze_weights(system, q: np.ndarray) -> np.ndarray:
 
 
 def squeeze_direction(system, q: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """λ̂ = E z: unit squeeze (σᵀλ̂ = 1) with the least Σ(τ_i/L_i)² over the internal forces (Lagrange:
-    z = G⁻¹c/(cᵀG⁻¹c), G = EᵀAW²AᵀE, c = Eᵀσ, W = diag(1/L) on the actuated joints)."""
+    """λ̂ = E z: unit squeeze (σᵀλ̂ = 1) whose torque τ = AᵀEz is least in the kinetic metric, τᵀM⁻¹τ, over
+    the internal forces (Lagrange: z = G⁻¹c/(cᵀG⁻¹c), G = EᵀAM⁻¹AᵀE, c = Eᵀσ). At the nominal pose this
+    puts the squeeze on the shoulders (0.36 N·m/N on joint 2) instead of the 12 N·m wrists (0.21 N·m/N on
+    joint 6 with zero internal moments, which saturates at 40 N)."""
     _, A = system.constraint_rows(q)
     E = internal_force_basis(A, mask).E
-    lim = system.effort_limits()
-    W = np.where(mask, 1.0 / np.where(mask, lim, 1.0), 0.0)
-    AW = A * W
-    G = E.T @ AW @ AW.T @ E
+    AE = A.T @ E
+    G = AE.T @ np.linalg.solve(system.mass_matrix(q), AE)
     c = E.T @ squeeze_weights(system, q)
     z = np.linalg.solve(G, c)
     return E @ (z / (c @ z))
