@@ -37,9 +37,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, QVError, as_vector
-
-RTOL = 1e-9
-ATOL = 1e-9
+from qv_dynamics.linalg import ATOL, RTOL, svd_full
 
 #: ``chooser(lambda_0, E) -> z``: the internal coordinates wanted, given the particular multiplier
 #: λ₀ (⊥ 𝓔, fixed by the motion) and the basis E; the commanded multiplier is then λ₀ + E z.
@@ -132,14 +130,14 @@ def internal_force_basis(A: np.ndarray, actuated, rtol: float = RTOL, atol: floa
     mask = _mask(actuated, n)
     if m == 0:
         return InternalForceBasis(np.zeros((0, 0)), A, mask, 0, 0)
-    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    U, s, _ = svd_full(A)
     scale = float(s[0]) if s.size else 0.0
     r = _rank(s, scale, rtol, atol)
     U1 = U[:, :r]
     K = A[:, ~mask].T @ U1                       # A_pᵀU₁ (n_p × r)
     if K.shape[0] == 0 or r == 0:
         return InternalForceBasis(U1.copy(), A, mask, r, 0)
-    _, sk, Vkt = np.linalg.svd(K, full_matrices=True)
+    _, sk, Vkt = svd_full(K)
     rk = _rank(sk, scale, rtol, atol)
     E = U1 @ Vkt[rk:].T
     return InternalForceBasis(E, A, mask, r, rk)
