@@ -18,11 +18,12 @@ from launch_ros.actions import Node
 from launch import LaunchDescription
 
 PACKAGE = "qv_ros"
+PARAMS = "config/bimanual_ros.yaml"
 
 
 def _nodes(context, *args, **kwargs):
     share = get_package_share_directory(PACKAGE)
-    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, "config", "bimanual_ros.yaml")
+    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, PARAMS)
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
     return [
         Node(package=PACKAGE, executable="qv_loop_plant_node", name="qv_loop_plant", output="screen",

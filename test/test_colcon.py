@@ -171,7 +171,7 @@ def test_launch_files_reference_installed_things(install):
     share = install / "share" / "qv_ros"
     lib = install / "lib" / "qv_ros"
     launches = sorted((share / "launch").glob("*.launch.py"))
-    assert len(launches) == 6
+    assert len(launches) == 7
     for lf in launches:
         compile(lf.read_text(), str(lf), "exec")
         exes, files, robots = _launch_references(lf)
@@ -186,6 +186,11 @@ def test_launch_files_reference_installed_things(install):
             for rel in ("config/anymal.yaml", "config/anymal_model.yaml"):
                 assert (share / rel).is_file(), rel
             continue
+        if lf.name == "bimanual.launch.py":  # two arms + a free box: weld plant and one controller, no ROBOTS
+            assert exes == {"qv_loop_plant_node", "qv_controller_node"}, exes
+            for rel in ("config/bimanual_ros.yaml", "config/bimanual_model.yaml", "urdf/bimanual_panda_box.urdf"):
+                assert (share / rel).is_file(), rel
+            continue
         assert exes >= {"qv_dynamics_node", "qv_controller_node"}, (lf.name, exes)
         assert robots, f"{lf.name}: no ROBOTS table"
         for robot, entry in robots.items():
@@ -197,7 +202,7 @@ def test_launch_files_reference_installed_things(install):
         for rel in files:
             assert (share / rel).is_file(), f"{lf.name}: {rel} not in the installed share directory"
     # every parameters file's model_config and every model's URDF resolve inside share/
-    for params in ("planar_3link.yaml", "slider_crank.yaml", "panda_table.yaml"):
+    for params in ("planar_3link.yaml", "slider_crank.yaml", "panda_table.yaml", "bimanual_ros.yaml"):
         doc = yaml.safe_load((share / "config" / params).read_text())
         for node, sec in doc.items():
             mc = sec["ros__parameters"].get("model_config")
