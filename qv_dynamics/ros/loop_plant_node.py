@@ -16,7 +16,6 @@ config's loop closures (6 axes each) become the welds; the plant starts at ``ini
 from __future__ import annotations
 
 import sys
-import time
 from typing import Callable
 
 import numpy as np
@@ -26,7 +25,6 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ..plants.mujoco_loops import MujocoLoopPlant
 from .health import EpisodeCounter
@@ -62,15 +60,7 @@ class LoopPlantNode(PlantNodeMixin, Node):
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if gp("publish_clock").value else None
-        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
-        self.last_cmd_wall = time.monotonic()
-        self.resend = float(gp("lockstep_resend").value)
-        if self.mode == "realtime":
-            self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick)
-        elif self.resend > 0:
-            self.create_timer(self.resend, self.on_resend)
+        topic = self._start_pacing()
         self.get_logger().info(f"MuJoCo weld plant '{system.name}' ({self.mode}, dt={self.dt} s): joints "
                                f"{self.layout.names}, object on {self.pub_odom.topic_name}, welds "
                                f"{[c.name for c, _ in self.welds]}, commands from {topic}")
