@@ -21,10 +21,13 @@ from typing import Callable
 import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
+from rclpy.clock import Clock as SteadyClock
+from rclpy.clock import ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 
 from ..plants.mujoco_loops import MujocoLoopPlant
 from .health import EpisodeCounter
@@ -60,7 +63,9 @@ class LoopPlantNode(PlantNodeMixin, Node):
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if gp("publish_clock").value else None
-        topic = self._start_pacing()
+        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
+        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self._start_pacing(clock=SteadyClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(f"MuJoCo weld plant '{system.name}' ({self.mode}, dt={self.dt} s): joints "
                                f"{self.layout.names}, object on {self.pub_odom.topic_name}, welds "
                                f"{[c.name for c, _ in self.welds]}, commands from {topic}")
