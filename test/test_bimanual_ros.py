@@ -22,7 +22,7 @@ from qv_control.references import SplineReference  # noqa: E402
 from qv_dynamics.ros.messages import stamp_to_sec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 17) % 200  # this module's own domain
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 61) % 200  # far from the other modules' (+3..+17)
 
 
 def _start(module: str, name: str, *extra: str) -> subprocess.Popen:
