@@ -107,12 +107,14 @@ def plot(out: Path, runs: dict, cfg: BimanualConfig) -> list[str]:
     return names
 
 
-def run_all(cfg: BimanualConfig, out: Path | None = None, ros: bool = False, plots: bool = True) -> dict:
+def run_all(cfg: BimanualConfig, out: Path | None = None, ros: bool = False, plots: bool = True,
+            domain_id: int | None = None) -> dict:
+    """The three runs (ours through ROS on ``domain_id``, default ROS_DOMAIN_ID, when ``ros``) + summary."""
     t0 = time.perf_counter()
     if ros:
         from .bimanual_ros import run_ros
 
-        ours = run_ros(cfg)
+        ours = run_ros(cfg, domain_id=domain_id)
     else:
         ours = run(cfg, "ours")
     runs = {"ours": ours, "baseline": run(cfg, "baseline"), "release": run_release(cfg)}
