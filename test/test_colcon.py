@@ -167,6 +167,15 @@ def _installed_module(install: Path, dotted: str) -> Path:
     return site.joinpath(*dotted.split(".")).with_suffix(".py")
 
 
+# launch files for one robot with nodes of its own: (executables, files they need in share/)
+SINGLE_ROBOT_LAUNCHES = {
+    "anymal.launch.py": ({"qv_legged_mujoco_node", "qv_legged_controller_node"},
+                         ("config/anymal.yaml", "config/anymal_model.yaml")),
+    "bimanual.launch.py": ({"qv_loop_plant_node", "qv_controller_node"},
+                           ("config/bimanual_ros.yaml", "config/bimanual_model.yaml", "urdf/bimanual_panda_box.urdf")),
+}
+
+
 def test_launch_files_reference_installed_things(install):
     share = install / "share" / "qv_ros"
     lib = install / "lib" / "qv_ros"
@@ -181,14 +190,10 @@ def test_launch_files_reference_installed_things(install):
             exes |= _launch_references(helper)[0]
         for exe in exes:
             assert (lib / exe).is_file(), f"{lf.name}: executable {exe} not installed"
-        if lf.name == "anymal.launch.py":  # the legged robot: its own plant and controller, config/anymal*.yaml
-            assert exes == {"qv_legged_mujoco_node", "qv_legged_controller_node"}, exes
-            for rel in ("config/anymal.yaml", "config/anymal_model.yaml"):
-                assert (share / rel).is_file(), rel
-            continue
-        if lf.name == "bimanual.launch.py":  # two arms + a free box: weld plant and one controller, no ROBOTS
-            assert exes == {"qv_loop_plant_node", "qv_controller_node"}, exes
-            for rel in ("config/bimanual_ros.yaml", "config/bimanual_model.yaml", "urdf/bimanual_panda_box.urdf"):
+        if lf.name in SINGLE_ROBOT_LAUNCHES:  # their own plant and controller, one robot (no ROBOTS table)
+            nodes, needed = SINGLE_ROBOT_LAUNCHES[lf.name]
+            assert exes == nodes, exes
+            for rel in needed:
                 assert (share / rel).is_file(), rel
             continue
         assert exes >= {"qv_dynamics_node", "qv_controller_node"}, (lf.name, exes)
