@@ -89,14 +89,6 @@ class LeggedMujocoNode(PlantNodeMixin, Node):
         self.pub_odom.publish(base_to_odometry(stamp, self.odom_frame, self.base_frame, q, v))
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, q, v, self.plant.last_tau))
 
-    def step_once(self, tau: np.ndarray | None = None) -> None:
-        if tau is not None:
-            self.tau = tau
-        self.plant.step(self.tau, self.dt)
-        self.steps += 1
-        for fn in self.on_step:
-            fn(self)
-
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_legged_mujoco_node`` (``--ros-args --params-file config/anymal_mujoco.yaml``)."""

@@ -97,14 +97,6 @@ class LoopPlantNode(PlantNodeMixin, Node):
                                                q[jm.idx_q:jm.idx_q + 7], qdot[jm.idx_v:jm.idx_v + 6]))
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, q, qdot, self.tau))
 
-    def step_once(self, tau: np.ndarray | None = None) -> None:
-        if tau is not None:
-            self.tau = tau
-        self.plant.step(self.tau, self.dt)
-        self.steps += 1
-        for fn in self.on_step:
-            fn(self)
-
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_loop_plant_node`` (``--ros-args --params-file config/bimanual_ros.yaml``)."""

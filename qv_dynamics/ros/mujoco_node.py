@@ -101,14 +101,6 @@ class MujocoNode(PlantNodeMixin, Node):
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.plant.q, self.plant.qdot,
                                                   self.plant.last_tau))
 
-    def step_once(self, tau: np.ndarray | None = None) -> None:
-        if tau is not None:
-            self.tau = tau
-        self.plant.step(self.tau, self.dt)
-        self.steps += 1
-        for fn in self.on_step:
-            fn(self)
-
     # ------------------------------------------------------------------ callbacks
     def on_table_height(self, msg: Float64) -> None:
         z = float(msg.data)

@@ -25,7 +25,8 @@ WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the fir
 
 
 class PlantNodeMixin:
-    """Mixed into an rclpy ``Node`` that defines ``step_once()``, ``publish_state()``, ``tau``, ``steps``,
+    """Mixed into an rclpy ``Node`` that defines ``publish_state()``, ``tau``, ``steps``, ``step_once()`` (or
+    has a ``plant`` with ``step(tau, dt)`` and an ``on_step`` list for the default one),
     ``rejects`` (EpisodeCounter) and, in realtime mode, ``wall0``."""
 
     def _declare_and_load(self, table, system) -> tuple[object, dict]:
@@ -86,6 +87,16 @@ class PlantNodeMixin:
                 q[:7] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
             return q
         return arr
+
+    def step_once(self, tau: np.ndarray | None = None) -> None:
+        """One control period of a plant object with ``step(tau, dt)`` (the MuJoCo plants): hold τ (the latest
+        command unless given) over ``dt``, then run the ``on_step`` callables with the node."""
+        if tau is not None:
+            self.tau = tau
+        self.plant.step(self.tau, self.dt)
+        self.steps += 1
+        for fn in self.on_step:
+            fn(self)
 
     def _advance(self, steps: int) -> bool:
         """Step the plant ``steps`` times; False when it stopped (the simulator stops on a solver error)."""
