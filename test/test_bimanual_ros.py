@@ -23,6 +23,7 @@ from qv_dynamics.ros.messages import stamp_to_sec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 61) % 200  # far from the other modules' (+3..+17)
+T_FROM, T_END = 0.7, 1.6  # s: the box reference (quintic from 0.5 s) moves ~11 mm in z over this window
 
 
 def _start(module: str, name: str, *extra: str) -> subprocess.Popen:
@@ -44,7 +45,7 @@ def test_bimanual_nodes_as_processes_track_the_box():
         with ros_session(DOMAIN, "bimanual_probe") as (_, ex, probe):
             probe.create_subscription(nav_msgs.Odometry, "/box/odom", lambda m: samples.append(
                 (stamp_to_sec(m.header.stamp), m.pose.pose.position.y, m.pose.pose.position.z)), 50)
-            reached = spin_until(ex, lambda: samples and samples[-1][0] >= 1.0, timeout=120.0)
+            reached = spin_until(ex, lambda: samples and samples[-1][0] >= T_END, timeout=120.0)
     finally:
         for p in procs:
             p.send_signal(signal.SIGINT)
@@ -59,7 +60,8 @@ def test_bimanual_nodes_as_processes_track_the_box():
     assert reached, f"odometry reached t = {samples[-1][0] if samples else None}; {diag}"
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0 and "Traceback" not in err, diag
-    t, y, z = np.array(samples[-200:]).T
+    t, y, z = np.array([s for s in samples if s[0] >= T_FROM]).T  # a window by time, not by count: the
+    # probe may or may not drop samples, and the quintic barely moves in the first 0.5 s after its start
     ref = np.array([spline(tt).theta[1:3] for tt in t])
     err = np.hypot(y - ref[:, 0], z - ref[:, 1])
     print(f"\n[bimanual processes] t {t[0]:.3f}..{t[-1]:.3f} s, box error max {err.max():.2e} m, reference moved "
