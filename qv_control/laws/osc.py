@@ -21,8 +21,9 @@ as the quasi-velocity law (λ is the force the robot applies along the axis; pre
 The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
 reset when the contact switches (anti-windup); what the integrals (motion and the force PI's) applied at the
 last sample before the switch, τ_I = Jᵀ(Λ_x Ω K_I z + e_f k_i∫e), is kept as a bias b added to h (bumpless
-transfer, as in the quasi-velocity law: a model error is not dropped at touch-down). Torque limits: the motion channel is scaled first
-(:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f, so scaling it leaves λ = f.
+transfer, as in the quasi-velocity law: a model error is not dropped at touch-down). Torque limits: the
+motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
+so scaling it leaves λ = f.
 """
 from __future__ import annotations
 
