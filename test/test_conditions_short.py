@@ -4,12 +4,11 @@ delay, controller masses +10 %, 0.5 kg tool below a flange sensor, stiff table) 
 Every figure is measured by the Drake plant (contact force from its contact solver, tool position), never
 by the controller. Thresholds are the issue's acceptance: force RMS error ≤ 2 %, path RMS error ≤ 0.5 mm,
 peak contact force ≤ 1.5 × commanded at the planned approach, no lift-off after contact, peak |τ| within
-the limits. Measured now (see the report): the path, torque and peak items are met; the force and contact
-items are not (friction + joint-velocity noise on Drake's lagged contact: force RMS 2.0 % in this 0.8 s
-window, 3.4 % over the report's 2 s, one lift-off ~15 ms after touch-down), so those assertions are
-expected failures (strict: they turn red the day they pass, to be promoted to plain asserts).
-The cause of the former 80 % failure (controller masses +10 % on Drake: the motion integral that had
-learned the 6 N model error was dropped at touch-down) is checked on its own below.
+the limits. Measured now in this 0.8 s window (seed 0): force RMS 1.29 % (qv) / 1.25 % (osc), peak 1.23x /
+1.44x, no lift-off, path 0.033 / 0.027 mm, |τ| 0.62. The thresholds are the acceptance itself (the measured
+values sit within 1.5x of them; over the report's 2 s window the force error is 2.0-2.2 %, see the README).
+Before (controller masses +10 % on Drake: the motion integral that had learned the 6 N model error was
+dropped at touch-down) it was 80 % with ~90 lift-offs; that cause is checked on its own below.
 """
 from __future__ import annotations
 
@@ -46,15 +45,13 @@ def test_all_path_and_torque(runs):
         assert r["aborted"] is None, kind
         assert f["path_rms_error_m"] <= 0.5e-3, kind
         assert f["max_abs_torque_ratio"] <= 1.0, kind
-        assert f["peak_force_ratio"] <= 1.5, kind      # measured 1.21x (qv and osc)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 open: with μ = 0.8 and joint-velocity noise the normal force "
-                   "on Drake's lagged contact is 2-3.4 % RMS off and the tool lifts off once after touch-down")
-def test_all_force_and_contact(runs):
+def test_all_force_peak_and_contact(runs):
     for kind, r in runs.items():
         f = r["figures"]
-        assert f["force_rms_error_rel"] <= 0.02, kind
+        assert f["force_rms_error_rel"] <= 0.02, kind      # measured 1.29 % / 1.25 %
+        assert f["peak_force_ratio"] <= 1.5, kind          # measured 1.23x / 1.44x
         assert f["contact_lost"] == 0, kind
 
 
