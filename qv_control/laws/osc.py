@@ -21,7 +21,8 @@ as the quasi-velocity law (λ is the force the robot applies along the axis; pre
 The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
 reset when the contact switches (anti-windup); what the integrals (motion and the force PI's) applied at the
 last sample before the switch, τ_I = Jᵀ(Λ_x Ω K_I z + e_f k_i∫e), is kept as a bias b added to h (bumpless
-transfer, as in the quasi-velocity law: a model error is not dropped at touch-down). Torque limits: the
+transfer, as in the quasi-velocity law: a model error is not dropped at touch-down; only after a phase of
+``carry_min_time`` or longer, a bounce's transient is dropped). Torque limits: the
 motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
 so scaling it leaves λ = f.
 """
@@ -54,7 +55,7 @@ class OperationalSpaceLaw:
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
-                 effort_limits="urdf"):
+                 effort_limits="urdf", carry_min_time: float = 0.05):
         self.system, self.frame, self.contact = system, frame, contact
         self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2):
@@ -78,6 +79,8 @@ class OperationalSpaceLaw:
         self._a_int = np.zeros(6)                # Ω K_I z of the last sample
         self._bias: np.ndarray | None = None     # carried integral action b (module doc)
         self._tau_int: np.ndarray | None = None  # τ_I of the last sample
+        self.carry_min_time = scalar_gain("carry_min_time", carry_min_time, positive=False)
+        self._phase: list[float] | None = None   # [start, last] time of the current contact phase
 
     @property
     def peak_ratio(self) -> float:
@@ -88,14 +91,14 @@ class OperationalSpaceLaw:
         self._t_prev = None
         self.force_pi.reset()
         self._bias = self._tau_int = None
+        self._phase = None
 
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (module doc)."""
-        out = np.zeros(self.system.nv)
-        for part in (self._bias, self._tau_int):
-            if part is not None:
-                out = out + part
+        out = np.zeros(self.system.nv) if self._bias is None else self._bias.copy()
+        if self._tau_int is not None and self._phase and self._phase[1] - self._phase[0] >= self.carry_min_time:
+            out = out + self._tau_int
         return out
 
     def _in_contact(self) -> bool:
@@ -157,6 +160,10 @@ class OperationalSpaceLaw:
         contact = self._in_contact()
         if self._was_contact is not None and contact != self._was_contact and self._tau_int is not None:
             self._bias, self._tau_int = self.integral_torque, None   # bumpless transfer (module doc)
+            self._phase = None
+        if self._phase is None:
+            self._phase = [t, t]
+        self._phase[1] = t
         a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
         Mc = cho_factor(M)
         MinvJt = cho_solve(Mc, J.T)

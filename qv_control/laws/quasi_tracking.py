@@ -54,7 +54,10 @@ class QuasiTrackingLaw(QuasiLawBase):
     added to g from then on, and the restarted integrals only estimate what is left. A constant disturbance
     (model error: +10 % link masses lift the tool by 6 N) is thus not dropped at touch-down, where the force
     PI alone would take ~0.1 s to relearn it and a stiff contact is lost first. :meth:`carry` hands the
-    bias to a law rebuilt at a switch; :attr:`integral_torque` is b + τ_I of the last sample.
+    bias to a law rebuilt at a switch; :attr:`integral_torque` is b + τ_I of the last sample. Only a phase
+    that lasted ``carry_min_time`` (default 0.05 s, a few time constants of the integral's poles) hands its
+    τ_I on: after a bounce of a few ms the integrals hold a transient, not an estimate, and are dropped
+    (a MuJoCo friction scene chattering at 1 kHz otherwise random-walks b: 175 % -> 329 % force error).
 
     Parameters: ``coordinates`` (θ spec, k = n − r entries), ``kp`` (scalar or k-vector, 1/s), ``kd`` (1/s),
     ``kf`` < 1 and ``ki`` (force PI on λ_meas), ``force`` (False: u_ξ = 0, min ‖u‖),
@@ -66,7 +69,8 @@ class QuasiTrackingLaw(QuasiLawBase):
     name = "quasi_tracking"
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
-                 normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0, **kw):
+                 normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0,
+                 carry_min_time: float = 0.05, **kw):
         super().__init__(system, coordinates, kp=kp, kd=kd, **kw)
         self.ki_motion = scalar_gain("ki_motion", ki_motion, positive=False)
         self.integral_limit = scalar_gain("integral_limit", integral_limit)
@@ -74,6 +78,8 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._tz: float | None = None
         self._bias: np.ndarray | None = None     # carried integral action b (class docstring)
         self._tau_int: np.ndarray | None = None  # τ_I of the last sample
+        self.carry_min_time = scalar_gain("carry_min_time", carry_min_time, positive=False)
+        self._phase: list[float] | None = None   # [start, last] time of the current contact phase
         self.normal_motion = bool(normal_motion)
         self.normal_rate = bool(normal_rate)
         self.rate_max_dt = 0.1  # s: longer gaps between samples restart the backward difference
@@ -86,14 +92,14 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate = None
         self._z = self._tz = None
         self._bias = self._tau_int = None
+        self._phase = None
 
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (class docstring)."""
-        out = np.zeros(self.system.nv)
-        for part in (self._bias, self._tau_int):
-            if part is not None:
-                out = out + part
+        out = np.zeros(self.system.nv) if self._bias is None else self._bias.copy()
+        if self._tau_int is not None and self._phase and self._phase[1] - self._phase[0] >= self.carry_min_time:
+            out = out + self._tau_int
         return out
 
     def carry(self, bias: np.ndarray) -> None:
@@ -179,6 +185,9 @@ class QuasiTrackingLaw(QuasiLawBase):
             u_v = u_v + normal
         if qs.rank_changed and self._tau_int is not None:   # bumpless transfer (class docstring)
             self._bias, self._tau_int = self.integral_torque, None
+        if qs.rank_changed or self._phase is None:
+            self._phase = [t, t]
+        self._phase[1] = t
         z_motion = None
         if self.ki_motion > 0:
             z_motion = self._motion_integral(t, qs, eps)
