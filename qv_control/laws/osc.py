@@ -38,6 +38,7 @@ from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
+from .carry import IntegralCarry
 
 LWA = LOCAL_WORLD_ALIGNED
 
@@ -77,10 +78,7 @@ class OperationalSpaceLaw:
         self._t_prev: float | None = None
         self._was_contact: bool | None = None
         self._a_int = np.zeros(6)                # Ω K_I z of the last sample
-        self._bias: np.ndarray | None = None     # carried integral action b (module doc)
-        self._tau_int: np.ndarray | None = None  # τ_I of the last sample
-        self.carry_min_time = scalar_gain("carry_min_time", carry_min_time, positive=False)
-        self._phase: list[float] | None = None   # [start, last] time of the current contact phase
+        self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
 
     @property
     def peak_ratio(self) -> float:
@@ -90,16 +88,12 @@ class OperationalSpaceLaw:
         self._z = np.zeros(6)
         self._t_prev = None
         self.force_pi.reset()
-        self._bias = self._tau_int = None
-        self._phase = None
+        self._carry.reset()
 
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (module doc)."""
-        out = np.zeros(self.system.nv) if self._bias is None else self._bias.copy()
-        if self._tau_int is not None and self._phase and self._phase[1] - self._phase[0] >= self.carry_min_time:
-            out = out + self._tau_int
-        return out
+        return self._carry.total
 
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
@@ -158,12 +152,9 @@ class OperationalSpaceLaw:
         self._t_prev = t
         ref = reference if reference is not None else Reference()
         contact = self._in_contact()
-        if self._was_contact is not None and contact != self._was_contact and self._tau_int is not None:
-            self._bias, self._tau_int = self.integral_torque, None   # bumpless transfer (module doc)
-            self._phase = None
-        if self._phase is None:
-            self._phase = [t, t]
-        self._phase[1] = t
+        if self._was_contact is not None and contact != self._was_contact:
+            self._carry.switch()                                    # bumpless transfer (module doc)
+        self._carry.tick(t)
         a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
         Mc = cho_factor(M)
         MinvJt = cho_solve(Mc, J.T)
@@ -171,7 +162,7 @@ class OperationalSpaceLaw:
         Jbar = MinvJt @ Lam                                         # J̄ = M⁻¹ Jᵀ Λ_x
         tau0 = M @ (self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
         motion = J.T @ (Lam @ a_star) + tau0 - J.T @ (Jbar.T @ tau0)  # + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
-        base = h - J.T @ (Lam @ Jdqd) + (0.0 if self._bias is None else self._bias)
+        base = h - J.T @ (Lam @ Jdqd) + (0.0 if self._carry.bias is None else self._carry.bias)
         tau_int = J.T @ (Lam @ self._a_int)
         force = None
         if contact:
@@ -187,7 +178,7 @@ class OperationalSpaceLaw:
                 tau_int = tau_int + J[self.force_axis] * (self.force_pi.ki * float(self.force_pi.z[0]))
         else:
             self.force_pi.reset()
-        self._tau_int = tau_int
+        self._carry.tau_int = tau_int
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau

@@ -9,6 +9,7 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from .base import scalar_gain
+from .carry import IntegralCarry
 from .quasi_base import QuasiLawBase, normal_coupling
 
 
@@ -76,10 +77,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self.integral_limit = scalar_gain("integral_limit", integral_limit)
         self._z: np.ndarray | None = None
         self._tz: float | None = None
-        self._bias: np.ndarray | None = None     # carried integral action b (class docstring)
-        self._tau_int: np.ndarray | None = None  # τ_I of the last sample
-        self.carry_min_time = scalar_gain("carry_min_time", carry_min_time, positive=False)
-        self._phase: list[float] | None = None   # [start, last] time of the current contact phase
+        self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
         self.normal_motion = bool(normal_motion)
         self.normal_rate = bool(normal_rate)
         self.rate_max_dt = 0.1  # s: longer gaps between samples restart the backward difference
@@ -91,20 +89,16 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_prev = None
         self._gvn_rate = None
         self._z = self._tz = None
-        self._bias = self._tau_int = None
-        self._phase = None
+        self._carry.reset()
 
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (class docstring)."""
-        out = np.zeros(self.system.nv) if self._bias is None else self._bias.copy()
-        if self._tau_int is not None and self._phase and self._phase[1] - self._phase[0] >= self.carry_min_time:
-            out = out + self._tau_int
-        return out
+        return self._carry.total
 
     def carry(self, bias: np.ndarray) -> None:
         """Start from the bias b (n-vector) carried over from a law of the previous contact phase."""
-        self._bias = np.asarray(bias, float).reshape(self.system.nv).copy()
+        self._carry.carry(bias)
 
     def _integral_terms(self, qs, z_motion: np.ndarray | None) -> np.ndarray:
         """τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e) of this sample."""
@@ -183,17 +177,15 @@ class QuasiTrackingLaw(QuasiLawBase):
         u_v = sigma_dot + qs.Gamma_v.dot(qs.v_r) - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
-        if qs.rank_changed and self._tau_int is not None:   # bumpless transfer (class docstring)
-            self._bias, self._tau_int = self.integral_torque, None
-        if qs.rank_changed or self._phase is None:
-            self._phase = [t, t]
-        self._phase[1] = t
+        if qs.rank_changed:                                   # bumpless transfer (class docstring)
+            self._carry.switch()
+        self._carry.tick(t)
         z_motion = None
         if self.ki_motion > 0:
             z_motion = self._motion_integral(t, qs, eps)
             u_v = u_v - z_motion
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
-        self._tau_int = self._integral_terms(qs, z_motion)
+        self._carry.tau_int = self._integral_terms(qs, z_motion)
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=e, eps=eps, cond_D=cond, u_v=u_v,
                          u_xi=u_xi, xi_d=xi_d, v_r=qs.v_r, lambda_d=ref.lambda_)
-        return self._torque(terms, qs, u_v, u_xi, self._bias)
+        return self._torque(terms, qs, u_v, u_xi, self._carry.bias)
