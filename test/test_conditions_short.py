@@ -4,9 +4,11 @@ delay, controller masses +10 %, 0.5 kg tool below a flange sensor, stiff table) 
 Every figure is measured by the Drake plant (contact force from its contact solver, tool position), never
 by the controller. Thresholds are the issue's acceptance: force RMS error ≤ 2 %, path RMS error ≤ 0.5 mm,
 peak contact force ≤ 1.5 × commanded at the planned approach, no lift-off after contact, peak |τ| within
-the limits. Measured now (see the report): the path and torque items are met; the force and contact items
-are not (friction + joint-velocity noise on Drake's lagged contact: force RMS ~2-4 %, lift-offs), so those
-assertions are expected failures (strict: they turn red the day they pass, to be promoted to plain asserts).
+the limits. Measured now in this 0.8 s window (seed 0): force RMS 1.29 % (qv) / 1.25 % (osc), peak 1.23x /
+1.44x, no lift-off, path 0.033 / 0.027 mm, |τ| 0.62. The thresholds are the acceptance itself (the measured
+values sit within 1.5x of them; over the report's 2 s window the force error is 2.0-2.2 %, see the README).
+Before (controller masses +10 % on Drake: the motion integral that had learned the 6 N model error was
+dropped at touch-down) it was 80 % with ~90 lift-offs; that cause is checked on its own below.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 pytest.importorskip("pydrake", reason="pydrake not installed (pip install -r requirements.txt)")
 
-from qv_control.demo.conditions import CONDITIONS, conditions_config  # noqa: E402
+from qv_control.demo.conditions import CONDITIONS, Condition, conditions_config  # noqa: E402
 from qv_control.demo.conditions_runs import run_condition  # noqa: E402
 
 CFG = replace(conditions_config(), nominal=0.8)
@@ -45,14 +47,24 @@ def test_all_path_and_torque(runs):
         assert f["max_abs_torque_ratio"] <= 1.0, kind
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 open: with μ = 0.8 and joint-velocity noise the normal force "
-                   "on Drake's lagged contact is 2-4 % RMS off and the tool lifts off (see the report)")
 def test_all_force_peak_and_contact(runs):
     for kind, r in runs.items():
         f = r["figures"]
-        assert f["force_rms_error_rel"] <= 0.02, kind
-        assert f["peak_force_ratio"] <= 1.5, kind
+        assert f["force_rms_error_rel"] <= 0.02, kind      # measured 1.29 % / 1.25 %
+        assert f["peak_force_ratio"] <= 1.5, kind          # measured 1.23x / 1.44x
         assert f["contact_lost"] == 0, kind
+
+
+@pytest.mark.parametrize("kind", ["qv", "osc"])
+def test_model_error_survives_touch_down(kind):
+    """Drake, controller masses +10 % (6 N of excess lift at the tool): the integral actions are carried across
+    the contact switch, so the tool stays down. Before: force RMS 78.6 % and 108 lift-offs for both laws;
+    now 0.15 %, none."""
+    r = run_condition(Condition("mass_drake", plant="drake", mass_factor=1.1), kind, CFG)
+    f = r["figures"]
+    print(f"\n[mass_+10% drake] {kind}: force {100 * f['force_rms_error_rel']:.3f} %, lift-offs {f['contact_lost']}")
+    assert f["force_rms_error_rel"] <= 0.005
+    assert f["contact_lost"] == 0 and f["peak_force_ratio"] <= 1.1
 
 
 def test_friction_alone_meets_the_single_condition_targets():

@@ -34,6 +34,9 @@ KINDS = ("qv", "osc", "impedance")
 KI_MOTION = 3600.0
 #: friction compensation of qv and OSC: "measured" (F/T tangential force while sliding), "model" or ""
 FRICTION_COMPENSATION = "measured"
+#: low-pass of the sliding direction in the friction compensation (Hz; see laws/friction.py): with q̇ noise a
+#: raw direction injects the noise into the tangential force (Drake μ = 0.8 + q̇ noise: 1.9 % -> 0.97 %)
+FRICTION_DIRECTION_HZ = 5.0
 G = 9.81
 #: surface estimates for the touch-down plan (stiffness N/m, damping factor c of :func:`touch_speed`), what a
 #: user would measure once by a static press: MuJoCo solref 0.002 s and 0.02 s (critically damped, c = 2),
@@ -47,7 +50,8 @@ def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0)
     if kind in ("qv", "osc") and FRICTION_COMPENSATION:
         from ..laws.friction import FrictionCompensation
 
-        return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION)
+        return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION,
+                                    direction_hz=FRICTION_DIRECTION_HZ)
     return law
 
 
@@ -92,7 +96,9 @@ class _Sensors:
         f = plant.tool_wrench_world()[:3]
         if self.cond.ft_noise > 0:
             f = f + self.rng.normal(0.0, self.cond.ft_noise, 3)
-        return self.f_ft(f) - self.cond.tool_mass * (np.array([0.0, 0.0, -G]) - acc)
+        weight = self.cond.tool_mass * (np.array([0.0, 0.0, -G]) - acc)
+        self.raw = f - weight            # unfiltered (no filter lag): where the force ramp after a touch starts
+        return self.f_ft(f) - weight
 
 
 def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | None = None, seed: int = 0) -> dict:
@@ -132,7 +138,7 @@ def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | Non
         t = plant.time
         f_meas = sensors.contact_force(plant, sc.task(t)["a"])
         fn_meas = float(f_meas[2])
-        sc.update(t, fn_meas, plant.tool_position[2])
+        sc.update(t, fn_meas, plant.tool_position[2], fn_start=float(sensors.raw[2]))
         if sc.phase == "done":
             break
         task = sc.task(t)

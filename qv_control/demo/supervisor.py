@@ -77,8 +77,10 @@ class ContactSupervisor:
                          t_step=t_step, t_back=t_back, t_lower=t_lower, t_release=t_release,
                          t_end=t_release + c.release_ramp + c.lift)
 
-    def update(self, t: float, fn: float, z: float | None = None) -> None:
-        """Contact detection from the measured normal force fn (N, ≥ 0 when pressing)."""
+    def update(self, t: float, fn: float, z: float | None = None, fn_start: float | None = None) -> None:
+        """Contact detection from the measured normal force fn (N, ≥ 0 when pressing). ``fn_start``: the
+        force the ramp after a touch starts from (default fn); with a low-passed F/T reading pass the
+        unfiltered one, since the filter's lag makes fn a fraction of the force the impact already applies."""
         c = self.cfg
         if self.phase in ("approach", "reacquire"):
             if fn > c.contact_on:
@@ -87,7 +89,8 @@ class ContactSupervisor:
                     self.t_contact = t
                     self._make_plan(t)
                 self.t_active = t
-                self.fn_switch = min(fn, c.force)  # ramp from the touch force, not from an impact peak
+                start = fn if fn_start is None else max(0.0, fn_start)
+                self.fn_switch = min(start, c.force)  # ramp from the touch force, not from an impact peak
                 self.phase = "contact"
                 self.off_since = None
                 self._switch(t, True, "contact made" if first else "contact regained", normal_force=round(fn, 3))

@@ -38,7 +38,10 @@ class SwitchingQVLaw:
         params = dict(coordinates=qv_coordinates(c, contact, self.R_ref), kp=c.qv_kp, kd=c.qv_kd, **self.extra)
         if contact:
             params.update(kf=c.force_kp, ki=c.force_ki)
+        carried = getattr(self.law, "integral_torque", None)   # bumpless transfer of the integral actions
         self.law = make_law("quasi_tracking", self.system, **params)
+        if carried is not None and hasattr(self.law, "carry"):
+            self.law.carry(carried)
         self.law_contact = contact
         self.rebuilds += 1
 

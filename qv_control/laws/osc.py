@@ -19,8 +19,12 @@ Force: f = λ_d + k_f e_λ + k_i∫e_λ with the same :class:`ForcePI`
 as the quasi-velocity law (λ is the force the robot applies along the axis; pressing down is λ < 0).
 
 The motion integral (``ki_motion``, 1/s³ on x) is frozen while the limiter scales the motion channel and
-reset when the contact switches (anti-windup). Torque limits: the motion channel is scaled first
-(:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f, so scaling it leaves λ = f.
+reset when the contact switches (anti-windup); what the integrals (motion and the force PI's) applied at the
+last sample before the switch, τ_I = Jᵀ(Λ_x Ω K_I z + e_f k_i∫e), is kept as a bias b added to h (bumpless
+transfer, as in the quasi-velocity law: a model error is not dropped at touch-down; only after a phase of
+``carry_min_time`` or longer, a bounce's transient is dropped). Torque limits: the
+motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
+so scaling it leaves λ = f.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
+from .carry import IntegralCarry
 
 LWA = LOCAL_WORLD_ALIGNED
 
@@ -51,7 +56,7 @@ class OperationalSpaceLaw:
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
-                 effort_limits="urdf"):
+                 effort_limits="urdf", carry_min_time: float = 0.05):
         self.system, self.frame, self.contact = system, frame, contact
         self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2):
@@ -72,6 +77,8 @@ class OperationalSpaceLaw:
         self._z = np.zeros(6)
         self._t_prev: float | None = None
         self._was_contact: bool | None = None
+        self._a_int = np.zeros(6)                # Ω K_I z of the last sample
+        self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
 
     @property
     def peak_ratio(self) -> float:
@@ -81,6 +88,12 @@ class OperationalSpaceLaw:
         self._z = np.zeros(6)
         self._t_prev = None
         self.force_pi.reset()
+        self._carry.reset()
+
+    @property
+    def integral_torque(self) -> np.ndarray:
+        """b + τ_I: the generalised force the integral actions applied at the last sample (module doc)."""
+        return self._carry.total
 
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
@@ -120,6 +133,7 @@ class OperationalSpaceLaw:
             lim = self.integral_limit / self.KI
             self._z = np.clip(self._z, -lim, lim)                    # anti-windup clamp
             a += self.KI * self._z
+            self._a_int = omega * self.KI * self._z
         self._was_contact = contact
         self.last.update(e=e)
         return omega * a
@@ -138,6 +152,9 @@ class OperationalSpaceLaw:
         self._t_prev = t
         ref = reference if reference is not None else Reference()
         contact = self._in_contact()
+        if self._was_contact is not None and contact != self._was_contact:
+            self._carry.switch()                                    # bumpless transfer (module doc)
+        self._carry.tick(t)
         a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
         Mc = cho_factor(M)
         MinvJt = cho_solve(Mc, J.T)
@@ -145,7 +162,8 @@ class OperationalSpaceLaw:
         Jbar = MinvJt @ Lam                                         # J̄ = M⁻¹ Jᵀ Λ_x
         tau0 = M @ (self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
         motion = J.T @ (Lam @ a_star) + tau0 - J.T @ (Jbar.T @ tau0)  # + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
-        base = h - J.T @ (Lam @ Jdqd)
+        base = h - J.T @ (Lam @ Jdqd) + (0.0 if self._carry.bias is None else self._carry.bias)
+        tau_int = J.T @ (Lam @ self._a_int)
         force = None
         if contact:
             lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
@@ -156,8 +174,11 @@ class OperationalSpaceLaw:
             f = lam_d + (0.0 if corr is None else float(corr[0]))
             force = J[self.force_axis] * f                          # Jᵀ e_f f
             self.last.update(lambda_d=lam_d, f=f)
+            if self.force_pi.z is not None:
+                tau_int = tau_int + J[self.force_axis] * (self.force_pi.ki * float(self.force_pi.z[0]))
         else:
             self.force_pi.reset()
+        self._carry.tau_int = tau_int
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau

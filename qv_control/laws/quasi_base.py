@@ -81,7 +81,8 @@ class QuasiLawBase(ControlLaw):
         self.last["force_feedback"] = corr is not None
         return u_xi, xi_d
 
-    def _torque(self, terms, qs, u_v, u_xi) -> np.ndarray:
+    def _torque(self, terms, qs, u_v, u_xi, bias: np.ndarray | None = None) -> np.ndarray:
+        """τ = g [+ b] + Q(V₁u_ξ + V₂u_v); a carried bias b joins g (never scaled by the limiter)."""
         Q = qs.Q
         force = Q.dot(qs.V1.dot(u_xi)) if qs.rank else None
-        return self._finish(terms.g, force, Q.dot(qs.V2.dot(u_v)))
+        return self._finish(terms.g if bias is None else terms.g + bias, force, Q.dot(qs.V2.dot(u_v)))
