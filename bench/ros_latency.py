@@ -83,6 +83,7 @@ class Driver:
         self.pub = node.create_publisher(JointState, "/joint_states", 10)
         self.sub = node.create_subscription(JointState, stamped_topic, self.on_answer, 100)
         self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
+        self.seq = 0  # never reset: the nodes drop a state stamped older than the last one they accepted
         self.reset()
 
     def reset(self) -> None:
@@ -90,7 +91,6 @@ class Driver:
         self.lat: list[float] = []
         self.recv_times: list[float] = []
         self.commands = 0
-        self.seq = 0
 
     def on_answer(self, msg) -> None:
         now = time.perf_counter()
