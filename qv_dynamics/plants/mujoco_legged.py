@@ -30,7 +30,7 @@ import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
 from .mujoco_plant import compile_mjcf
-from .mujoco_scene import _AXIS, _fmt, _quat_wxyz
+from .mujoco_scene import _AXIS, SceneFromDict, _fmt, _quat_wxyz
 
 try:  # mujoco is a run-time dependency of this module only
     import mujoco
@@ -43,7 +43,7 @@ else:
 
 
 @dataclass
-class FloorScene:
+class FloorScene(SceneFromDict):
     """Scene parameters (SI units). ``feet``: the foot frames (one sphere each)."""
 
     feet: Sequence[str] = ("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")
@@ -55,12 +55,6 @@ class FloorScene:
     gravity: Sequence[float] = (0.0, 0.0, -9.81)
     noslip_iterations: int = 10
     extra: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "FloorScene":
-        d = dict(d or {})
-        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
-        return cls(**known, extra=d)
 
 
 def _inertial(I: pin.Inertia, indent: str) -> list[str]:

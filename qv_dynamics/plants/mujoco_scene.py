@@ -30,7 +30,7 @@ constraint row A = ∂z_tool/∂q, the multiplier is ``λ = −F_z`` (:meth:`lam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Self, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -38,8 +38,18 @@ import pinocchio as pin
 from ..errors import ModelError
 
 
+class SceneFromDict:
+    """``from_dict`` for the scene dataclasses: known keys set the fields, the others are kept in ``extra``."""
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Self:
+        d = dict(d or {})
+        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
+        return cls(**known, extra=d)
+
+
 @dataclass
-class SceneConfig:
+class SceneConfig(SceneFromDict):
     """Scene parameters (all SI units)."""
 
     tool_frame: str = "panda_hand_tcp"
@@ -55,12 +65,6 @@ class SceneConfig:
     joint_damping: float = 0.0
     gravity: Sequence[float] = (0.0, 0.0, -9.81)
     extra: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "SceneConfig":
-        d = dict(d or {})
-        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__}
-        return cls(**known, extra=d)
 
 
 def _fmt(x) -> str:
