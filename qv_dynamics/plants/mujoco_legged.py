@@ -29,17 +29,8 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
-from .mujoco_plant import compile_mjcf
+from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
 from .mujoco_scene import _AXIS, SceneFromDict, _fmt, _quat_wxyz
-
-try:  # mujoco is a run-time dependency of this module only
-    import mujoco
-except ImportError as exc:  # pragma: no cover - reported when the module is used
-    mujoco = None
-    _IMPORT_ERROR = exc
-else:
-    _IMPORT_ERROR = None
-
 
 
 @dataclass
@@ -137,15 +128,14 @@ def mjcf_floor_scene(model: pin.Model, scene: FloorScene | None = None) -> str:
     ])
 
 
-class LeggedMujocoPlant:
+class LeggedMujocoPlant(MujocoStepping):
     """MuJoCo plant of a floating-base robot standing on a floor (module doc for the scene and conventions).
 
     ``step(tau, dt)`` takes the full n-vector (the six base entries must be 0: the base is not actuated)
     or only the actuated joints' torques."""
 
     def __init__(self, system_or_model, scene: FloorScene | dict | None = None):
-        if mujoco is None:  # pragma: no cover
-            raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+        require_mujoco()
         pmodel = getattr(system_or_model, "model", system_or_model)
         if not isinstance(pmodel, pin.Model):
             raise ModelError("LeggedMujocoPlant needs a ConstrainedSystem or a pinocchio.Model")
@@ -166,9 +156,7 @@ class LeggedMujocoPlant:
 
     # ------------------------------------------------------------------ state (Pinocchio convention)
     def reset(self, q, qdot=None) -> None:
-        q = as_vector("q", q, self.nq)
-        qdot = np.zeros(self.n) if qdot is None else as_vector("qdot", qdot, self.n)
-        mujoco.mj_resetData(self.model, self.data)
+        q, qdot = self._reset_data(q, qdot, self.nq, self.n)
         self.set_state(q, qdot)
 
     def set_state(self, q, qdot) -> None:
@@ -181,10 +169,6 @@ class LeggedMujocoPlant:
         d.qvel[:3] = R @ qdot[:3]
         d.qvel[3:] = qdot[3:]
         mujoco.mj_forward(self.model, d)
-
-    @property
-    def time(self) -> float:
-        return float(self.data.time)
 
     @property
     def q(self) -> np.ndarray:
@@ -248,11 +232,7 @@ class LeggedMujocoPlant:
             tau = tau[6:]
         tau = as_vector("tau", tau, self.n - 6)
         self.last_tau = np.concatenate([np.zeros(6), np.clip(tau, -self.effort_limits, self.effort_limits)])
-        self.data.ctrl[:] = tau
-        k = 1 if dt is None else max(1, int(round(float(dt) / self.model.opt.timestep)))
-        for _ in range(k):
-            mujoco.mj_step(self.model, self.data)
-        mujoco.mj_forward(self.model, self.data)
+        self._advance(tau, dt)
 
 
 def standing_configuration(system, base_xyz: Sequence[float] = (0.0, 0.0, None), joints: dict | None = None,

@@ -32,15 +32,8 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError, as_vector
+from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
 from .mujoco_scene import _fmt, _quat_wxyz
-
-try:
-    import mujoco
-except ImportError as exc:  # pragma: no cover
-    mujoco = None
-    _IMPORT_ERROR = exc
-else:
-    _IMPORT_ERROR = None
 
 _HINGE = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1)}
 _SLIDE = {"JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
@@ -142,7 +135,7 @@ class PlantConditions:
         return pin.SE3(pin.exp3(np.asarray(rv, float)), np.asarray(xyz, float))
 
 
-class MujocoLoopPlant:
+class MujocoLoopPlant(MujocoStepping):
     """MuJoCo twin of a :class:`~qv_dynamics.model.ConstrainedSystem` whose 6-axis loop closures are welds.
 
     State in Pinocchio conventions: ``q`` (nq), ``qdot`` (nv), ``step(tau, dt)`` with τ an nv-vector (the
@@ -150,8 +143,7 @@ class MujocoLoopPlant:
 
     def __init__(self, system, timestep: float = 0.0005, solref=(0.002, 1.0), solimp=(0.95, 0.99, 0.001, 0.5, 2.0),
                  conditions: PlantConditions | None = None):
-        if mujoco is None:  # pragma: no cover
-            raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+        require_mujoco()
         self.system = system
         pm = self.pin_model = system.model
         welds = []
@@ -162,11 +154,7 @@ class MujocoLoopPlant:
         self.conditions = conditions or PlantConditions()
         self._rng = np.random.default_rng(self.conditions.seed)
         self.xml = mjcf_with_welds(pm, welds, timestep, solref, solimp, conditions=self.conditions)
-        try:
-            self.model = mujoco.MjModel.from_xml_string(self.xml)
-        except ValueError as exc:
-            raise ModelError(f"MuJoCo rejected the generated model: {exc}") from None
-        self.data = mujoco.MjData(self.model)
+        self.model, self.data = compile_mjcf(self.xml)
         self._weld_id = {nm: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_EQUALITY, nm) for nm, _, _ in welds}
         self._free = [(pm.joints[j].idx_q, pm.joints[j].idx_v) for j in range(1, pm.njoints)
                       if pm.joints[j].shortname() == "JointModelFreeFlyer"]
@@ -185,9 +173,7 @@ class MujocoLoopPlant:
 
     def reset(self, q, qdot=None) -> None:
         """Set the state from Pinocchio's q and q̇."""
-        q = as_vector("q", q, self.pin_model.nq)
-        qdot = np.zeros(self.pin_model.nv) if qdot is None else as_vector("qdot", qdot, self.pin_model.nv)
-        mujoco.mj_resetData(self.model, self.data)
+        q, qdot = self._reset_data(q, qdot, self.pin_model.nq, self.pin_model.nv)
         for name, active in self.weld_active.items():   # mj_resetData restores the model's eq_active0
             self.set_weld(name, active)
         qpos, qvel = q.copy(), qdot.copy()
@@ -198,10 +184,6 @@ class MujocoLoopPlant:
         self.data.qpos[:] = qpos
         self.data.qvel[:] = qvel
         mujoco.mj_forward(self.model, self.data)
-
-    @property
-    def time(self) -> float:
-        return float(self.data.time)
 
     @property
     def q(self) -> np.ndarray:
@@ -272,10 +254,7 @@ class MujocoLoopPlant:
     def step(self, tau, dt: float | None = None) -> None:
         """Apply τ (nv-vector, zero on unactuated DOFs) for ``dt`` (default one physics step)."""
         tau = as_vector("tau", tau, self.pin_model.nv)
-        self.data.ctrl[:] = tau[self._act_v]
-        n = 1 if dt is None else max(1, int(round(dt / self.model.opt.timestep)))
-        for _ in range(n):
-            mujoco.mj_step(self.model, self.data)
+        self._advance(tau[self._act_v], dt, forward=False)
 
 
 __all__ = ["MujocoLoopPlant", "PlantConditions", "mjcf_with_welds"]

@@ -24,10 +24,15 @@ else:
     _IMPORT_ERROR = None
 
 
-def compile_mjcf(xml: str):
-    """(MjModel, MjData) of a generated MJCF; ModelError when MuJoCo is missing or rejects the model."""
+def require_mujoco() -> None:
+    """ModelError when MuJoCo is not installed (it is a run-time dependency of the plants only)."""
     if mujoco is None:  # pragma: no cover
         raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+
+
+def compile_mjcf(xml: str):
+    """(MjModel, MjData) of a generated MJCF; ModelError when MuJoCo is missing or rejects the model."""
+    require_mujoco()
     try:
         model = mujoco.MjModel.from_xml_string(xml)
     except ValueError as exc:
@@ -35,7 +40,35 @@ def compile_mjcf(xml: str):
     return model, mujoco.MjData(model)
 
 
-class MujocoPlant:
+class MujocoStepping:
+    """What the MuJoCo plants share: the clock, resetting ``data`` and stepping whole physics steps."""
+
+    model: "mujoco.MjModel"
+    data: "mujoco.MjData"
+
+    @property
+    def time(self) -> float:
+        return float(self.data.time)
+
+    def _reset_data(self, q, qdot, nq: int, nv: int) -> tuple[np.ndarray, np.ndarray]:
+        """Checked (q, q̇) (q̇ = 0 when None) after ``mj_resetData``."""
+        q = as_vector("q", q, nq)
+        qdot = np.zeros(nv) if qdot is None else as_vector("qdot", qdot, nv)
+        mujoco.mj_resetData(self.model, self.data)
+        return q, qdot
+
+    def _advance(self, ctrl: np.ndarray, dt: float | None, forward: bool = True) -> None:
+        """Hold ``ctrl`` for ``dt`` rounded to whole timesteps (default and at least one); with ``forward``,
+        ``mj_forward`` after, so sensors / contacts / site positions match the new state."""
+        self.data.ctrl[:] = ctrl
+        k = 1 if dt is None else max(1, int(round(float(dt) / self.model.opt.timestep)))
+        for _ in range(k):
+            mujoco.mj_step(self.model, self.data)
+        if forward:
+            mujoco.mj_forward(self.model, self.data)
+
+
+class MujocoPlant(MujocoStepping):
     """MuJoCo plant mirroring a :class:`~qv_dynamics.model.ConstrainedSystem`'s robot, with a table.
 
     ``step(tau, dt)`` applies joint torques (clipped to the URDF effort limits by MuJoCo's ctrlrange)
@@ -43,8 +76,7 @@ class MujocoPlant:
     ``sensor_wrench`` read the state."""
 
     def __init__(self, system_or_model, scene: SceneConfig | dict | None = None):
-        if mujoco is None:  # pragma: no cover
-            raise ModelError(f"mujoco is not installed ({_IMPORT_ERROR}); `pip install mujoco`")
+        require_mujoco()
         pmodel = getattr(system_or_model, "model", system_or_model)
         if not isinstance(pmodel, pin.Model):
             raise ModelError("MujocoPlant needs a ConstrainedSystem or a pinocchio.Model")
@@ -68,17 +100,11 @@ class MujocoPlant:
 
     # ------------------------------------------------------------------ state
     def reset(self, q, qdot=None) -> None:
-        q = as_vector("q", q, self.n)
-        qdot = np.zeros(self.n) if qdot is None else as_vector("qdot", qdot, self.n)
-        mujoco.mj_resetData(self.model, self.data)
+        q, qdot = self._reset_data(q, qdot, self.n, self.n)
         self.data.mocap_pos[0, 2] = self.scene.table_height - self.scene.table_thickness / 2
         self.data.qpos[:] = q
         self.data.qvel[:] = qdot
         mujoco.mj_forward(self.model, self.data)
-
-    @property
-    def time(self) -> float:
-        return float(self.data.time)
 
     @property
     def q(self) -> np.ndarray:
@@ -157,13 +183,7 @@ class MujocoPlant:
         """Apply joint torques τ (clipped to ± effort limit by MuJoCo) for ``dt`` (default one timestep)."""
         tau = as_vector("tau", tau, self.n)
         self.last_tau = np.clip(tau, -self.effort_limits, self.effort_limits)
-        self.data.ctrl[:] = tau
-        ts = self.model.opt.timestep
-        k = 1 if dt is None else max(1, int(round(float(dt) / ts)))
-        for _ in range(k):
-            mujoco.mj_step(self.model, self.data)
-        # sensors / contacts / site positions consistent with the new state
-        mujoco.mj_forward(self.model, self.data)
+        self._advance(tau, dt)
 
     # ------------------------------------------------------------------ free-motion dynamics (reference)
     def mass_matrix(self, q) -> np.ndarray:
