@@ -20,16 +20,12 @@ from typing import Callable
 import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ..errors import ModelError
 from ..plants.mujoco_legged import FloorScene, LeggedMujocoPlant, standing_configuration
-from .health import EpisodeCounter
-from .messages import arrays_to_joint_state, sec_to_stamp
+from .messages import arrays_to_joint_state
 from .odometry import base_to_odometry
-from .params import LEGGED_MUJOCO_NODE, declare, load_model_config
+from .params import LEGGED_MUJOCO_NODE
 from .plant_node import PlantNodeMixin
 
 
@@ -41,11 +37,8 @@ class LeggedMujocoNode(PlantNodeMixin, Node):
     def __init__(self, node_name: str = "qv_legged_mujoco", *, system=None, plant: LeggedMujocoPlant | None = None,
                  q0=None, on_step: Callable | None = None, **node_kwargs):
         super().__init__(node_name, **node_kwargs)
-        declare(self, LEGGED_MUJOCO_NODE)
+        system, doc = self._declare_and_load(LEGGED_MUJOCO_NODE, system)
         gp = self.get_parameter
-        doc: dict = {}
-        if system is None:
-            system, doc = load_model_config(gp("model_config").value, gp("robot_description").value, floating=True)
         if not system.floating_base:
             raise ModelError("qv_legged_mujoco_node needs a floating-base model (robot.floating_base: true)")
         self._configure_plant(system)
@@ -60,32 +53,18 @@ class LeggedMujocoNode(PlantNodeMixin, Node):
                                         foot_radius=plant.scene.foot_radius,
                                         penetration=float(init.get("penetration", 0.0)))
         plant.reset(np.asarray(q0, float))
-        self.on_step: list[Callable] = [on_step] if on_step is not None else []
-        self.tau = np.zeros(system.nv)
-        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
-        self.publish_clock = bool(gp("publish_clock").value)
-        self.steps = 0
+        topic = self._plant_topics(on_step)
         self.odom_frame, self.base_frame = gp("odom_frame").value, gp("base_frame").value
-        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10)
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
-        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self._start_pacing()
         self.get_logger().info(
             f"legged MuJoCo plant '{system.name}' ({self.mode}, dt={self.dt} s, physics {plant.model.opt.timestep} s, "
             f"feet {plant.feet}, μ={plant.scene.friction}): joints on {self.pub_js.topic_name}, base on "
             f"{self.pub_odom.topic_name} ({self.odom_frame} -> {self.base_frame}), commands from {topic}")
 
-    @property
-    def t(self) -> float:
-        return self.plant.time
-
     def publish_state(self) -> None:
-        stamp = sec_to_stamp(self.t)
+        stamp = self._stamp()
         q, v = self.plant.q, self.plant.qdot
-        if self.pub_clock is not None:
-            self.pub_clock.publish(Clock(clock=stamp))
         self.pub_odom.publish(base_to_odometry(stamp, self.odom_frame, self.base_frame, q, v))
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, q, v, self.plant.last_tau))
 

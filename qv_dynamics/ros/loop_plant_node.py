@@ -25,13 +25,9 @@ from rclpy.clock import Clock as SteadyClock
 from rclpy.clock import ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ..plants.mujoco_loops import MujocoLoopPlant
-from .health import EpisodeCounter
-from .messages import array_to_wrench, arrays_to_joint_state, sec_to_stamp
+from .messages import array_to_wrench, arrays_to_joint_state
 from .odometry import base_to_odometry
 from .params import LOOP_PLANT_NODE
 from .plant_node import PlantNodeMixin
@@ -53,33 +49,20 @@ class LoopPlantNode(PlantNodeMixin, Node):
         q0 = self._initial("q0", q0, (doc.get("initial") or {}).get("q"), None)
         if q0 is not None:
             self.plant.reset(q0)
-        self.on_step: list[Callable] = [on_step] if on_step is not None else []
-        self.tau = np.zeros(system.nv)
-        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
-        self.steps = 0
         self.odom_frame, self.body_frame = gp("odom_frame").value, gp("base_frame").value
         self.welds = [(c, self.create_publisher(WrenchStamped, f"~/{c.name}/wrench", qos_profile_sensor_data))
                       for c in system.constraints]
-        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        topic = self._plant_topics(on_step)
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10)
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if gp("publish_clock").value else None
-        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self._start_pacing(clock=SteadyClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(f"MuJoCo weld plant '{system.name}' ({self.mode}, dt={self.dt} s): joints "
                                f"{self.layout.names}, object on {self.pub_odom.topic_name}, welds "
                                f"{[c.name for c, _ in self.welds]}, commands from {topic}")
 
-    @property
-    def t(self) -> float:
-        return self.plant.time
-
     def publish_state(self) -> None:
-        stamp = sec_to_stamp(self.t)
+        stamp = self._stamp()
         plant, system = self.plant, self.system
         q, qdot = plant.q, plant.measured_qdot()
-        if self.pub_clock is not None:
-            self.pub_clock.publish(Clock(clock=stamp))
         active = [c for c, _ in self.welds if c.active]
         if active:
             _, A = system.constraint_rows(q)

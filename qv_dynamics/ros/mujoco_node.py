@@ -28,15 +28,13 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
-from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64, Float64MultiArray
+from std_msgs.msg import Float64
 
 from ..errors import ModelError
 from ..plants.mujoco_plant import MujocoPlant
 from ..plants.mujoco_scene import SceneConfig
 from .health import EpisodeCounter
-from .messages import array_to_wrench, arrays_to_joint_state, sec_to_stamp
+from .messages import array_to_wrench, arrays_to_joint_state
 from .params import MUJOCO_NODE, SCENE_KEYS
 from .plant_node import PlantNodeMixin
 
@@ -68,18 +66,10 @@ class MujocoNode(PlantNodeMixin, Node):
         qdot0 = self._initial("qdot0", qdot0, init.get("qdot"), np.zeros(system.nv))
         if q0 is not None:
             plant.reset(q0, qdot0)
-        self.on_step: list[Callable] = [on_step] if on_step is not None else []
-        self.tau = np.zeros(system.nv)
-        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
+        topic = self._plant_topics(on_step)
         self.table_rejects = EpisodeCounter(self.get_logger(), "table height")
-        self.publish_clock = bool(gp("publish_clock").value)
-        self.steps = 0
         self.tool_frame = plant.scene.tool_frame
-        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         self.pub_wrench = self.create_publisher(WrenchStamped, gp("wrench_topic").value, qos_profile_sensor_data)
-        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
         self.create_subscription(Float64, "~/table_height", self.on_table_height, 10)
         self._start_pacing()
         self.get_logger().info(
@@ -89,14 +79,8 @@ class MujocoNode(PlantNodeMixin, Node):
             f"z={plant.table_height:.4f} m")
 
     # ------------------------------------------------------------------ state
-    @property
-    def t(self) -> float:
-        return self.plant.time
-
     def publish_state(self) -> None:
-        stamp = sec_to_stamp(self.t)
-        if self.pub_clock is not None:
-            self.pub_clock.publish(Clock(clock=stamp))
+        stamp = self._stamp()
         self.pub_wrench.publish(array_to_wrench(stamp, self.tool_frame, self.plant.sensor_wrench()))
         self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.plant.q, self.plant.qdot,
                                                   self.plant.last_tau))

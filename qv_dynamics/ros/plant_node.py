@@ -14,11 +14,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import QVError
-from .health import reject_kind
-from .messages import CommandMap, JointLayout
+from .health import EpisodeCounter, reject_kind
+from .messages import CommandMap, JointLayout, sec_to_stamp
 from .params import declare, load_model_config
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
@@ -57,6 +59,34 @@ class PlantNodeMixin:
         self.overruns = 0               # realtime ticks that could not catch up (real time dropped)
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
         self._overrun_logged = -float("inf")
+
+    def _plant_topics(self, on_step) -> str:
+        """What the MuJoCo plant nodes set up alike: the ``on_step`` list, the held τ, the command reject
+        counter, the step count, /joint_states, /clock (``publish_clock``) and the effort command subscription
+        (``command_topic``, else ``/<controller_name>/commands``); returns that topic."""
+        gp = self.get_parameter
+        self.on_step = [on_step] if on_step is not None else []
+        self.tau = np.zeros(self.system.nv)
+        self.rejects = EpisodeCounter(self.get_logger(), "effort commands")
+        self.steps = 0
+        self.publish_clock = bool(gp("publish_clock").value)
+        self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
+        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        return topic
+
+    @property
+    def t(self) -> float:
+        """Simulated time of a plant object (the MuJoCo plants); nodes without one define their own."""
+        return self.plant.time
+
+    def _stamp(self):
+        """The stamp of the current state, first published on /clock when ``publish_clock``."""
+        stamp = sec_to_stamp(self.t)
+        if self.pub_clock is not None:
+            self.pub_clock.publish(Clock(clock=stamp))
+        return stamp
 
     def _start_pacing(self, clock=None) -> None:
         """The timers of the pacing mode: realtime ticks, or lock-step re-sends (``clock``: e.g. a steady clock

@@ -43,7 +43,7 @@ from ..errors import ConvergenceError, ModelError, NonFiniteError, QVError
 from ..robots import scale_inertias
 from ..sim.stepper import length_scale
 from .health import EpisodeCounter, diagnostic_array
-from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench, sec_to_stamp
+from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench
 from .odometry import base_to_odometry
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
@@ -174,9 +174,7 @@ class SimNode(PlantNodeMixin, Node):
         return self.stepper.qdot
 
     def publish_state(self) -> None:
-        stamp = sec_to_stamp(self.t)
-        if self.pub_clock is not None:
-            self.pub_clock.publish(Clock(clock=stamp))
+        stamp = self._stamp()
         if self.publish_wrench and self.pub_wrench:
             self._publish_wrenches(stamp)  # before the joint state: a controller reacting to it has λ_meas
         if self.pub_odom is not None:
