@@ -83,24 +83,16 @@ class LeggedControllerNode(Node):
 
     # ------------------------------------------------------------------ callbacks
     def on_joint_state(self, msg: JointState) -> None:
-        try:
-            q, qdot, _ = joint_state_to_arrays(msg, self.layout)
-        except QVError as exc:
-            self.js_rejects.reject(reject_kind(exc), str(exc))
-            return
-        self.js_rejects.ok()
-        self._js = (stamp_to_sec(msg.header.stamp), q, qdot)
-        self._try_compute()
+        arrays = self.js_rejects.accept(joint_state_to_arrays, msg, self.layout)
+        if arrays is not None:
+            self._js = (stamp_to_sec(msg.header.stamp), arrays[0], arrays[1])
+            self._try_compute()
 
     def on_odometry(self, msg: Odometry) -> None:
-        try:
-            qb, vb = odometry_to_base(msg)
-        except QVError as exc:
-            self.odom_rejects.reject(reject_kind(exc), str(exc))
-            return
-        self.odom_rejects.ok()
-        self._odom = (stamp_to_sec(msg.header.stamp), qb, vb)
-        self._try_compute()
+        base = self.odom_rejects.accept(odometry_to_base, msg)
+        if base is not None:
+            self._odom = (stamp_to_sec(msg.header.stamp), *base)
+            self._try_compute()
 
     def _try_compute(self) -> None:
         if self._js is None or self._odom is None:

@@ -2,10 +2,12 @@
 diagnostic_msgs/DiagnosticArray status messages."""
 from __future__ import annotations
 
+from typing import Callable
+
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from ..errors import DimensionError, NonFiniteError, UnknownNameError
+from ..errors import DimensionError, NonFiniteError, QVError, UnknownNameError
 
 
 class EpisodeCounter:
@@ -30,6 +32,17 @@ class EpisodeCounter:
         if self._open:
             self.logger.info(f"{self.what}: good input again after {sorted(self._open)}")
             self._open.clear()
+
+    def accept(self, parse: Callable, *args):
+        """``parse(*args)`` of an incoming message, counted good; None when it raises a QVError (counted as
+        a reject of its kind, logged once per episode)."""
+        try:
+            value = parse(*args)
+        except QVError as exc:
+            self.reject(reject_kind(exc), str(exc))
+            return None
+        self.ok()
+        return value
 
     @property
     def total(self) -> int:
