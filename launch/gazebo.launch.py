@@ -25,25 +25,18 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from qv_control.ros.launch_actions import CONTROL_ROBOTS, ordered_qv_bringup, robot_files
 
 PACKAGE = "qv_ros"
-ROBOTS = {
-    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
-                     "controllers": "config/controllers.yaml"},
-    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
-                     "controllers": "config/controllers_slider_crank.yaml"},
-}
+ROBOTS = CONTROL_ROBOTS
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_control.ros.launch_actions import ordered_qv_bringup
     from qv_dynamics.plants.export import target_urdf
 
-    share = get_package_share_directory(PACKAGE)
-    robot = LaunchConfiguration("robot").perform(context)
-    files = ROBOTS[robot]
-    controllers = os.path.join(share, files["controllers"])
-    urdf = target_urdf(os.path.join(share, files["model"]), "gazebo", controllers)
+    robot, files = robot_files(context, ROBOTS)
+    controllers = files["controllers"]
+    urdf = target_urdf(files["model"], "gazebo", controllers)
     sim_time = {"use_sim_time": True}
     gz_launch = os.path.join(get_package_share_directory("ros_gz_sim"), "launch", "gz_sim.launch.py")
     world = LaunchConfiguration("world").perform(context)
@@ -58,7 +51,7 @@ def _nodes(context, *args, **kwargs):
         create,
         Node(package="ros_gz_bridge", executable="parameter_bridge",
              arguments=["/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock"]),
-        *ordered_qv_bringup(controllers, os.path.join(share, files["params"]), no_ft,
+        *ordered_qv_bringup(controllers, files["params"], no_ft,
                             broadcasters=["joint_state_broadcaster"], after=create),
     ]
 

@@ -21,34 +21,26 @@ once it has exited, the qv nodes; once qv_controller runs, the spawner of effort
 import os
 import tempfile
 
-from ament_index_python.packages import get_package_share_directory
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from qv_control.ros.launch_actions import CONTROL_ROBOTS, FT_TOPIC, launch_flag, ordered_qv_bringup, robot_files
 
 PACKAGE = "qv_ros"
 ROBOTS = {
-    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
-                     "controllers": "config/controllers.yaml"},
-    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
-                     "controllers": "config/controllers_slider_crank.yaml"},
+    **CONTROL_ROBOTS,
     "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml",
               "controllers": "config/controllers_panda.yaml"},
 }
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_control.ros.launch_actions import FT_TOPIC, ordered_qv_bringup
     from qv_dynamics.plants.export import export_mjcf_text, target_urdf, write_text
 
-    share = get_package_share_directory(PACKAGE)
-    robot = LaunchConfiguration("robot").perform(context)
-    files = ROBOTS[robot]
-    model = os.path.join(share, files["model"])
-    controllers = os.path.join(share, files["controllers"])
-    headless = LaunchConfiguration("headless").perform(context).lower() in ("1", "true", "yes")
+    robot, files = robot_files(context, ROBOTS)
+    model, controllers = files["model"], files["controllers"]
+    headless = launch_flag(context, "headless")
     mjcf = write_text(os.path.join(tempfile.mkdtemp(prefix="qv_mujoco_"), f"{robot}.xml"), export_mjcf_text(model))
     urdf = target_urdf(model, "mujoco", controllers, mjcf_file=mjcf, headless=headless)
     sim_time = {"use_sim_time": True}
@@ -60,7 +52,7 @@ def _nodes(context, *args, **kwargs):
              parameters=[{"robot_description": urdf}, sim_time]),
         Node(package="mujoco_ros2_control", executable="ros2_control_node", output="screen",
              parameters=[sim_time, controllers], on_exit=Shutdown()),
-        *ordered_qv_bringup(controllers, os.path.join(share, files["params"]), sensor),
+        *ordered_qv_bringup(controllers, files["params"], sensor),
     ]
 
 

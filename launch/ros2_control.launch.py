@@ -15,40 +15,32 @@ activating joint_state_broadcaster and force_torque_sensor_broadcaster; once it 
 once qv_controller runs, the spawner of effort_controller (forward_command_controller, interface_name:
 effort).
 """
-import os
 
-from ament_index_python.packages import get_package_share_directory
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from qv_control.ros.launch_actions import CONTROL_ROBOTS, FT_TOPIC, launch_flag, ordered_qv_bringup, robot_files
 
 PACKAGE = "qv_ros"
-ROBOTS = {
-    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
-                     "controllers": "config/controllers.yaml"},
-    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
-                     "controllers": "config/controllers_slider_crank.yaml"},
-}
+ROBOTS = CONTROL_ROBOTS
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_control.ros.launch_actions import FT_TOPIC, ordered_qv_bringup
     from qv_dynamics.plants.export import target_urdf
 
-    share = get_package_share_directory(PACKAGE)
-    files = ROBOTS[LaunchConfiguration("robot").perform(context)]
-    controllers = LaunchConfiguration("controllers_file").perform(context) or os.path.join(share, files["controllers"])
-    mock = LaunchConfiguration("use_mock_hardware").perform(context).lower() in ("1", "true", "yes")
-    urdf = target_urdf(os.path.join(share, files["model"]), "mock", controllers, keep_hardware=not mock)
+    _, files = robot_files(context, ROBOTS)
+    controllers = LaunchConfiguration("controllers_file").perform(context) or files["controllers"]
+    mock = launch_flag(context, "use_mock_hardware")
+    urdf = target_urdf(files["model"], "mock", controllers, keep_hardware=not mock)
     return [
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              parameters=[{"robot_description": urdf}]),
         Node(package="controller_manager", executable="ros2_control_node", output="screen",
              parameters=[controllers], remappings=[("~/robot_description", "/robot_description")]),
         # measured λ from the F/T broadcaster (robot -> environment)
-        *ordered_qv_bringup(controllers, os.path.join(share, files["params"]), {"wrench_topics": [FT_TOPIC]}),
+        *ordered_qv_bringup(controllers, files["params"], {"wrench_topics": [FT_TOPIC]}),
     ]
 
 

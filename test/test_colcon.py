@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from launch_ast import constants
 
 from qv_dynamics.robots import EXAMPLE_ROBOTS, resolve_urdf
 
@@ -135,16 +136,11 @@ def test_executables_and_share_files_installed(install):
     assert (install.parent / "qv_ros" / "share" / "ament_index" / "resource_index" / "packages" / "qv_ros").is_file()
 
 
-def _launch_references(path: Path) -> tuple[set[str], set[str], dict]:
-    """(qv_ros executables, share-relative file paths, ROBOTS table) named in a launch file."""
+def _launch_references(path: Path, shared: Path | None = None) -> tuple[set[str], set[str], dict]:
+    """(qv_ros executables, share-relative file paths, ROBOTS table) named in a launch file (``shared``: the
+    installed launch_actions module whose names it imports)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    consts = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                consts[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                pass
+    consts = constants(tree, shared)
     exes, files = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Node":
@@ -183,10 +179,12 @@ def test_launch_files_reference_installed_things(install):
     assert len(launches) == 7
     for lf in launches:
         compile(lf.read_text(), str(lf), "exec")
-        exes, files, robots = _launch_references(lf)
-        if "qv_control.ros.launch_actions" in lf.read_text():  # nodes started by the shared helper
+        helper = None
+        if "qv_control.ros.launch_actions" in lf.read_text():  # nodes and robots from the shared helper
             helper = _installed_module(install, "qv_control.ros.launch_actions")
             assert helper.is_file(), helper
+        exes, files, robots = _launch_references(lf, helper)
+        if helper is not None:
             exes |= _launch_references(helper)[0]
         for exe in exes:
             assert (lib / exe).is_file(), f"{lf.name}: executable {exe} not installed"

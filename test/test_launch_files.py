@@ -11,6 +11,7 @@ from pathlib import Path
 import mujoco
 import pytest
 import yaml
+from launch_ast import constants
 
 from qv_dynamics.plants.export import export_mjcf_text, target_urdf
 from qv_dynamics.plants.urdf_targets import HARDWARE
@@ -27,14 +28,7 @@ def _tree(name: str) -> ast.Module:
 
 
 def _constants(tree: ast.Module) -> dict:
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                pass
-    return out
+    return constants(tree, ROOT / "qv_control" / "ros" / "launch_actions.py")
 
 
 def _calls(tree: ast.AST, name: str) -> list[ast.Call]:

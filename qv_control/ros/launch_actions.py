@@ -10,16 +10,38 @@ leaves an active effort controller without its commanding node:
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
+from ament_index_python.packages import get_package_share_directory
 from launch.actions import RegisterEventHandler
 from launch.event_handlers import OnProcessExit, OnProcessStart
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "qv_ros"
 EFFORT_CONTROLLER = "effort_controller"
 BROADCASTERS = ("joint_state_broadcaster", "force_torque_sensor_broadcaster")
 FT_TOPIC = "/force_torque_sensor_broadcaster/wrench"  # force_torque_sensor_broadcaster's WrenchStamped
+# the robots every controller_manager launch file offers: model config, qv parameters, controllers (share/)
+CONTROL_ROBOTS = {
+    "planar_3link": {"model": "config/planar_3link_model.yaml", "params": "config/planar_3link.yaml",
+                     "controllers": "config/controllers.yaml"},
+    "slider_crank": {"model": "config/slider_crank_model.yaml", "params": "config/slider_crank.yaml",
+                     "controllers": "config/controllers_slider_crank.yaml"},
+}
+
+
+def robot_files(context, robots: dict) -> tuple[str, dict]:
+    """(name, files as paths in the package's share directory) of the robot chosen by the ``robot`` argument."""
+    share = get_package_share_directory(PACKAGE)
+    robot = LaunchConfiguration("robot").perform(context)
+    return robot, {key: os.path.join(share, rel) for key, rel in robots[robot].items()}
+
+
+def launch_flag(context, name: str) -> bool:
+    """A true/false launch argument (1/true/yes, any case, is true)."""
+    return LaunchConfiguration(name).perform(context).lower() in ("1", "true", "yes")
 
 
 def spawner(controllers: Sequence[str], param_file: str) -> Node:
