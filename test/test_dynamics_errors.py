@@ -21,11 +21,6 @@ from qv_dynamics import (
 from qv_dynamics.errors import as_vector
 
 
-@pytest.fixture(scope="module")
-def panda():
-    return ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
-
-
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_state_and_torque(panda, bad):
     q = panda.neutral()

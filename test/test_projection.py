@@ -21,11 +21,6 @@ from qv_dynamics.projection import (
 )
 
 
-@pytest.fixture(scope="module")
-def panda():
-    return ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
-
-
 def test_pinv_and_projector_properties():
     """A⁺ satisfies the Moore-Penrose conditions and equals numpy.linalg.pinv; P = I − A⁺A is the
     orthogonal projector onto N(A) (eq. 4, 15), also for rank-deficient A."""
