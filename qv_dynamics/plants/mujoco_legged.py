@@ -30,7 +30,7 @@ import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
 from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
-from .mujoco_scene import _AXIS, SceneFromDict, _fmt, _quat_wxyz
+from .mujoco_scene import SceneFromDict, _fmt, _quat_wxyz, joint_mjcf
 
 
 @dataclass
@@ -56,23 +56,6 @@ def _inertial(I: pin.Inertia, indent: str) -> list[str]:
     return [f'{indent}<inertial pos="{_fmt(I.lever)}" mass="{I.mass:.12g}" fullinertia="{_fmt(full)}"/>']
 
 
-def _joint_xml(model: pin.Model, j: int, indent: str) -> str:
-    jm = model.joints[j]
-    kind = jm.shortname()
-    name = model.names[j]
-    if kind == "JointModelFreeFlyer":
-        return f'{indent}<freejoint name="{name}"/>'
-    if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
-        raise ModelError(f"joint '{name}' of type {kind} is not supported by the MuJoCo plant")
-    axis = _AXIS.get(kind) or tuple(np.asarray(jm.extract().axis).ravel())
-    jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
-    lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
-    limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
-    rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-    return (f'{indent}<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="0" armature="0" '
-            'frictionloss="0"/>')
-
-
 def mjcf_floor_scene(model: pin.Model, scene: FloorScene | None = None) -> str:
     """MJCF of the robot (free-flyer root, body tree of Pinocchio's joints, merged inertias) on a floor,
     with a sphere and a site at each foot frame and a torque motor per 1-DoF joint."""
@@ -95,7 +78,7 @@ def mjcf_floor_scene(model: pin.Model, scene: FloorScene | None = None) -> str:
     def body(j: int, indent: str) -> list[str]:
         Mj = model.jointPlacements[j]
         lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
-                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', _joint_xml(model, j, indent + "  ")]
+                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', indent + "  " + joint_mjcf(model, j, free=True)]
         lines += _inertial(model.inertias[j], indent + "  ")
         for f, P in feet.get(j, []):
             lines += [f'{indent}  <site name="{f}" pos="{_fmt(P.translation)}" size="0.01"/>',

@@ -33,28 +33,7 @@ import pinocchio as pin
 
 from ..errors import ModelError, as_vector
 from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
-from .mujoco_scene import _fmt, _quat_wxyz
-
-_HINGE = {"JointModelRX": (1, 0, 0), "JointModelRY": (0, 1, 0), "JointModelRZ": (0, 0, 1)}
-_SLIDE = {"JointModelPX": (1, 0, 0), "JointModelPY": (0, 1, 0), "JointModelPZ": (0, 0, 1)}
-
-
-def _joint_xml(model: pin.Model, j: int, damping: float = 0.0, frictionloss: float = 0.0) -> str:
-    jm = model.joints[j]
-    kind, name = jm.shortname(), model.names[j]
-    if kind == "JointModelFreeFlyer":
-        return f'<freejoint name="{name}"/>'
-    if kind in _HINGE or kind == "JointModelRevoluteUnaligned":
-        jtype, axis = "hinge", _HINGE.get(kind) or tuple(np.asarray(jm.axis).ravel())
-    elif kind in _SLIDE or kind == "JointModelPrismaticUnaligned":
-        jtype, axis = "slide", _SLIDE.get(kind) or tuple(np.asarray(jm.axis).ravel())
-    else:
-        raise ModelError(f"joint '{name}' of type {kind} is not supported by the MuJoCo loop plant")
-    lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
-    limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
-    rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-    return (f'<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="{damping:.12g}" armature="0" '
-            f'frictionloss="{frictionloss:.12g}"/>')
+from .mujoco_scene import _fmt, _quat_wxyz, joint_mjcf
 
 
 def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], timestep: float = 0.0005,
@@ -82,7 +61,8 @@ def mjcf_with_welds(model: pin.Model, welds: Sequence[tuple[str, str, str]], tim
         I = pin.Inertia(I.mass * k, I.lever, np.asarray(I.inertia) * k)
         lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
                  f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">',
-                 f"{indent}  {_joint_xml(model, j, cond.joint_damping, cond.frictionloss)}"]
+                 f"{indent}  " + joint_mjcf(model, j, cond.joint_damping, cond.frictionloss, free=True,
+                                            who="the MuJoCo loop plant")]
         if I.mass > 0:
             Ic = np.asarray(I.inertia)
             full = (Ic[0, 0], Ic[1, 1], Ic[2, 2], Ic[0, 1], Ic[0, 2], Ic[1, 2])

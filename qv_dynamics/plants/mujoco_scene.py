@@ -97,6 +97,25 @@ def joint_axis(jm) -> tuple:
     return tuple(a / np.linalg.norm(a))
 
 
+def joint_mjcf(model: pin.Model, j: int, damping: float = 0.0, frictionloss: float = 0.0, free: bool = False,
+               who: str = "the MuJoCo plant") -> str:
+    """``<joint>`` of Pinocchio joint j: a hinge/slide along its axis, limited to the position limits when
+    both are finite; with ``free``, ``<freejoint>`` for a free-flyer. ModelError naming ``who`` otherwise."""
+    jm = model.joints[j]
+    kind, name = jm.shortname(), model.names[j]
+    if free and kind == "JointModelFreeFlyer":
+        return f'<freejoint name="{name}"/>'
+    if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
+        raise ModelError(f"joint '{name}' of type {kind} is not supported by {who}")
+    axis = _AXIS.get(kind) or joint_axis(jm)
+    jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
+    lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
+    limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
+    rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
+    return (f'<joint name="{name}" type="{jtype}" axis="{_fmt(axis)}"{rng} damping="{damping:.12g}" armature="0" '
+            f'frictionloss="{frictionloss:.12g}"/>')
+
+
 class _BodyTree:
     """The ``<body>`` tree of the robot: one body per joint, the tool body (site, sensor, tip sphere) on the
     tool frame's parent joint."""
@@ -112,17 +131,7 @@ class _BodyTree:
         return [line for c in self.children[0] for line in self.body(c, "    ")]
 
     def joint(self, j: int, indent: str) -> str:
-        model, jm = self.model, self.model.joints[j]
-        kind = jm.shortname()
-        if kind not in _AXIS and kind not in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
-            raise ModelError(f"joint '{model.names[j]}' of type {kind} is not supported by the MuJoCo plant")
-        axis = _AXIS.get(kind) or joint_axis(jm)
-        jtype = "slide" if "Prismatic" in kind or kind.startswith("JointModelP") else "hinge"
-        lo, hi = model.lowerPositionLimit[jm.idx_q], model.upperPositionLimit[jm.idx_q]
-        limited = np.isfinite(lo) and np.isfinite(hi) and hi > lo and abs(hi) < 1e10
-        rng = f' range="{lo:.12g} {hi:.12g}" limited="true"' if limited else ' limited="false"'
-        return (f'{indent}  <joint name="{model.names[j]}" type="{jtype}" axis="{_fmt(axis)}"{rng} '
-                f'damping="{self.scene.joint_damping:.12g}" armature="0" frictionloss="0"/>')
+        return f"{indent}  " + joint_mjcf(self.model, j, self.scene.joint_damping)
 
     def body(self, j: int, indent: str) -> list[str]:
         model = self.model
