@@ -29,7 +29,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
-from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
+from .mujoco_plant import MujocoStepping, mujoco
 from .mujoco_scene import SceneFromDict, _fmt, _quat_wxyz, joint_mjcf
 
 
@@ -118,24 +118,15 @@ class LeggedMujocoPlant(MujocoStepping):
     or only the actuated joints' torques."""
 
     def __init__(self, system_or_model, scene: FloorScene | dict | None = None):
-        require_mujoco()
-        pmodel = getattr(system_or_model, "model", system_or_model)
-        if not isinstance(pmodel, pin.Model):
-            raise ModelError("LeggedMujocoPlant needs a ConstrainedSystem or a pinocchio.Model")
-        self.scene = scene if isinstance(scene, FloorScene) else FloorScene.from_dict(scene)
-        self.pin_model = pmodel
-        self.xml = mjcf_floor_scene(pmodel, self.scene)
-        self.model, self.data = compile_mjcf(self.xml)
+        pmodel = self._pin_model(system_or_model)
+        self._compile(pmodel, scene, FloorScene, mjcf_floor_scene)
         self.nq, self.n = pmodel.nq, pmodel.nv
         self.joint_names = [pmodel.names[j] for j in range(2, pmodel.njoints)]
         self.feet = list(self.scene.feet)
-        self.effort_limits = np.array([self.model.actuator_ctrlrange[i, 1] for i in range(self.model.nu)])
         gid = {f: mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, f) for f in self.feet}
         self._foot_of_geom = {g: i for i, g in enumerate(gid.values())}
         self._site = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, f) for f in self.feet]
         self._floor = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-        self._c6 = np.zeros(6)
-        self.last_tau = np.zeros(self.n)
 
     # ------------------------------------------------------------------ state (Pinocchio convention)
     def reset(self, q, qdot=None) -> None:

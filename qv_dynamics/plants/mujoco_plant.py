@@ -7,7 +7,7 @@ constraint row A = ∂z_tool/∂q, the multiplier is ``λ = −F_z`` (:meth:`lam
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pinocchio as pin
@@ -50,6 +50,25 @@ class MujocoStepping:
     def time(self) -> float:
         return float(self.data.time)
 
+    def _pin_model(self, system_or_model) -> pin.Model:
+        """The Pinocchio model of a ConstrainedSystem or a pinocchio.Model (ModelError otherwise)."""
+        require_mujoco()
+        pmodel = getattr(system_or_model, "model", system_or_model)
+        if not isinstance(pmodel, pin.Model):
+            raise ModelError(f"{type(self).__name__} needs a ConstrainedSystem or a pinocchio.Model")
+        return pmodel
+
+    def _compile(self, pmodel: pin.Model, scene, scene_cls: type, to_mjcf: Callable) -> None:
+        """scene (a ``scene_cls``, or its dict), the MJCF ``to_mjcf(pmodel, scene)``, the MuJoCo model and data,
+        the actuators' effort limits (ctrlrange), and the contact-force buffer and last applied τ."""
+        self.scene = scene if isinstance(scene, scene_cls) else scene_cls.from_dict(scene)
+        self.pin_model = pmodel
+        self.xml = to_mjcf(pmodel, self.scene)
+        self.model, self.data = compile_mjcf(self.xml)
+        self.effort_limits = np.array([self.model.actuator_ctrlrange[i, 1] for i in range(self.model.nu)])
+        self._c6 = np.zeros(6)
+        self.last_tau = np.zeros(pmodel.nv)
+
     def _reset_data(self, q, qdot, nq: int, nv: int) -> tuple[np.ndarray, np.ndarray]:
         """Checked (q, q̇) (q̇ = 0 when None) after ``mj_resetData``."""
         q = as_vector("q", q, nq)
@@ -76,27 +95,18 @@ class MujocoPlant(MujocoStepping):
     ``sensor_wrench`` read the state."""
 
     def __init__(self, system_or_model, scene: SceneConfig | dict | None = None):
-        require_mujoco()
-        pmodel = getattr(system_or_model, "model", system_or_model)
-        if not isinstance(pmodel, pin.Model):
-            raise ModelError("MujocoPlant needs a ConstrainedSystem or a pinocchio.Model")
+        pmodel = self._pin_model(system_or_model)
         if pmodel.nq != pmodel.nv:
             raise ModelError("MujocoPlant supports fixed-base robots with 1-DoF joints only")
-        self.scene = scene if isinstance(scene, SceneConfig) else SceneConfig.from_dict(scene)
-        self.pin_model = pmodel
-        self.xml = mjcf_from_pinocchio(pmodel, self.scene)
-        self.model, self.data = compile_mjcf(self.xml)
+        self._compile(pmodel, scene, SceneConfig, mjcf_from_pinocchio)
         self.joint_names = [pmodel.names[j] for j in range(1, pmodel.njoints)]
         self.n = self.model.nv
-        self.effort_limits = np.array([self.model.actuator_ctrlrange[i, 1] for i in range(self.model.nu)])
         self._tip = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "tool_tip")
         self._table = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "table_top")
         self._site = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, "tool_site")
         self._tool_body = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "tool")
         self._sadr = {nm: self.model.sensor_adr[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, nm)]
                       for nm in ("tool_force", "tool_torque")}
-        self._c6 = np.zeros(6)
-        self.last_tau = np.zeros(self.n)
 
     # ------------------------------------------------------------------ state
     def reset(self, q, qdot=None) -> None:
