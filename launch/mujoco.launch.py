@@ -18,6 +18,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from qv_control.ros.launch_actions import launch_flag, qv_node, robot_files
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -30,20 +31,17 @@ def _nodes(context, *args, **kwargs):
     from qv_dynamics.robots import resolve_urdf
 
     share = get_package_share_directory(PACKAGE)
-    files = ROBOTS[LaunchConfiguration("robot").perform(context)]
-    params = os.path.join(share, files["params"])
+    _, files = robot_files(context, ROBOTS)
+    params = files["params"]
     with open(resolve_urdf("panda")) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
-    rsp = LaunchConfiguration("rsp").perform(context).lower() in ("1", "true", "yes")
+    rsp = launch_flag(context, "rsp")
     nodes = [
-        Node(package=PACKAGE, executable="qv_mujoco_node", name="qv_mujoco", output="screen",
-             parameters=[params, mode]),
-        Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
-             parameters=[params, sim_time]),
-        Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, sim_time]),
+        qv_node("qv_mujoco_node", "qv_mujoco", params, mode),
+        qv_node("qv_dynamics_node", "qv_dynamics", params, sim_time),
+        qv_node("qv_controller_node", "qv_controller", params, sim_time),
         Node(package="rviz2", executable="rviz2", output="log", arguments=["-d", os.path.join(share, RVIZ_CONFIG)],
              parameters=[sim_time], condition=IfCondition(LaunchConfiguration("rviz"))),
     ]

@@ -104,6 +104,7 @@ def test_mujoco_launch_uses_the_demo_parameters():
     config/demo_mujoco.yaml, whose controller holds the model config's initial.q."""
     tree = _tree("mujoco.launch.py")
     exes = {getattr(k.value, "value", None) for c in _calls(tree, "Node") for k in c.keywords if k.arg == "executable"}
+    exes |= {c.args[0].value for c in _calls(tree, "qv_node")}  # launch_actions.qv_node(executable, ...)
     assert {"qv_mujoco_node", "qv_dynamics_node", "qv_controller_node"} <= exes
     params = yaml.safe_load((ROOT / _constants(tree)["ROBOTS"]["panda"]["params"]).read_text())
     model = yaml.safe_load((ROOT / "config" / params["qv_mujoco"]["ros__parameters"]["model_config"]).read_text())
