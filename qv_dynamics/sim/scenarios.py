@@ -37,7 +37,7 @@ from ..argtypes import finite_float, positive_float, positive_int
 from ..linalg import limit_blas_threads
 from ..model import ConstrainedSystem
 from ..robots import package_share_dir
-from .simulate import simulate
+from .simulation import simulate
 from .stepper import INTEGRATORS, METHODS
 from .trajectory import Trajectory
 

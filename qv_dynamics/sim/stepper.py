@@ -19,7 +19,7 @@ Each step of ``method="projection"``:
 [[M, Aᵀ],[A, 0]][q̈; λ] = [τ − h; −Ȧq̇ − 2αAq̇ − β²Φ], integrated with the same integrator, no
 position or velocity projection. It fails (singular KKT matrix) or degrades where A loses rank.
 
-Contact switching and whole runs: :mod:`qv_dynamics.sim.simulate`.
+Contact switching and whole runs: :mod:`qv_dynamics.sim.simulation`.
 
 Sign convention (SPEC): M q̈ + h = τ − Aᵀλ.
 """
