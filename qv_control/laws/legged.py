@@ -134,9 +134,7 @@ class LeggedLaw(ControlLaw):
         swing, self._f_max = self._switch_contacts(t, q)
         law = self._law_for(swing)
         ref = self._reference(t, q, swing)
-        t, terms, base, motion, u_p = law.channels(state, ref)
-        F = base + motion - terms.h - terms.M @ u_p                 # Aᵀλ_m (exact model)
-        lam_m = np.linalg.lstsq(terms.A.T, F, rcond=None)[0] if terms.m else np.zeros(0)
+        t, terms, base, motion, u_p, lam_m, _, _ = law.motion_multiplier(state, ref)   # Aᵀλ_m (exact model)
         basis = self.channel.basis(terms.A, law.mask, t, terms.row_labels)
         cmd = self.channel.command(t, basis, lam_m)
         res = self._qp_result if basis.size else None

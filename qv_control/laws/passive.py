@@ -126,9 +126,16 @@ class PassiveJointLaw(ProjectionLawBase):
         self.last.update(controllability_residual=resid)
         return t, terms, base, motion, u_p, ref, Apinv, lam_meas
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+    def motion_multiplier(self, state: State, reference: Reference | None = None):
+        """:meth:`channels` plus λ_m = A⁺ᵀ(f − h − Mu_p), the multiplier the motion command produces with the
+        model (Aᵀλ_m = f − h − Mu_p; minimum norm, from the A⁺ of the same tick), the checked reference and
+        the measured λ: (t, terms, base, motion, u_p, lam_m, ref, lam_meas)."""
         t, terms, base, motion, u_p, ref, Apinv, lam_meas = self._channels(state, reference)
-        lam_m = Apinv.T @ (base + motion - terms.h - terms.M @ u_p)      # λ of the motion command (model)
+        lam_m = Apinv.T @ (base + motion - terms.h - terms.M @ u_p)
+        return t, terms, base, motion, u_p, lam_m, ref, lam_meas
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
         freeze = self.saturation.active and self.saturation.force_scale < 1.0   # anti-windup
         cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, freeze, terms.row_labels)
