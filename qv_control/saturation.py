@@ -37,6 +37,16 @@ class SaturationStatus:
     def force_kept(self) -> bool:
         return self.force_scale == 1.0 and not self.clipped
 
+    @property
+    def force_frozen(self) -> bool:
+        """The limiter scaled the force channel: integrators of the force loop hold (anti-windup)."""
+        return self.active and self.force_scale < 1.0
+
+    @property
+    def motion_frozen(self) -> bool:
+        """The limiter scaled the motion channel: integrators of the motion loop hold (anti-windup)."""
+        return self.active and self.motion_scale < 1.0
+
 
 def resolve_limits(system, effort_limits) -> np.ndarray | None:
     """``None``/``False`` -> no limit; ``"urdf"`` -> system.effort_limits(); a scalar or an n-vector."""

@@ -110,6 +110,12 @@ class ForcePI:
         prev = self._desired[2]
         return (desired if prev is None else prev) - measured
 
+    def correction(self, t: float, desired: np.ndarray, measured: np.ndarray | None,
+                   saturation: SaturationStatus) -> np.ndarray | None:
+        """k_f·e + k_i·∫e for the desired force (or λ) and the measured one (one sample old, :meth:`error`),
+        the integral frozen while ``saturation`` (the limiter's last call) scaled the force channel."""
+        return self.update(t, self.error(t, desired, measured), freeze=saturation.force_frozen)
+
     def update(self, t: float, error: np.ndarray | None, freeze: bool = False) -> np.ndarray | None:
         if not self.enabled or error is None:
             return None
@@ -184,8 +190,7 @@ class ControlLaw(ABC):
 
     def _force_correction(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
         """The force PI's correction for the desired force (or λ) and the measured one (one sample old)."""
-        freeze = self.saturation.active and self.saturation.force_scale < 1.0
-        return self.force_pi.update(t, self.force_pi.error(t, desired, measured), freeze=freeze)
+        return self.force_pi.correction(t, desired, measured, self.saturation)
 
     @abstractmethod
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:

@@ -127,7 +127,7 @@ class OperationalSpaceLaw:
         if self.KI > 0:
             if self._was_contact is not None and contact != self._was_contact:
                 self._z[:] = 0.0                                     # reset on contact switches
-            frozen = self.saturation.active and self.saturation.motion_scale < 1.0
+            frozen = self.saturation.motion_frozen
             if not frozen and 0.0 < dt <= 0.1:
                 self._z += dt * e * omega
             lim = self.integral_limit / self.KI
@@ -168,9 +168,7 @@ class OperationalSpaceLaw:
         if contact:
             lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
             meas = None if state.lambda_meas is None else np.ravel(state.lambda_meas)[:1].astype(float)
-            err = self.force_pi.error(t, np.array([lam_d]), meas)   # reading vs the command it was made under
-            freeze = self.saturation.active and self.saturation.force_scale < 1.0
-            corr = self.force_pi.update(t, err, freeze=freeze)
+            corr = self.force_pi.correction(t, np.array([lam_d]), meas, self.saturation)
             f = lam_d + (0.0 if corr is None else float(corr[0]))
             force = J[self.force_axis] * f                          # Jᵀ e_f f
             self.last.update(lambda_d=lam_d, f=f)

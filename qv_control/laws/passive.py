@@ -137,8 +137,8 @@ class PassiveJointLaw(ProjectionLawBase):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
-        freeze = self.saturation.active and self.saturation.force_scale < 1.0   # anti-windup
-        cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, freeze, terms.row_labels)
+        cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, self.saturation.force_frozen,
+                                    terms.row_labels)
         self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
         return self._finish(base, cmd.tau, motion)
 

@@ -115,7 +115,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         scaled by the limiter, clamped to ‖k_I z‖ ≤ integral_limit."""
         if self._z is None or qs.rank_changed or self._z.shape != eps.shape:
             self._z, self._tz = np.zeros_like(eps), None
-        frozen = self.saturation.active and self.saturation.motion_scale < 1.0
+        frozen = self.saturation.motion_frozen
         if self._tz is not None and not frozen and 0.0 < t - self._tz <= 0.1:
             self._z = self._z + (t - self._tz) * eps
         if self._tz is None or t > self._tz:
