@@ -23,8 +23,7 @@ import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError, as_vector
-
-LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 
 
 @dataclass

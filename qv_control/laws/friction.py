@@ -31,10 +31,8 @@ import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError
-from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.state import Reference, State
-
-LWA = LOCAL_WORLD_ALIGNED
 
 
 class FrictionCompensation:

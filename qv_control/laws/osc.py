@@ -33,14 +33,12 @@ import pinocchio as pin
 from scipy.linalg import cho_factor, cho_solve
 
 from qv_dynamics.errors import DimensionError, as_vector
-from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
 from .carry import IntegralCarry
-
-LWA = LOCAL_WORLD_ALIGNED
 
 
 class OperationalSpaceLaw:
