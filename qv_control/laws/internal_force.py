@@ -39,6 +39,8 @@ import numpy as np
 from qv_dynamics.errors import DimensionError, QVError, as_vector
 from qv_dynamics.linalg import ATOL, RTOL, svd_full
 
+from .integral import BoundedIntegral
+
 #: ``chooser(lambda_0, E) -> z``: the internal coordinates wanted, given the particular multiplier
 #: λ₀ (⊥ 𝓔, fixed by the motion) and the basis E; the commanded multiplier is then λ₀ + E z.
 Chooser = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -205,9 +207,13 @@ class InternalForceChannel:
         self.reset()
 
     def reset(self) -> None:
-        self.integral: np.ndarray | None = None
-        self.t_prev: float | None = None
+        self._integral = BoundedIntegral(self.ki, self.i_max, self.max_dt)
         self._signature: tuple | None = None
+
+    @property
+    def integral(self) -> np.ndarray | None:
+        """∫e dt of the PI (λ-space m-vector), None before the first measured sample."""
+        return self._integral.z
 
     def basis(self, A: np.ndarray, actuated, t: float = 0.0, labels: Sequence[str] | None = None) -> InternalForceBasis:
         """:func:`internal_force_basis`, logging a re-seed event when (m, rank, s) change."""
@@ -219,24 +225,12 @@ class InternalForceChannel:
                                     "previous": dict(zip(("m", "rank", "internal_dim"), self._signature)),
                                     "rows": list(labels) if labels is not None else None})
             if self._signature is None or self._signature[0] != b.m:
-                self.integral = None          # rows changed: the old integral has no meaning
+                self._integral.reset()        # rows changed: the old integral has no meaning
             self._signature = sig
         return b
 
     def _pi(self, t: float, e: np.ndarray, freeze: bool) -> np.ndarray:
-        if self.integral is None or self.integral.shape != e.shape:
-            self.integral = np.zeros_like(e)
-            self.t_prev = None
-        if self.t_prev is not None and not freeze:
-            dt = t - self.t_prev
-            if 0.0 < dt <= self.max_dt:
-                self.integral = self.integral + dt * e
-                nrm = self.ki * float(np.linalg.norm(self.integral))
-                if nrm > self.i_max:
-                    self.integral *= self.i_max / nrm
-        if self.t_prev is None or t > self.t_prev:
-            self.t_prev = t
-        return self.kf * e + self.ki * self.integral
+        return self.kf * e + self._integral.step(t, e, freeze)
 
     def command(self, t: float, basis: InternalForceBasis, lambda_motion, lambda_d=None, lambda_meas=None,
                 freeze: bool = False, labels: Sequence[str] | None = None) -> InternalForceCommand:

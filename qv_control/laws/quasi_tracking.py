@@ -10,6 +10,7 @@ from qv_dynamics.state import Reference, State
 from ..coordinates import check_reduced_jacobian
 from .base import scalar_gain
 from .carry import IntegralCarry
+from .integral import BoundedIntegral
 from .quasi_base import QuasiLawBase, normal_coupling
 
 
@@ -75,8 +76,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         super().__init__(system, coordinates, kp=kp, kd=kd, **kw)
         self.ki_motion = scalar_gain("ki_motion", ki_motion, positive=False)
         self.integral_limit = scalar_gain("integral_limit", integral_limit)
-        self._z: np.ndarray | None = None
-        self._tz: float | None = None
+        self._integral = BoundedIntegral(self.ki_motion, self.integral_limit)   # k_I z, ż = ε
         self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
         self.normal_motion = bool(normal_motion)
         self.normal_rate = bool(normal_rate)
@@ -88,7 +88,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         super().reset()
         self._gvn_prev = None
         self._gvn_rate = None
-        self._z = self._tz = None
+        self._integral.reset()
         self._carry.reset()
 
     @property
@@ -113,19 +113,9 @@ class QuasiTrackingLaw(QuasiLawBase):
     def _motion_integral(self, t: float, qs, eps: np.ndarray) -> np.ndarray:
         """k_I z with ż = ε (class docstring): reset on a rank change, frozen while the motion channel is
         scaled by the limiter, clamped to ‖k_I z‖ ≤ integral_limit."""
-        if self._z is None or qs.rank_changed or self._z.shape != eps.shape:
-            self._z, self._tz = np.zeros_like(eps), None
-        frozen = self.saturation.motion_frozen
-        if self._tz is not None and not frozen and 0.0 < t - self._tz <= 0.1:
-            self._z = self._z + (t - self._tz) * eps
-        if self._tz is None or t > self._tz:
-            self._tz = t
-        out = self.ki_motion * self._z
-        nrm = float(np.linalg.norm(out))
-        if nrm > self.integral_limit:
-            self._z *= self.integral_limit / nrm
-            out *= self.integral_limit / nrm
-        return out
+        if qs.rank_changed:
+            self._integral.reset()
+        return self._integral.step(t, eps, freeze=self.saturation.motion_frozen)
 
     def _normal_terms(self, t, qs, kin, Dinv) -> tuple[np.ndarray, np.ndarray]:
         """(Gv_n, Γ_vn v_n − (Gv_n)˙) of the normal-motion extension (class docstring, items 1-2)."""
