@@ -247,10 +247,10 @@ class ControllerNode(ControllerParameters, Node):
             return
         self.rejects["joint_states"].ok()
         if self.free_body is not None:
-            self.free_body.joint_state = (stamp_to_sec(msg.header.stamp), q, qdot, msg.header.stamp)
+            self.free_body.joint_state = (t, q, qdot, msg.header.stamp)
             self._control_free_body()
             return
-        self._control(stamp_to_sec(msg.header.stamp), q, qdot, msg.header.stamp)
+        self._control(t, q, qdot, msg.header.stamp)
 
     def on_odometry(self, msg: Odometry) -> None:
         try:
