@@ -98,3 +98,34 @@ def test_osc_null_space_is_dynamically_consistent():
         accs.append((_task(model, data, fid, q, qd, qdd)[0], qdd))
     assert np.linalg.norm(accs[0][0] - accs[1][0]) < 1e-9       # same task acceleration
     assert np.linalg.norm(accs[0][1] - accs[1][1]) > 1e-2       # but a different joint motion
+
+
+@pytest.mark.parametrize("name", ["osc", "impedance"])
+def test_baselines_are_in_the_law_registry(name):
+    """make_law builds the task-space baselines by name, with node-style parameters (lists), and the torque
+    equals the class built directly; a misspelled parameter is refused naming the accepted ones."""
+    from qv_control.laws.impedance import ImpedanceForceBaseline
+    from qv_control.laws.registry import make_law
+    from qv_dynamics.errors import UnknownNameError
+
+    rng = np.random.default_rng(11)
+    sysm = _system()
+    q0 = sysm.random_configuration(rng) * 0.5
+    R = sysm.frame_placement(q0, FRAME).rotation
+    params = dict(frame=FRAME, q_null=q0.tolist(), rotation=R.ravel().tolist())
+    params.update(dict(kp=60.0, kd=120.0, kf=0.5, ki=30.0, ki_motion=3600.0) if name == "osc" else
+                  dict(kp_pos=3000.0, kd_pos=150.0, force_ki=5.0))
+    cls = OperationalSpaceLaw if name == "osc" else ImpedanceForceBaseline
+    law, direct = make_law(name, sysm, **params), cls(sysm, **{k: np.asarray(v) if isinstance(v, list) else v
+                                                               for k, v in params.items()})
+    assert type(law) is cls
+    p = sysm.frame_placement(q0, FRAME).translation
+    for contact in (False, True):
+        sysm.set_active("contact", contact)
+        for k in range(3):
+            st = State(t=0.001 * k, q=q0, qdot=rng.normal(size=sysm.nv) * 0.1, lambda_meas=np.array([-9.0]))
+            ref = Reference(theta=p + 0.01, theta_dot=np.zeros(3), lambda_=np.array([-10.0]))
+            np.testing.assert_array_equal(law.compute(st, ref), direct.compute(st, ref))
+    sysm.set_active("contact", False)
+    with pytest.raises(UnknownNameError, match="accepted"):
+        make_law(name, sysm, frame=FRAME, kpp=1.0)

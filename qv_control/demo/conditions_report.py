@@ -2,8 +2,11 @@
 
 ``conditions.json``: for each condition name ``{qv|osc|impedance: {force_rms_error_rel, path_rms_error_m,
 peak_force_ratio, settle_time_s, max_abs_torque_ratio, contact_lost}}`` (the combined case is ``all``),
-plus ``_meta`` (the conditions' parameters, the touch-down speeds, the open-loop sliding bands of the
-friction scenes, wall time). ``conditions.md``: the same figures as a markdown table (cells: qv / osc / impedance).
+plus ``_meta`` (the conditions' parameters, the touch-down speeds, the open-loop sliding band of every
+friction row's scene, wall time). ``conditions.md``: the same figures as markdown tables (cells:
+qv / osc / impedance), the judged conditions first, then the reference rows (a condition with a
+``reference`` note: MuJoCo's friction scenes, whose soft contact bounces a sliding tool open loop, and
+ablations), each friction row with its scene's open-loop sliding band beside it.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from qv_dynamics.jsonutil import jsonable
 from .conditions import CONDITIONS, conditions_config, open_loop_sliding_band
 from .conditions_runs import KINDS, run_condition
 
+PUSHES = ("consistent", "jacobian")
 FIGURES = ("force_rms_error_rel", "path_rms_error_m", "peak_force_ratio", "settle_time_s",
            "max_abs_torque_ratio", "contact_lost")
 
@@ -41,11 +45,13 @@ def run_matrix(names=None, kinds=KINDS, cfg=None, log=print) -> dict:
             meta["v_touch_m_s"][name] = run["v_touch"]
             meta["force_band_rel"].setdefault(name, {})[kind] = f.get("force_band_rel")
             log(f"{name:26s} {kind:9s} " + row_text(f))
-    if any(CONDITIONS[n].friction > 0 for n in names):
-        doc["_meta"]["open_loop_sliding_band_n"] = {
-            f"{plant}_mu_{mu}": open_loop_sliding_band(plant, mu, cfg) for plant in ("drake", "mujoco")
-            for mu in sorted({CONDITIONS[n].friction for n in names if CONDITIONS[n].friction > 0})}
-        log(f"open-loop sliding band (N, 10 N press): {doc['_meta']['open_loop_sliding_band_n']}")
+    bands = doc["_meta"]["open_loop_sliding_band_n"] = {}
+    for name in names:
+        cond = CONDITIONS[name]
+        if cond.friction > 0:
+            bands[name] = {push: open_loop_sliding_band(cond.plant, cond.friction, cfg, push=push)
+                           for push in PUSHES}
+            log(f"{name:26s} open-loop sliding band (N, 10 N press): {bands[name]}")
     doc["_meta"]["wall_time_s"] = time.perf_counter() - t0
     return doc
 
@@ -57,19 +63,29 @@ def row_text(f: dict) -> str:
 
 
 def markdown_table(doc: dict) -> str:
-    """One row per condition, each cell ``qv / osc / impedance`` (the README table)."""
+    """The judged conditions, then the reference rows; each cell ``qv / osc / impedance``; friction rows
+    with their scene's open-loop sliding band (N: dynamically consistent push, Jacobian-transpose push)."""
     cols = [("force RMS error %", "force_rms_error_rel", 100, "{:.3g}"), ("path RMS error µm", "path_rms_error_m",
             1e6, "{:.3g}"), ("peak force / commanded", "peak_force_ratio", 1, "{:.2f}"),
             ("settle s", "settle_time_s", 1, "{:.3f}"), ("peak abs(τ)/limit", "max_abs_torque_ratio", 1, "{:.2f}"),
             ("lift-offs", "contact_lost", 1, "{:d}")]
-    lines = ["| condition | " + " | ".join(c[0] for c in cols) + " |", "|---" + "|---:" * len(cols) + "|"]
+    bands = doc.get("_meta", {}).get("open_loop_sliding_band_n", {})
+    head = ["| condition | " + " | ".join(c[0] for c in cols) + " | open-loop sliding band N |",
+            "|---" + "|---:" * len(cols) + "|---|"]
+    judged, reference = list(head), list(head)
     for name, per in doc.items():
         if name.startswith("_"):
             continue
         cells = [" / ".join(fmt.format(per[k][key] * sc if key != "contact_lost" else per[k][key]) for k in per)
                  for _, key, sc, fmt in cols]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        band = " ; ".join(f"{lo:.1f}–{hi:.1f}" for lo, hi in (bands[name][p] for p in PUSHES)) \
+            if name in bands else ""
+        row = f"| {name} | " + " | ".join(cells) + f" | {band} |"
+        (reference if name in CONDITIONS and CONDITIONS[name].reference else judged).append(row)
+    out = "\n".join(judged) + "\n"
+    if len(reference) > 2:
+        out += "\nReference rows (not judged):\n\n" + "\n".join(reference) + "\n"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

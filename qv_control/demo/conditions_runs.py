@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pinocchio as pin
 
+from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.state import State
 
 from .conditions import (
@@ -75,19 +76,28 @@ def _make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0
 
 
 class _Sensors:
-    """Noisy, filtered measurements: q̇ and the F/T force turned into the contact force on the tool."""
+    """Noisy, filtered measurements: q̇ (low-pass, or the model-based observer of the controller's model
+    fed with the last command and the F/T force) and the F/T force turned into the contact force on the tool."""
 
-    def __init__(self, cond: Condition, dt: float, seed: int):
+    def __init__(self, cond: Condition, dt: float, seed: int, system, frame: str):
         self.cond = cond
         self.rng = np.random.default_rng(seed)
         self.f_qd = LowPass(cond.qdot_filter_hz, dt)
         self.f_ft = LowPass(cond.ft_filter_hz, dt)
+        self.system, self.fid = system, system.frame_id(frame)
+        self.observer = VelocityObserver(system, cond.qdot_observer_hz) if cond.qdot_observer_hz > 0 else None
 
-    def qdot(self, plant) -> np.ndarray:
+    def qdot(self, plant, tau_cmd: np.ndarray | None, f_contact: np.ndarray) -> np.ndarray:
         qd = plant.qdot
         if self.cond.qdot_noise > 0:
             qd = qd + self.rng.normal(0.0, self.cond.qdot_noise, qd.size)
-        return self.f_qd(qd)
+        qd = self.f_qd(qd)
+        if self.observer is None:
+            return qd
+        q, model, data = plant.q, self.system.model, self.system.data
+        Jp = pin.computeFrameJacobian(model, data, q, self.fid, pin.LOCAL_WORLD_ALIGNED)[:3]
+        tau = np.zeros(qd.size) if tau_cmd is None else tau_cmd
+        return self.observer.update(plant.time, q, qd, tau, Jp.T @ f_contact)
 
     def contact_force(self, plant, acc: np.ndarray) -> np.ndarray:
         """Contact force on the tool (world) from the F/T sensor: the sensor reads F_c + m(g − a) for a
@@ -124,14 +134,14 @@ def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | Non
     sc = PlannedApproach(cfg, ctrl, p0, plant.set_table_height, v_touch=v_touch)
     sc.logger = _Quiet()
     law = make_controller(kind, cfg, cond, ctrl, R0, q0)
-    sensors = _Sensors(cond, cfg.dt, seed)
+    sensors = _Sensors(cond, cfg.dt, seed, ctrl, cfg.tool_frame)
     q3 = float(q0[ctrl.joint_q_index(cfg.redundancy_joint)])
     ref_kind = "qv" if kind == "qv" else "baseline"
     lim = plant.effort_limits
     sub = max(1, int(round(cfg.dt / cfg.timestep)))
     g0 = plant_sys.model  # noqa: F841 (kept for clarity: the plant's model is the true one)
     pending: deque = deque()
-    tau_applied = None
+    tau_applied = tau = None
     rows: dict[str, list] = {k: [] for k in ("t", "tool", "p_d", "fn", "f_d", "contact", "ratio")}
     t_wall = time.perf_counter()
     while sc.phase != "done":
@@ -145,7 +155,7 @@ def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | Non
         if hasattr(law, "measure"):
             law.measure(f_meas)
         lam = np.array([-fn_meas]) if task["contact"] else None
-        tau = law.compute(State(t=t, q=plant.q, qdot=sensors.qdot(plant), lambda_meas=lam),
+        tau = law.compute(State(t=t, q=plant.q, qdot=sensors.qdot(plant, tau, f_meas), lambda_meas=lam),
                           reference_for(ref_kind, task, q3))
         pending.append((t + cond.delay * cfg.dt - 1e-9, tau))
         if tau_applied is None:

@@ -50,6 +50,7 @@ class OperationalSpaceLaw:
     the tool point (the demo's ``point_contact`` with ``axes: [z]``)."""
 
     name = "osc"
+    theta_names = ["x", "y", "z"]
 
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,

@@ -10,11 +10,18 @@ Names (``law:`` parameter of qv_controller_node):
 ``passive``             :class:`PassiveJointLaw`   eq. 56–62, controllability test eq. 58/64
 ``legged``              :class:`LeggedLaw`         eq. 56–62 with a passive base + friction-cone foot forces (QP),
                                                    following a contact plan (``feet``, ``plan``)
+``osc``                 :class:`OperationalSpaceLaw`  Khatib's operational-space hybrid force/motion law of a
+                                                   tool frame (the baseline of issue 12; θ = tool position)
+``impedance``           :class:`ImpedanceForceBaseline`  Cartesian impedance + Jacobian-transpose force (the
+                                                   "what users build today" baseline; θ = tool position)
 ======================  ===========================================================================
 
 Common parameters: ``coordinates`` (θ spec, see :mod:`qv_control.coordinates`; k = n − r entries),
 ``kp``, ``kd`` (motion gains; G_P, G_D of the projection paper), ``kf`` (< 1), ``ki`` (force PI on the
 measured λ), ``effort_limits`` ("urdf" default, a number, an n-vector or None), ``cond_max``.
+``osc`` and ``impedance`` take their own gains (see their classes: ``frame``, ``contact``, ``kp``/``kd``
+giving the quasi law's closed-loop poles, ``kf``/``ki`` the same force PI; ``kp_pos`` ... for impedance) and a
+reference θ = the tool position (3 values; λ_d of the contact row).
 ``quasi_tracking`` also takes ``normal_motion`` and ``normal_rate`` (default on): compensation of a measured
 normal quasi-velocity V₁ᵀv ≠ 0 (a soft real contact), see :class:`QuasiTrackingLaw`.
 """
@@ -24,7 +31,9 @@ from qv_dynamics.errors import UnknownNameError
 from qv_dynamics.robots import scale_inertias
 
 from .base import ControlLaw
+from .impedance import ImpedanceForceBaseline
 from .legged import LeggedLaw
+from .osc import OperationalSpaceLaw
 from .passive import PassiveJointLaw, check_controllability
 from .pidc import PIDCLaw
 from .pidc_force import PIDCForceLaw
@@ -32,19 +41,22 @@ from .projection_base import UncontrollableError
 from .quasi_setpoint import QuasiSetpointLaw
 from .quasi_tracking import QuasiTrackingLaw
 
-LAWS: dict[str, type[ControlLaw]] = {
+#: the projection laws derive from ControlLaw; the two task-space baselines only share compute(state, reference)
+LAWS: dict[str, type] = {
     "quasi_tracking": QuasiTrackingLaw,
     "quasi_setpoint": QuasiSetpointLaw,
     "pidc": PIDCLaw,
     "pidc_force": PIDCForceLaw,
     "passive": PassiveJointLaw,
     "legged": LeggedLaw,
+    "osc": OperationalSpaceLaw,
+    "impedance": ImpedanceForceBaseline,
 }
 ALIASES = {"hybrid": "pidc_force", "quasi": "quasi_tracking", "setpoint": "quasi_setpoint",
            "passive_joints": "passive"}
 
 
-def make_law(name: str, system, **params) -> ControlLaw:
+def make_law(name: str, system, **params) -> ControlLaw | OperationalSpaceLaw | ImpedanceForceBaseline:
     """Build a law by name (table in the module doc); unknown names/parameters raise UnknownNameError."""
     import inspect
 
@@ -67,4 +79,5 @@ def make_law(name: str, system, **params) -> ControlLaw:
 
 
 __all__ = ["make_law", "LAWS", "ALIASES", "scale_inertias", "QuasiTrackingLaw", "QuasiSetpointLaw", "PIDCLaw",
-           "PIDCForceLaw", "PassiveJointLaw", "UncontrollableError", "check_controllability"]
+           "PIDCForceLaw", "PassiveJointLaw", "OperationalSpaceLaw", "ImpedanceForceBaseline", "UncontrollableError",
+           "check_controllability"]

@@ -17,7 +17,7 @@ from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros.messages import CommandMap
 from qv_dynamics.ros.params import MODEL_IO, ODOMETRY, Param, finite_list, non_negative, one_of, positive, validate
 
-from ..laws.registry import make_law
+from ..laws.registry import LAWS, make_law
 from .sizes import labelled_vector
 
 SAFE_MODES = ("zero", "gravity")
@@ -30,7 +30,7 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
     Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
-    Param("law", "", "law name for qv_control.make_law (quasi_tracking, quasi_setpoint, pidc, pidc_force, passive)",
+    Param("law", "", f"law name for qv_control.make_law ({', '.join(n for n in LAWS if n != 'legged')})",
           read_only=False),
     Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output",
           positive("watchdog_timeout"), read_only=False),

@@ -1,0 +1,72 @@
+"""The operational-space baseline through the controller node (``law: osc``), real rclpy, bounded in time.
+
+The node is built from parameters only (the demo's Panda model config, ``law`` + ``law_params.*``, θ_d = a
+tool position; λ_d over its topic once the contact row is active); its command for a state sent over
+/joint_states must equal ``make_law("osc", ...).compute`` on the same state,
+in free motion and with the contact row active.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from rclpy.parameter import Parameter  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+from test_ros_nodes import Wire, joint_state  # noqa: E402
+
+from qv_control.laws.registry import make_law  # noqa: E402
+from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
+from qv_dynamics.state import Reference, State  # noqa: E402
+
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 31) % 200
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
+LAW_PARAMS = {"frame": "panda_hand_tcp", "contact": "contact", "kp": 60.0, "kd": 120.0, "kf": 0.3, "ki": 30.0,
+              "ki_motion": 3600.0}
+
+
+@pytest.fixture(scope="module")
+def ros():
+    with ros_session(DOMAIN, "qv_osc_probe") as session:
+        yield session
+
+
+def test_controller_node_runs_the_osc_baseline(ros):
+    ctx, ex, probe = ros
+    system, _ = load_model_config("demo_model.yaml")
+    p0 = system.frame_placement(Q0, "panda_hand_tcp").translation
+    theta_d = (p0 + [0.01, -0.02, 0.005]).tolist()
+    params = [Parameter("model_config", value="demo_model.yaml"), Parameter("joints", value=JOINTS),
+              Parameter("controller_name", value="osc_ctrl"), Parameter("law", value="osc"),
+              Parameter("theta_desired", value=theta_d)]
+    params += [Parameter(f"law_params.{k}", value=v) for k, v in LAW_PARAMS.items()]
+    node = ControllerNode("qv_osc", context=ctx, parameter_overrides=params)
+    ex.add_node(node)
+    try:
+        assert node.theta_names == ["x", "y", "z"]
+        wire = Wire(probe, ex, "/joint_states", JointState, "/osc_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        ref_law = make_law("osc", system, **LAW_PARAMS)
+        rng = np.random.default_rng(4)
+        lpub = probe.create_publisher(Float64MultiArray, "/qv_osc/lambda_desired", 10)
+        for k, contact in enumerate((False, False, True)):
+            node.system.set_active("contact", contact)
+            system.set_active("contact", contact)
+            if contact:   # λ_d of the now active row, over the node's topic
+                assert spin_until(ex, lambda: lpub.get_subscription_count() >= 1)
+                lpub.publish(Float64MultiArray(data=[-10.0]))
+                assert spin_until(ex, lambda: node.lambda_d is not None)
+            qd = rng.normal(size=7) * 0.05
+            out = wire.send(joint_state(JOINTS, Q0, qd, t=1.0 + 0.001 * k), expect=1)
+            lam = np.array([-10.0]) if contact else None
+            tau = ref_law.compute(State(1.0 + 0.001 * k, Q0, qd), Reference(theta=np.array(theta_d), lambda_=lam))
+            np.testing.assert_allclose(out[-1].data, tau, rtol=1e-9, atol=1e-9)
+        assert node.stats["commands"] == 3 and node.rejected("law") == 0
+    finally:
+        retire(ex, node)
