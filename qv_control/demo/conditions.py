@@ -2,8 +2,9 @@
 
 Each :class:`Condition` changes one thing a real arm meets and that the ideal demo leaves out: sliding
 friction (judged on the Drake plant, whose ``lagged`` point contact slides quietly; see
-:mod:`qv_dynamics.plants.drake_plant`), F/T and joint-velocity noise with the first-order low-pass
-filters a user would configure, a delay between the state a command is computed from and its
+:mod:`qv_dynamics.plants.drake_plant`; MuJoCo's friction scenes are kept as labelled reference rows), F/T
+noise with a first-order low-pass and joint-velocity noise read through the model-based velocity observer
+(:mod:`qv_dynamics.observer`) a user would configure, a delay between the state a command is computed from and its
 application (at the physics rate: not lock-stepped), controller-model error (link masses ±10 %, 1 cm
 centre-of-mass error on the hand), a table height the controller does not know (contact detected from the
 wrench), stiff/soft surfaces, an F/T sensor at the flange with a tool below it (tool weight compensated

@@ -1,8 +1,9 @@
 """One run of the contact task under a :class:`~qv_control.demo.conditions.Condition`, and its figures.
 
 The loop is the demo's direct loop (plant and law called directly) with what a real set-up adds between
-them: measurement noise and the user's low-pass filters, the tool-weight compensation of a flange F/T
-sensor (from the model's documented tool mass), and a command delay applied at the physics rate.
+them: measurement noise and the user's filters (F/T low-pass; q̇ low-pass or velocity observer), the
+tool-weight compensation of a flange F/T sensor (from the model's documented tool mass), and a command
+delay applied at the physics rate.
 """
 from __future__ import annotations
 
