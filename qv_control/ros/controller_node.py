@@ -43,6 +43,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from qv_dynamics.errors import ModelError, QVError
+from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.ros.free_body import FreeBodySync
 from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
 from qv_dynamics.ros.messages import (
@@ -112,6 +113,9 @@ class ControllerNode(ControllerParameters, Node):
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
         self.q_last: np.ndarray | None = None
+        hz = float(gp("velocity_observer_hz").value)   # q̇ for the law: measured, or the model-based observer's
+        self.observer = VelocityObserver(system, hz) if hz > 0 else None
+        self._tau_sent = np.zeros(system.nv)             # the observer's input: the last command sent
         self.last_rx: float | None = None
         self.stale = False
         self.stats = {"commands": 0, "safe_commands": 0, "watchdog_episodes": 0, "compute_ms_max": 0.0,
@@ -278,6 +282,8 @@ class ControllerNode(ControllerParameters, Node):
             self.t_first = t
         t0 = time.perf_counter()
         try:
+            if self.observer is not None:
+                qdot = self.observer.update(t, q, qdot, self._tau_sent)
             tau = self.law.compute(State(t=t, q=q, qdot=qdot, lambda_meas=self.measured_lambda(q)),
                                    self.reference_at(t))
             tau = np.asarray(tau, float)
@@ -288,6 +294,7 @@ class ControllerNode(ControllerParameters, Node):
             self.publish_safe()
             return
         self.rejects["law"].ok()
+        self._tau_sent = tau
         dt = 1e3 * (time.perf_counter() - t0)
         st = self.stats
         st["compute_ms_sum"] += dt
@@ -321,7 +328,8 @@ class ControllerNode(ControllerParameters, Node):
 
     def publish_safe(self) -> None:
         self.stats["safe_commands"] += 1
-        self.pub_cmd.publish(self.cmd_map.to_message(self.safe_torque()))
+        self._tau_sent = self.safe_torque()
+        self.pub_cmd.publish(self.cmd_map.to_message(self._tau_sent))
 
     def on_watchdog(self) -> None:
         if self.last_rx is None:

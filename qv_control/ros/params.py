@@ -30,6 +30,9 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
     Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
+    Param("velocity_observer_hz", 0.0, "bandwidth [Hz] of the model-based q̇ observer (qv_dynamics.observer: "
+          "constrained-dynamics prediction under the last command, corrected by the measured q̇); 0: the law "
+          "reads the measured q̇ as is", non_negative("velocity_observer_hz")),
     Param("law", "", f"law name for qv_control.make_law ({', '.join(n for n in LAWS if n != 'legged')})",
           read_only=False),
     Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output",

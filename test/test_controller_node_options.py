@@ -1,9 +1,12 @@
-"""The operational-space baseline through the controller node (``law: osc``), real rclpy, bounded in time.
+"""Controller-node options of issue 12, real rclpy, bounded in time: the operational-space baseline
+(``law: osc``) and the model-based q̇ observer (``velocity_observer_hz``).
 
-The node is built from parameters only (the demo's Panda model config, ``law`` + ``law_params.*``, θ_d = a
+The OSC node is built from parameters only (the demo's Panda model config, ``law`` + ``law_params.*``, θ_d = a
 tool position; λ_d over its topic once the contact row is active); its command for a state sent over
 /joint_states must equal ``make_law("osc", ...).compute`` on the same state,
-in free motion and with the contact row active.
+in free motion and with the contact row active. With the observer on, the node's command for a sequence
+of noisy states must equal the library law fed by a library VelocityObserver on the same sequence (its
+input τ: the previous command), and differ from the law fed the raw q̇.
 """
 from __future__ import annotations
 
@@ -17,10 +20,12 @@ from rclpy.parameter import Parameter  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from test_ros_nodes import Wire, joint_state  # noqa: E402
+from test_ros_nodes import LAMBDA_D, THETA_D, Wire, arm_params, arm_state, joint_state  # noqa: E402
+from test_ros_nodes import LAW_PARAMS as ARM_LAW  # noqa: E402
 
 from qv_control.laws.registry import make_law  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_dynamics.observer import VelocityObserver  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.state import Reference, State  # noqa: E402
 
@@ -68,5 +73,34 @@ def test_controller_node_runs_the_osc_baseline(ros):
             tau = ref_law.compute(State(1.0 + 0.001 * k, Q0, qd), Reference(theta=np.array(theta_d), lambda_=lam))
             np.testing.assert_allclose(out[-1].data, tau, rtol=1e-9, atol=1e-9)
         assert node.stats["commands"] == 3 and node.rejected("law") == 0
+    finally:
+        retire(ex, node)
+
+
+def test_controller_node_velocity_observer(ros):
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_obs", context=ctx, parameter_overrides=arm_params(
+        controller_name="obs_ctrl", velocity_observer_hz=5.0))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/obs_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        system, _ = load_model_config("planar_3link_model.yaml")
+        law, raw_law = make_law("quasi_tracking", system, **ARM_LAW), make_law("quasi_tracking", system, **ARM_LAW)
+        obs = VelocityObserver(system, 5.0)
+        ref = Reference(theta=np.array(THETA_D), lambda_=np.array(LAMBDA_D))
+        rng = np.random.default_rng(8)
+        q, qdot = arm_state(system, rng)
+        tau, gap = np.zeros(3), 0.0
+        for k in range(4):
+            t = 1.0 + 0.001 * k
+            meas = qdot + rng.normal(0.0, 0.01, 3)
+            out = wire.send(joint_state(["joint1", "joint2", "joint3"], q, meas, t=t), expect=1)
+            tau = law.compute(State(t, q, obs.update(t, q, meas, tau)), ref)
+            np.testing.assert_allclose(out[-1].data, tau, rtol=1e-9, atol=1e-9)
+            gap = max(gap, float(np.linalg.norm(tau - raw_law.compute(State(t, q, meas), ref))))
+        print(f"\nobserver node: largest |τ − τ(raw q̇)| {gap:.3g} N m")
+        assert gap > 1e-3      # the observer's q̇ is not the raw one: the check has teeth
+        assert node.stats["commands"] == 4 and node.rejected("law") == 0
     finally:
         retire(ex, node)
