@@ -29,6 +29,14 @@ def svd_full(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return U, s, Vt
 
 
+def svd_thin(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thin SVD X = U diag(s) Vᵀ (k = min(m, n) singular triplets) by LAPACK dgesdd, as :func:`svd_full`."""
+    U, s, Vt, info = dgesdd(X, compute_uv=1, full_matrices=0)
+    if info != 0:
+        U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    return U, s, Vt
+
+
 def inv(X: np.ndarray) -> np.ndarray:
     """X⁻¹ of a square matrix by LU with partial pivoting (LAPACK dgesv on X·Y = I, the algorithm of
     ``numpy.linalg.inv``) called directly; ``numpy.linalg.LinAlgError`` when X is singular."""

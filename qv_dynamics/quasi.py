@@ -11,13 +11,14 @@ With M = QQᵀ (Cholesky), v = Qᵀq̇ (eq. 6a), u = Q⁻¹(τ_a − g) (eq. 6b)
 
 Rank: σᵢ counts as non-zero when σᵢ > max(rtol·σ₁, atol) (defaults 1e-9 and 1e-9 in the units of Λ,
 i.e. of A/√mass). Pass ``prev`` (the previous QuasiState) to keep V₁, V₂ continuous: each new basis is
-rotated onto the previous one by orthogonal Procrustes, V ← V·polar(VᵀV_prev). When the rank changes the
-basis is re-seeded and ``rank_changed`` is set.
+rotated onto the previous one by orthogonal Procrustes, V ← V·polar(VᵀV_prev) (:mod:`.quasi_basis`:
+without an SVD in the steady state). When the rank changes the basis is re-seeded and ``rank_changed`` is
+set.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri
@@ -25,6 +26,7 @@ from scipy.linalg.lapack import dpotrf, dtrtri
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
 from .linalg import ATOL, RTOL, svd_full
 from .model import DynamicsTerms
+from .quasi_basis import ALIGNED_MIN_N, aligned_basis, svd_basis
 
 
 @dataclass
@@ -36,8 +38,6 @@ class QuasiState:
     Qdot: np.ndarray
     v: np.ndarray
     Lambda: np.ndarray
-    U1: np.ndarray
-    S: np.ndarray
     V1: np.ndarray
     V2: np.ndarray
     rank: int
@@ -55,6 +55,31 @@ class QuasiState:
     lambda_: np.ndarray | None = None
     constraint_force: np.ndarray | None = None  # Aᵀλ = Q V₁ ξ
     vr_dot: np.ndarray | None = None             # −Γ_v v_r + u_v
+    _U1: np.ndarray | None = field(default=None, repr=False)
+    _S: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def S(self) -> np.ndarray:
+        """The r non-zero singular values of Λ (eq. 11), descending (computed on first use when the basis
+        came from :func:`aligned_basis`)."""
+        if self._S is None:
+            self._singular()
+        return self._S
+
+    @property
+    def U1(self) -> np.ndarray:
+        """Left singular vectors of Λ for S (m × r, eq. 11; computed on first use, like :attr:`S`)."""
+        if self._U1 is None:
+            self._singular()
+        return self._U1
+
+    def _singular(self) -> None:
+        r = self.rank
+        if self.Lambda.shape[0]:
+            U, s, _ = svd_full(self.Lambda)
+            self._U1, self._S = U[:, :r], s[:r]
+        else:
+            self._U1, self._S = np.zeros((0, 0)), np.zeros(0)
 
     @property
     def condition(self) -> float:
@@ -68,23 +93,6 @@ class QuasiState:
     def lambda_from_xi(self, xi: np.ndarray) -> np.ndarray:
         """Minimum-norm λ with V₁ᵀΛᵀλ = ξ: λ = (Λᵀ)⁺V₁ξ = W₁ᵀξ."""
         return xi.dot(self.W1)
-
-
-_PLUS_ONE = np.ones((1, 1))
-_MINUS_ONE = -np.ones((1, 1))
-_PLUS_ONE.flags.writeable = _MINUS_ONE.flags.writeable = False
-
-
-def _polar(X: np.ndarray) -> np.ndarray:
-    """Orthogonal polar factor of a square matrix (closest rotation/reflection, Procrustes)."""
-    if X.shape[0] == 1:  # 1×1 (one constraint row): the sign, exactly what the SVD below returns
-        x = float(X[0, 0])
-        if x > 0.0:
-            return _PLUS_ONE
-        if x < 0.0:
-            return _MINUS_ONE
-    W, _, Zt = svd_full(X)
-    return W.dot(Zt)
 
 
 def cholesky_factor(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,14 +128,19 @@ def _phi_mask(n: int) -> np.ndarray:
 
 
 def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState | None = None,
-                    rtol: float = RTOL, atol: float = ATOL) -> QuasiState:
+                    rtol: float = RTOL, atol: float = ATOL, gauge: str = "auto") -> QuasiState:
     """Decompose the state of ``terms`` into quasi-velocities and quasi-forces (SPEC §2).
 
     With X = Q⁻¹CQ⁻ᵀ: Q⁻¹ṀQ⁻ᵀ = X + Xᵀ (Ṁ = C + Cᵀ), Q⁻¹Q̇ = L = Φ(X + Xᵀ), Q̇ = QL,
     Γ = X − Lᵀ (eq. 7b) and Q̇ᵀq̇ = Lᵀv, which saves the explicit Ṁ and Q̇ products.
 
     ``qdot`` may be omitted (``terms.qdot`` is used); if given it must equal ``terms.qdot``
-    (StateMismatchError otherwise: C and Ȧq̇ in ``terms`` belong to that velocity)."""
+    (StateMismatchError otherwise: C and Ȧq̇ in ``terms`` belong to that velocity).
+
+    ``gauge``: how V₁, V₂ are aligned to ``prev``'s (:mod:`.quasi_basis`, the same bases to rounding):
+    ``"aligned"`` without an SVD (QR + Newton–Schulz) whenever ``prev`` has full row rank, ``"svd"`` by the
+    SVD of Λ and SVD polar factors (the reference), ``"auto"`` the first for n ≥ ALIGNED_MIN_N (where the
+    (n − r)² polar SVD dominates), the second below (a 7-DoF arm: a few µs either way)."""
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)
@@ -136,29 +149,15 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     QinvT = Qinv.T
     v = qdot.dot(Q)                    # Qᵀq̇ (eq. 6a)
     A = terms.A
-    m = A.shape[0]
-    if m:
-        Lam = A.dot(QinvT)             # Λ = AQ⁻ᵀ (eq. 9)
-        U, s, Vt = svd_full(Lam)
-        sl = s.tolist()
-        thr = max(rtol * sl[0], atol) if sl else atol
-        r = sum(1 for x in sl if x > thr)
-    else:
-        Lam = np.zeros((0, n))
-        U, s, Vt = np.zeros((0, 0)), np.zeros(0), np.eye(n)
-        r = 0
-    U1, S = U[:, :r], s[:r]
-    W1 = (U1 / S).T if r else np.zeros((0, m))  # V₁ᵀΛ⁺ = S⁻¹U₁ᵀ for the SVD basis (r × m)
-    rank_changed = prev is not None and (prev.rank != r or prev.V2.shape[0] != n)
-    if prev is not None and not rank_changed:
-        # gauge: keep the bases continuous (no sign flips / in-space rotations between calls):
-        # V₂ ← V₂R₂, V₁ ← V₁R₁ with R = polar(VᵀV_prev), applied to the rows of Vᵀ
-        if r < n:  # (Vt is LAPACK's fresh output: updated in place)
-            Vt[r:] = _polar(Vt[r:].dot(prev.V2)).T.dot(Vt[r:])
-        if r:
-            R1 = _polar(Vt[:r].dot(prev.V1))
-            Vt[:r] = R1.T.dot(Vt[:r])
-            W1 = R1.T.dot(W1)
+    Lam = A.dot(QinvT) if A.shape[0] else np.zeros((0, n))   # Λ = AQ⁻ᵀ (eq. 9)
+    basis = None
+    if prev is not None and (gauge == "aligned" or gauge == "auto" and n >= ALIGNED_MIN_N):
+        basis = aligned_basis(Lam, prev, rtol, atol)
+    elif gauge not in ("auto", "svd", "aligned"):
+        raise ValueError(f"gauge: 'auto', 'svd' or 'aligned', got {gauge!r}")
+    if basis is None:
+        basis = svd_basis(Lam, prev, rtol, atol)
+    Vt, r, W1, U1, S, rank_changed = basis
     V1, V2 = Vt[:r].T, Vt[r:].T
     X = Qinv.dot(terms.C).dot(QinvT)
     L = X + X.T
@@ -173,9 +172,10 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
         Gamma_xi_vr = W1.dot(drift) - VG[:r].dot(v)          # −V₁ᵀΓv + V₁ᵀΛ⁺(...)
     else:
         Gamma_xi_vr = np.zeros(0)
-    qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, U1=U1, S=S, V1=V1, V2=V2, rank=r,
+    qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, V1=V1, V2=V2, rank=r,
                     rank_changed=bool(rank_changed), Gamma=Gamma, Gamma_v=Gamma_v, Gamma_xi_vr=Gamma_xi_vr,
-                    v_r=v_r, kinetic_energy=0.5 * float(v.dot(v)), W1=W1)
+                    v_r=v_r, kinetic_energy=0.5 * float(v.dot(v)), W1=W1,
+                    _U1=U1, _S=S)
     if tau is not None:
         tau = as_vector("tau", tau, n)
         u = Qinv.dot(tau - terms.g)
