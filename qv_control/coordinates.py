@@ -258,35 +258,35 @@ class MinimalCoordinates:
         return kt
 
     def _rotation(self, fid: int, R: np.ndarray, J6: np.ndarray, dJ6: np.ndarray, qdot: np.ndarray, row: int):
-        """(φ, GJ_ω, (GJ_ω)˙) of one frame: φ = log₃(E), E = R·R_refᵀ, G = Jlog₃(E)Eᵀ (φ̇ = Gω), all three
-        axes (the caller keeps the rows it needs); Ġ by a central difference along Ė = [ω]×E."""
+        """(φ, GJ_ω, (GJ_ω)˙) of one frame, all three axes (the caller keeps the rows it needs).
+
+        φ = log₃(E), E = R·R_refᵀ; φ̇ = Gω with G = Jlog₃(E)Eᵀ = J_l⁻¹(φ) = I − ½[φ]× + c(θ)[φ]×², θ = ‖φ‖,
+        c = 1/θ² − (1 + cos θ)/(2θ sin θ) (the inverse left Jacobian of SO(3)); in closed form along φ̇,
+        Ġ = −½[φ̇]× + c([φ̇]×[φ]× + [φ]×[φ̇]×) + (c′/θ)(φᵀφ̇)[φ]×², and [φ]×[φ̇]× = ([φ̇]×[φ]×)ᵀ."""
         R_ref = self._rot_ref[fid]
         if R_ref is None:
             R_ref = self._rot_ref[fid] = R.copy()
-        E = R.dot(R_ref.T)
-        phi = pin.log3(E)
-        if math.sqrt(phi.dot(phi)) > MAX_ROTATION_ANGLE:  # ‖φ‖ (= np.linalg.norm, without its overhead)
+        phi = pin.log3(R.dot(R_ref.T))
+        th2 = float(phi.dot(phi))
+        if th2 > MAX_ROTATION_ANGLE ** 2:
             raise RankDeficiencyError(
-                f"coordinates: frame '{self.items[row].name}' is {np.linalg.norm(phi):.3f} rad "
+                f"coordinates: frame '{self.items[row].name}' is {math.sqrt(th2):.3f} rad "
                 "from its orientation reference; rotation-vector coordinates are singular near pi "
                 "(choose a rotation_reference closer to the working orientation)")
-        G = self._G(E)  # φ̇ = G ω
-        Jw, dJw = J6[3:], dJ6[3:]
-        w = Jw.dot(qdot)
-        nw = math.sqrt(w.dot(w))
-        GJ = G.dot(Jw)
-        GJd = G.dot(dJw)
-        if nw > 0.0:
-            hstep = 1e-5 / nw  # central difference of G along Ė = [ω]×E (O(h²) ≈ 1e-10 rel.)
-            Gd = self._G(pin.exp3(w * hstep).dot(E))
-            Gd -= self._G(pin.exp3(-w * hstep).dot(E))
-            Gd /= 2.0 * hstep
-            GJd += Gd.dot(Jw)
-        return phi, GJ, GJd
-
-    @staticmethod
-    def _G(E: np.ndarray) -> np.ndarray:
-        return pin.Jlog3(E).dot(E.T)
+        c, k = _left_jacobian_coefficients(th2)
+        P = pin.skew(phi)
+        P2 = P.dot(P)
+        G = c * P2
+        G -= 0.5 * P
+        G += _EYE3
+        Jw = J6[3:]
+        phid = G.dot(Jw.dot(qdot))                      # φ̇ = Gω
+        Pd = pin.skew(phid)
+        S = Pd.dot(P)
+        Gd = c * (S + S.T)
+        Gd -= 0.5 * Pd
+        Gd += (k * float(phi.dot(phid))) * P2
+        return phi, G.dot(Jw), G.dot(dJ6[3:]) + Gd.dot(Jw)
 
     def _frame_rates(self, fid: int, cache, data=None):
         if fid not in cache:
@@ -302,6 +302,23 @@ class MinimalCoordinates:
         for c, rows, sel in items:
             out[rows] = c.jacobian_rate(self.system, q, qdot, lambda fid: self._frame_rates(fid, cache, data))[sel]
         return out
+
+
+_EYE3 = np.eye(3)
+_EYE3.flags.writeable = False
+_SERIES_BELOW = 0.02  # rad: below, the series of c and c′/θ (closed forms lose digits to cancellation)
+
+
+def _left_jacobian_coefficients(th2: float) -> tuple[float, float]:
+    """c(θ) = 1/θ² − (1 + cos θ)/(2θ sin θ) = 1/θ² − cot(θ/2)/(2θ) and c′(θ)/θ, from θ² (see ``_rotation``);
+    Taylor series (truncation < 1e-20 there) below ``_SERIES_BELOW``."""
+    if th2 < _SERIES_BELOW ** 2:
+        return (1 / 12 + th2 * (1 / 720 + th2 * (1 / 30240 + th2 / 1209600)),
+                1 / 360 + th2 * (1 / 7560 + th2 / 201600))
+    th = math.sqrt(th2)
+    cot = 1.0 / math.tan(0.5 * th)
+    # c′ = −2/θ³ + csc²(θ/2)/(4θ) + cot(θ/2)/(2θ²), csc² = 1 + cot²
+    return 1.0 / th2 - 0.5 * cot / th, (-2.0 / th2 + 0.25 * (1.0 + cot * cot) + 0.5 * cot / th) / th2
 
 
 def _row_map(pairs: list[tuple[int, int]]):

@@ -177,3 +177,46 @@ def test_make_law_names_and_parameters():
     law = make_law("passive", sysm, coordinates=["tip_a.x", "tip_a.z"], actuated=["a1_joint", "b2_joint"], q0=q0)
     tau = law.compute(State(0.0, q0, np.zeros(4)))
     assert tau[1] == 0.0 and tau[2] == 0.0
+
+
+def _left_jacobian_inverse_ld(phi) -> np.ndarray:
+    """J_l⁻¹(φ) = I − ½[φ]× + (1/θ² − (1 + cos θ)/(2θ sin θ))[φ]×² in 80-bit long double (the cancellation
+    costs ~1e-19/θ² there); for small angles, where Pinocchio's Jlog3 switches to a series (error 6e-11)."""
+    phi = np.asarray(phi, np.longdouble)
+    th = np.sqrt(phi @ phi)
+    P = np.array([[0, -phi[2], phi[1]], [phi[2], 0, -phi[0]], [-phi[1], phi[0], 0]], np.longdouble)
+    c = np.longdouble(1) / 12 if th == 0 else 1 / th ** 2 - (1 + np.cos(th)) / (2 * th * np.sin(th))
+    return np.eye(3, dtype=np.longdouble) - P / 2 + c * (P @ P)
+
+
+@pytest.mark.parametrize("angle", [0.0, 1e-3, 0.019, 0.021, 0.3, 2.0])
+def test_rotation_rate_closed_form_against_pinocchio_jlog3(angle):
+    """G = Jlog₃(E)Eᵀ (Pinocchio; below 0.01 rad the long-double closed form) and Ġ (Richardson-extrapolated
+    central differences of that G along Ė = [ω]×E) against ``MinimalCoordinates._rotation`` (series below
+    0.02 rad, closed form above: both sides of the switch)."""
+    import pinocchio as pin
+
+    system = ConstrainedSystem.from_urdf("panda")
+    coords = MinimalCoordinates(system, ["panda_hand.rx", "panda_hand.ry", "panda_hand.rz"])
+    rng = np.random.default_rng(5)
+    axis = rng.normal(size=3)
+    E = pin.exp3(angle * axis / np.linalg.norm(axis))
+    coords._rot_ref[system.frame_id("panda_hand")] = np.eye(3)
+    J6, dJ6 = rng.normal(size=(6, 7)), rng.normal(size=(6, 7))
+    qdot = rng.normal(size=7)
+    _, GJ, GJd = coords._rotation(system.frame_id("panda_hand"), E, J6, dJ6, qdot, 0)
+    w = J6[3:] @ qdot
+
+    def G(h):
+        Eh = pin.exp3(h * w) @ E
+        if angle < 0.01:
+            return _left_jacobian_inverse_ld(pin.log3(Eh))
+        return pin.Jlog3(Eh) @ Eh.T
+
+    d = [(G(h) - G(-h)) / (2 * h) for h in (1e-3, 5e-4)]
+    Gd = (4 * d[1] - d[0]) / 3                      # O(h⁴): ≈ 1e-13
+    err_G = float(np.abs(GJ - G(0.0) @ J6[3:]).max())
+    err_Gd = float(np.abs(GJd - (G(0.0) @ dJ6[3:] + Gd @ J6[3:])).max())
+    print(f"\nθ = {angle}: |GJ − reference| {err_G:.1e}, |(GJ)˙ − reference| {err_Gd:.1e}")
+    assert err_G < 2e-15
+    assert err_Gd < 5e-12
