@@ -114,12 +114,54 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     return med
 
 
+_FIRST_TICK = """
+import time
+t0 = time.perf_counter()
+import sys
+sys.path.insert(0, {bench!r})
+import numpy as np
+from qv_control.laws import make_law
+from qv_dynamics.state import State
+import law_tick as lt
+t1 = time.perf_counter()
+system, q0 = lt.panda_table()
+ref = lt.reference(system)
+law = make_law({name!r}, system, coordinates=lt.COORDS, **lt.PARAMS[{name!r}])
+t2 = time.perf_counter()
+state = State(t=0.0, q=q0, qdot=np.zeros(system.nv))
+law.compute(state, ref(0.0))
+t3 = time.perf_counter()
+law.compute(State(t=1e-3, q=q0, qdot=np.zeros(system.nv)), ref(1e-3))
+t4 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+"""
+
+
+def first_tick(name: str = "quasi_tracking") -> tuple[float, ...]:
+    """A fresh process as a node starts one: (imports, model + law construction, first compute, second
+    compute) in seconds, and the process's whole wall time to its first torque."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _FIRST_TICK.format(bench=str(ROOT / "bench"), name=name)],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    wall = time.perf_counter() - t0
+    imp, build, first, second = (float(x) for x in out.stdout.split())
+    print(f"first tick in a fresh process ({name}): imports {imp:.2f} s, model + law {build:.2f} s, first compute "
+          f"{1e3 * first:.2f} ms, second {1e6 * second:.0f} µs; interpreter start to first torque "
+          f"{wall:.2f} s (target: first tick <= 1 s after start)")
+    return imp, build, first, second, wall
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--states", type=int, default=300)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
     run(args.states, args.reps)
+    first_tick()
     return 0
 
 
