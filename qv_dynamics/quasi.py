@@ -140,7 +140,8 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     ``gauge``: how V₁, V₂ are aligned to ``prev``'s (:mod:`.quasi_basis`, the same bases to rounding):
     ``"aligned"`` without an SVD (QR + Newton–Schulz) whenever ``prev`` has full row rank, ``"svd"`` by the
     SVD of Λ and SVD polar factors (the reference), ``"auto"`` the first for n ≥ ALIGNED_MIN_N (where the
-    (n − r)² polar SVD dominates), the second below (a 7-DoF arm: a few µs either way)."""
+    (n − r)² polar SVD dominates) or one row (closed form), the second otherwise (a 7-DoF arm with a 3-D
+    contact: a few µs either way)."""
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)
@@ -151,7 +152,7 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     A = terms.A
     Lam = A.dot(QinvT) if A.shape[0] else np.zeros((0, n))   # Λ = AQ⁻ᵀ (eq. 9)
     basis = None
-    if prev is not None and (gauge == "aligned" or gauge == "auto" and n >= ALIGNED_MIN_N):
+    if prev is not None and (gauge == "aligned" or gauge == "auto" and (n >= ALIGNED_MIN_N or A.shape[0] == 1)):
         basis = aligned_basis(Lam, prev, rtol, atol)
     elif gauge not in ("auto", "svd", "aligned"):
         raise ValueError(f"gauge: 'auto', 'svd' or 'aligned', got {gauge!r}")

@@ -124,6 +124,8 @@ def aligned_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
     V2p = prev.V2
     if prev.rank != m or V2p.shape[0] != n:
         return None
+    if m == 1:
+        return _aligned_one_row(Lam, prev, rtol, atol)
     V = np.empty((n, n))   # [V₁ V₂]
     if m:
         qr, tau, _, info = dgeqrf(Lam.T)                    # Λᵀ = ZR
@@ -151,3 +153,31 @@ def aligned_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
             return None
         V[:, m:] = V2
     return V.T, m, W1, None, None, False
+
+
+def _aligned_one_row(Lam: np.ndarray, prev, rtol: float, atol: float):
+    """:func:`aligned_basis` for one row (a 1-D contact, the table task) in closed form, no LAPACK call:
+    σ = ‖Λ‖, z = Λᵀ/σ, V₁ = ±z (the sign of zᵀV₁_prev), W₁ = ±1/σ; with b = V₂_prevᵀz, Y = V₂_prev − zbᵀ
+    has YᵀY = I − bbᵀ, so V₂ = Y(I − bbᵀ)^-½ = Y + (γ/β²)(Yb)bᵀ, β² = bᵀb, γ = (1 − β²)^-½ − 1."""
+    lam = Lam[0]
+    sig = math.sqrt(lam.dot(lam))
+    if not sig > max(rtol * sig, atol):
+        return None
+    z = lam / sig
+    x = float(z.dot(prev.V1[:, 0]))
+    if not abs(x) > 1.0 - NS_START:
+        return None
+    n = z.shape[0]
+    V = np.empty((n, n))
+    V[:, 0] = z if x > 0.0 else -z
+    V2p = prev.V2
+    b = z.dot(V2p)
+    b2 = float(b.dot(b))
+    if not b2 < NS_START:
+        return None
+    Y = V2p - np.multiply.outer(z, b)
+    # γ/β² without cancellation (γ = expm1(−½·log1p(−β²)) ≈ β²/2); the limit ½ at β = 0
+    ratio = math.expm1(-0.5 * math.log1p(-b2)) / b2 if b2 > 0.0 else 0.5
+    Y += np.multiply.outer(Y.dot(b) * ratio, b)
+    V[:, 1:] = Y
+    return V.T, 1, np.array([[(1.0 if x > 0.0 else -1.0) / sig]]), None, None, False
