@@ -76,7 +76,7 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
         local = dict(cases)
         local["quasi_decompose"] = lambda q, v, tau: quasi_decompose(terms, tau=tau)
         local["evaluate + quasi_decompose (prev)"] = \
-            lambda q, v, tau: quasi_decompose(system.evaluate(q, v), tau=tau, prev=prev)
+            lambda q, v, tau: quasi_decompose(system.evaluate(q, v), tau=tau, prev=prev).condition  # as the node
         local["direct_dynamics (projection)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau)
         local["direct_dynamics (kkt)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau, method="kkt")
         for k, f in local.items():

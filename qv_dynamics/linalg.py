@@ -46,13 +46,17 @@ def inv(X: np.ndarray) -> np.ndarray:
     return Y
 
 
+def singular_values(X: np.ndarray) -> np.ndarray:
+    """Singular values of X, descending (LAPACK dgesdd without vectors, called directly)."""
+    _, s, _, info = dgesdd(X, compute_uv=0)
+    return s if info == 0 else np.linalg.svd(X, compute_uv=False)
+
+
 def norm2(X: np.ndarray) -> float:
-    """Spectral norm σ₁(X) (largest singular value, LAPACK dgesdd without vectors, as
-    ``numpy.linalg.norm(X, 2)``); 0 for an empty matrix."""
+    """Spectral norm σ₁(X) (largest singular value, as ``numpy.linalg.norm(X, 2)``); 0 for an empty matrix."""
     if X.size == 0:
         return 0.0
-    _, s, _, info = dgesdd(X, compute_uv=0)
-    return float(s[0]) if info == 0 else float(np.linalg.norm(X, 2))
+    return float(singular_values(X)[0])
 
 
 _IDENTITIES: dict[int, np.ndarray] = {}

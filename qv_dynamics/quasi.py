@@ -24,7 +24,7 @@ import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri
 
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
-from .linalg import ATOL, RTOL, svd_full
+from .linalg import ATOL, RTOL, singular_values, svd_full
 from .model import DynamicsTerms
 from .quasi_basis import ALIGNED_MIN_N, aligned_basis, svd_basis
 
@@ -57,13 +57,17 @@ class QuasiState:
     vr_dot: np.ndarray | None = None             # −Γ_v v_r + u_v
     _U1: np.ndarray | None = field(default=None, repr=False)
     _S: np.ndarray | None = field(default=None, repr=False)
+    _R: np.ndarray | None = field(default=None, repr=False)   # Λᵀ = ZR (aligned bases): S from R
 
     @property
     def S(self) -> np.ndarray:
         """The r non-zero singular values of Λ (eq. 11), descending (computed on first use when the basis
         came from :func:`aligned_basis`)."""
         if self._S is None:
-            self._singular()
+            if self._R is not None:
+                self._S = singular_values(self._R)[:self.rank]
+            else:
+                self._singular()
         return self._S
 
     @property
@@ -77,9 +81,11 @@ class QuasiState:
         r = self.rank
         if self.Lambda.shape[0]:
             U, s, _ = svd_full(self.Lambda)
-            self._U1, self._S = U[:, :r], s[:r]
+            self._U1 = U[:, :r]
+            if self._S is None:
+                self._S = s[:r]
         else:
-            self._U1, self._S = np.zeros((0, 0)), np.zeros(0)
+            self._U1, self._S = np.zeros((0, 0)), np.zeros(0) if self._S is None else self._S
 
     @property
     def condition(self) -> float:
@@ -158,7 +164,7 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
         raise ValueError(f"gauge: 'auto', 'svd' or 'aligned', got {gauge!r}")
     if basis is None:
         basis = svd_basis(Lam, prev, rtol, atol)
-    Vt, r, W1, U1, S, rank_changed = basis
+    Vt, r, W1, U1, S, rank_changed, R = basis
     V1, V2 = Vt[:r].T, Vt[r:].T
     X = Qinv.dot(terms.C).dot(QinvT)
     L = X + X.T
@@ -176,7 +182,7 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, V1=V1, V2=V2, rank=r,
                     rank_changed=bool(rank_changed), Gamma=Gamma, Gamma_v=Gamma_v, Gamma_xi_vr=Gamma_xi_vr,
                     v_r=v_r, kinetic_energy=0.5 * float(v.dot(v)), W1=W1,
-                    _U1=U1, _S=S)
+                    _U1=U1, _S=S, _R=R)
     if tau is not None:
         tau = as_vector("tau", tau, n)
         u = Qinv.dot(tau - terms.g)

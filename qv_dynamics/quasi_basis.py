@@ -15,9 +15,9 @@ Two ways to the same bases:
   Newton–Schulz iteration X ← X(3I − XᵀX)/2 (quadratic: two steps at a 1 kHz sample rate); W₁ = V₁ᵀΛ⁺
   = (R⁻¹P₁)ᵀ with Λ⁺ = ZR⁻ᵀ. The bases agree with the SVD path's to rounding (test_quasi_fast.py).
 
-Both return ``(Vt, r, W1, U1, S, rank_changed)``: Vt = [V₁ᵀ; V₂ᵀ] (n × n), W₁ = V₁ᵀΛ⁺ (r × m), U1/S the
-thin SVD factors (None from :func:`aligned_basis`: :class:`~qv_dynamics.quasi.QuasiState` computes them on
-first use).
+Both return ``(Vt, r, W1, U1, S, rank_changed, R)``: Vt = [V₁ᵀ; V₂ᵀ] (n × n), W₁ = V₁ᵀΛ⁺ (r × m), U1/S
+the thin SVD factors (None from :func:`aligned_basis`: :class:`~qv_dynamics.quasi.QuasiState` computes them
+on first use, S from R (m × m, Λᵀ = ZR: the same singular values, an SVD of m × m instead of m × n)).
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def svd_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
             R1 = polar(Vt[:r].dot(prev.V1))
             Vt[:r] = R1.T.dot(Vt[:r])
             W1 = R1.T.dot(W1)
-    return Vt, r, W1, U1, S, bool(rank_changed)
+    return Vt, r, W1, U1, S, bool(rank_changed), None
 
 
 def aligned_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
@@ -131,7 +131,8 @@ def aligned_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
         qr, tau, _, info = dgeqrf(Lam.T)                    # Λᵀ = ZR
         if info != 0:
             return None
-        Rinv, info = dtrtri(qr[:m] * _upper(m), lower=0)
+        R = qr[:m] * _upper(m)
+        Rinv, info = dtrtri(R, lower=0)
         lf, rif = Lam.reshape(-1), Rinv.reshape(-1)
         # σ_min ≥ 1/‖R⁻¹‖_F and σ₁ ≤ ‖R‖_F = ‖Λ‖_F: the SVD path's rank test holds with a margin
         if info != 0 or not 1.0 > math.sqrt(rif.dot(rif)) * max(rtol * math.sqrt(lf.dot(lf)), atol):
@@ -146,13 +147,13 @@ def aligned_basis(Lam: np.ndarray, prev, rtol: float, atol: float):
         Y = V2p - Z.dot(Z.T.dot(V2p))                       # (I − ZZᵀ)V₂_prev
         W1 = Rinv.dot(P1).T                                 # V₁ᵀΛ⁺ = P₁ᵀZᵀ·ZR⁻ᵀ
     else:
-        Y, W1 = V2p, np.zeros((0, 0))
+        Y, W1, R = V2p, np.zeros((0, 0)), None
     if m < n:
         V2 = near_polar(Y)
         if V2 is None:
             return None
         V[:, m:] = V2
-    return V.T, m, W1, None, None, False
+    return V.T, m, W1, None, None, False, R if m else None
 
 
 def _aligned_one_row(Lam: np.ndarray, prev, rtol: float, atol: float):
@@ -180,4 +181,4 @@ def _aligned_one_row(Lam: np.ndarray, prev, rtol: float, atol: float):
     ratio = math.expm1(-0.5 * math.log1p(-b2)) / b2 if b2 > 0.0 else 0.5
     Y += np.multiply.outer(Y.dot(b) * ratio, b)
     V[:, 1:] = Y
-    return V.T, 1, np.array([[(1.0 if x > 0.0 else -1.0) / sig]]), None, None, False
+    return V.T, 1, np.array([[(1.0 if x > 0.0 else -1.0) / sig]]), None, np.array([sig]), False, None
