@@ -83,6 +83,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self.rate_max_dt = 0.1  # s: longer gaps between samples restart the backward difference
         self._gvn_prev: tuple[float, np.ndarray] | None = None
         self._gvn_rate: np.ndarray | None = None
+        self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
 
     def reset(self) -> None:
         super().reset()
@@ -90,22 +91,30 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate = None
         self._integral.reset()
         self._carry.reset()
+        self._tau_int_pending = None
 
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (class docstring)."""
+        self._tau_int()
         return self._carry.total
 
     def carry(self, bias: np.ndarray) -> None:
         """Start from the bias b (n-vector) carried over from a law of the previous contact phase."""
         self._carry.carry(bias)
 
-    def _integral_terms(self, qs, z_motion: np.ndarray | None) -> np.ndarray:
-        """τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e) of this sample."""
+    def _tau_int(self) -> None:
+        """Hand τ_I of the last sample to the carry. It is read only at a contact switch and by
+        :attr:`integral_torque`, so a sample keeps just its ingredients and τ_I is formed when asked."""
+        if self._tau_int_pending is not None:
+            self._carry.tau_int = self._integral_terms(*self._tau_int_pending)
+            self._tau_int_pending = None
+
+    def _integral_terms(self, qs, z_motion: np.ndarray | None, zf: np.ndarray | None) -> np.ndarray:
+        """τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e) of a sample (``zf``: the force PI's ∫e then)."""
         u = np.zeros(self.system.nv)
         if z_motion is not None:
             u = u - qs.V2 @ z_motion
-        zf = self.force_pi.z
         if qs.rank and self.force and zf is not None and zf.shape == (qs.rank,):
             u = u + qs.V1 @ qs.xi_from_lambda(self.force_pi.ki * zf)
         return qs.Q @ u
@@ -168,6 +177,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         if normal is not None:
             u_v = u_v + normal
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
+            self._tau_int()
             self._carry.switch()
         self._carry.tick(t)
         z_motion = None
@@ -175,7 +185,8 @@ class QuasiTrackingLaw(QuasiLawBase):
             z_motion = self._motion_integral(t, qs, eps)
             u_v = u_v - z_motion
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
-        self._carry.tau_int = self._integral_terms(qs, z_motion)
+        # the force PI replaces its z (never updates it in place): keeping the reference keeps this sample's
+        self._tau_int_pending = (qs, z_motion, self.force_pi.z)
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=e, eps=eps, cond_D=cond, u_v=u_v,
                          u_xi=u_xi, xi_d=xi_d, v_r=qs.v_r, lambda_d=ref.lambda_)
         return self._torque(terms, qs, u_v, u_xi, self._carry.bias)
