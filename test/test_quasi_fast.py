@@ -117,26 +117,3 @@ def test_near_polar_is_the_svd_polar_factor():
         if p == k:
             assert np.abs(polar(X) - W @ Zt).max() < 1e-14
 
-
-def test_tracking_law_forms_the_integral_torque_when_asked_as_it_did_every_sample():
-    """QuasiTrackingLaw keeps τ_I's ingredients of the last sample and forms τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e)
-    only when the carry needs it; a twin law that forms it after every sample (the previous formulation)
-    gives the same torques and the same integral_torque, bit for bit."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from law_tick import COORDS, closed_loop_states
-
-    from qv_control.laws import make_law
-
-    system, states, ref = closed_loop_states(0.2, 2)
-    gains = dict(coordinates=COORDS, kp=60.0, kd=120.0, kf=0.3, ki=30.0, ki_motion=400.0)
-    lazy, eager = make_law("quasi_tracking", system, **gains), make_law("quasi_tracking", system, **gains)
-    for s in states:
-        tau_l, tau_e = lazy.compute(s, ref(s.t)), eager.compute(s, ref(s.t))
-        eager._tau_int()
-        assert np.array_equal(tau_l, tau_e)
-    assert lazy._carry.tau_int is None and eager._carry.tau_int is not None
-    assert np.array_equal(lazy.integral_torque, eager.integral_torque)
-    assert np.abs(lazy.integral_torque).max() > 1e-3  # the integrals did act

@@ -102,6 +102,7 @@ class PassiveJointLaw(ProjectionLawBase):
                                              check_rtol=internal_tol, check_atol=internal_tol)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
+        self._passive = ~self.mask
         self.tol = float(controllability_tol)
         if self.limits is not None:
             self.limits = np.where(self.mask, self.limits, np.inf)
@@ -116,13 +117,17 @@ class PassiveJointLaw(ProjectionLawBase):
     def _channels(self, state: State, reference: Reference | None):
         """:meth:`channels` plus the checked reference, A⁺ and the measured λ (for the force channel)."""
         t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
-        IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
-        if resid > self.tol:
-            raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
-        base = IH.dot(P.dot(terms.h))
-        motion = IH.dot(P.dot(terms.M.dot(u_p)))
-        base[~self.mask] = 0.0
-        motion[~self.mask] = 0.0
+        base = P.dot(terms.h)
+        motion = P.dot(terms.M.dot(u_p))
+        resid = 0.0
+        if self._passive.any():  # every joint actuated: I + H = I and the residual is 0 (passive_projector)
+            IH, _, resid = passive_projector(terms.A, self.mask, self.tol, P=P)
+            if resid > self.tol:
+                raise UncontrollableError(_uncontrollable_message(self.system, terms.A, self.mask, resid))
+            base = IH.dot(base)
+            motion = IH.dot(motion)
+            base[self._passive] = 0.0
+            motion[self._passive] = 0.0
         self.last.update(controllability_residual=resid)
         return t, terms, base, motion, u_p, ref, Apinv, lam_meas
 

@@ -1,0 +1,45 @@
+"""The laws' shortcuts against the formulations they replace, on the states of the Panda table task
+(bench/law_tick.py): equal to rounding or bit for bit."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from law_tick import COORDS, JOINTS, closed_loop_states  # noqa: E402
+
+from qv_control.laws import make_law  # noqa: E402
+from qv_control.laws.passive import passive_projector  # noqa: E402
+from qv_dynamics.projection import projection  # noqa: E402
+
+
+def test_tracking_law_forms_the_integral_torque_when_asked_as_it_did_every_sample():
+    """QuasiTrackingLaw keeps τ_I's ingredients of the last sample and forms τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e)
+    only when the carry needs it; a twin law that forms it after every sample (the previous formulation)
+    gives the same torques and the same integral_torque, bit for bit."""
+    system, states, ref = closed_loop_states(0.2, 2)
+    gains = dict(coordinates=COORDS, kp=60.0, kd=120.0, kf=0.3, ki=30.0, ki_motion=400.0)
+    lazy, eager = make_law("quasi_tracking", system, **gains), make_law("quasi_tracking", system, **gains)
+    for s in states:
+        tau_l, tau_e = lazy.compute(s, ref(s.t)), eager.compute(s, ref(s.t))
+        eager._tau_int()
+        assert np.array_equal(tau_l, tau_e)
+    assert lazy._carry.tau_int is None and eager._carry.tau_int is not None
+    assert np.array_equal(lazy.integral_torque, eager.integral_torque)
+    assert np.abs(lazy.integral_torque).max() > 1e-3  # the integrals did act
+
+
+def test_passive_law_with_every_joint_actuated_skips_the_identity_projector():
+    """All joints actuated: I + H = I (eq. 61 with I − B = 0), so the law's channels are Ph and PMu_p; they
+    equal (I + H)Ph and (I + H)PMu_p with I + H from passive_projector, bit for bit."""
+    system, states, ref = closed_loop_states(0.1, 10)
+    law = make_law("passive", system, coordinates=COORDS, kp=400.0, kd=40.0, actuated=JOINTS)
+    for s in states:
+        t, terms, base, motion, u_p = law.channels(s, ref(s.t))
+        P = projection(terms).P                       # what the law computed from the same terms
+        IH, _, resid = passive_projector(terms.A, law.mask, law.tol, P=P)
+        assert resid == 0.0 and np.array_equal(IH, np.eye(system.nv))
+        assert np.array_equal(base, IH.dot(P.dot(terms.h)))
+        assert np.array_equal(motion, IH.dot(P.dot(terms.M.dot(u_p))))
