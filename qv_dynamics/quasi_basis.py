@@ -32,14 +32,14 @@ _PLUS_ONE = np.ones((1, 1))
 _MINUS_ONE = -np.ones((1, 1))
 _PLUS_ONE.flags.writeable = _MINUS_ONE.flags.writeable = False
 
-#: Newton–Schulz starts only when ‖XᵀX − I‖_F is below this (else the SVD path: a jump, not a step)
+#: Newton–Schulz starts only when ‖XᵀX − I‖_F is below this (else the SVD path: a jump, not a step) …
 NS_START = 0.5
-#: quasi_decompose(gauge="auto") aligns without an SVD from this many velocities on
-ALIGNED_MIN_N = 13
-#: matrices with at most this many entries take their polar factor from a thin SVD instead
-SMALL = 64
 #: … and stops one step after ‖XᵀX − I‖_F < NS_DONE (the last step leaves ≈ 0.4·NS_DONE² ≪ eps)
 NS_DONE = 1e-8
+#: matrices with at most this many entries take their polar factor from a thin SVD instead
+SMALL = 64
+#: quasi_decompose(gauge="auto") aligns without an SVD from this many velocities on (and for one row)
+ALIGNED_MIN_N = 13
 
 
 _UPPER: dict[int, np.ndarray] = {}
