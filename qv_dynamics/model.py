@@ -360,6 +360,20 @@ class ConstrainedSystem(ModelNames):
         """One label per active constraint row, e.g. ``contact.z`` (cached while the active set holds)."""
         return self.constraint_plan().labels
 
+    def rows_at(self, q: np.ndarray, qdot: np.ndarray | None = None):
+        """(Φ, A, Ȧq̇) of the active rows at an already validated q (and q̇; Ȧq̇ is None without it): one
+        kinematic pass (forwardKinematics(q, q̇, 0), computeJointJacobians, updateFramePlacements), anchors
+        recorded, no checks, no dynamics. The simulator's RK4 stages and Newton–Raphson iterations call it."""
+        if self.constraint_plan().m == 0:
+            return np.zeros(0), np.zeros((0, self.nv)), None if qdot is None else np.zeros(0)
+        model, data = self.model, self.data
+        if qdot is not None:
+            pin.forwardKinematics(model, data, q, qdot, self._zero_v)
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+        self._anchor_from_data(False)
+        return self._rows(q, qdot, drift=None if qdot is None else "classical")
+
     def effort_limits(self) -> np.ndarray:
         """URDF effort limits per velocity index (inf where none, e.g. the floating base)."""
         lim = np.array(self.model.effortLimit, dtype=float)

@@ -102,6 +102,7 @@ class Simulation:
         self.stats = RunStats()
         self.E0 = 0.0
         self.init_corr = 0.0
+        self._cols_plan, self._cols = None, np.zeros(0, int)
 
     # ------------------------------------------------------------------ inputs
     def torque(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -128,9 +129,13 @@ class Simulation:
 
     def lam_row(self, lam: np.ndarray) -> np.ndarray:
         """λ of the active rows spread over the columns of every constraint (NaN for inactive ones)."""
-        cols = [np.arange(self.offsets[c.name], self.offsets[c.name] + c.size)
-                for c in self.system.constraints if c.active]
-        cols = np.concatenate(cols) if cols else np.zeros(0, int)
+        plan = self.system.constraint_plan()
+        if plan is not self._cols_plan:  # the columns change only with the active set
+            cols = [np.arange(self.offsets[c.name], self.offsets[c.name] + c.size)
+                    for c in self.system.constraints if c.active]
+            self._cols = np.concatenate(cols) if cols else np.zeros(0, int)
+            self._cols_plan = plan
+        cols = self._cols
         row = np.full(self.n_lam, np.nan)
         if cols.size and lam.size == cols.size:
             row[cols] = lam
@@ -152,6 +157,8 @@ class Simulation:
         return q, v
 
     def apply_due(self, t: float, q, v, eps: float = 1e-12):
+        if not self.events:
+            return q, v
         for ev in self.events:
             if ev.kind == "time" and not ev.done and ev.t <= t + eps * max(1.0, abs(t)):
                 ev.done = True
@@ -244,9 +251,20 @@ class Simulation:
         self.rec.inputs(i, tau, self.lam_row(a1.lam), a1.rank)
         self.stats.rank(a1.rank)
         self.lam_meas = a1.lam.copy()
-        labels = self.system.row_labels
-        self.lam_dict = dict(zip(labels, a1.lam.tolist())) if len(labels) == a1.lam.size else {}
         work = self.st.work_increment
+        if self.events:  # guards read λ by row label
+            qn, vn, work = self.guards(t, t_next, q, qdot, qn, vn, tau, work)
+        self.stats.work += work
+        self.q, self.qdot = qn, vn
+        self.rec.state(i + 1, t_next, qn, vn)
+        self.diagnose(i + 1, qn)
+        return t_next
+
+    def guards(self, t: float, t_next: float, q, qdot, qn, vn, tau, work: float):
+        """Float guards (located inside the step) and multi-switch guards at the end of step [t, t_next]."""
+        labels = self.system.row_labels
+        lam = self.st.last.lam
+        self.lam_dict = dict(zip(labels, lam.tolist())) if len(labels) == lam.size else {}
         fired = self.fired_guard(t_next, qn, vn)
         if fired is not None:
             qn, vn, work = self.switch_at_guard(fired, t, q, qdot, qn, vn, tau, work)
@@ -254,11 +272,7 @@ class Simulation:
             if ev.kind == "multi":
                 for name, act in ev.call(t_next, qn, vn, self.lam_dict) or []:
                     qn, vn = self.switch(name, bool(act), t_next, qn, vn, "guard")
-        self.stats.work += work
-        self.q, self.qdot = qn, vn
-        self.rec.state(i + 1, t_next, qn, vn)
-        self.diagnose(i + 1, qn)
-        return t_next
+        return qn, vn, work
 
     def finish(self, t: float) -> None:
         """λ and τ of the final state (so every recorded row is complete)."""

@@ -37,6 +37,7 @@ from ..impact import m_projection, predicted_energy_loss
 from ..linalg import ATOL, RTOL
 from ..model import ConstrainedSystem
 from ..projection import direct_dynamics_rank, pinv_basis
+from .fastpath import CompiledProjection
 
 METHODS = ("projection", "kkt_baumgarte")
 INTEGRATORS = ("rk4", "semi_implicit_euler", "scipy")
@@ -84,7 +85,7 @@ class Stepper:
                  nr_tol: float = 1e-12, nr_max_iter: int = 20, baumgarte: tuple[float, float] = (20.0, 20.0),
                  velocity_projection: str = "M", rtol: float = RTOL, atol: float = ATOL,
                  scipy_method: str = "DOP853", scipy_rtol: float = 1e-10, scipy_atol: float = 1e-12,
-                 nr_floor: float | None = None):
+                 nr_floor: float | None = None, compiled: bool = True):
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
         if integrator not in INTEGRATORS:
@@ -120,6 +121,11 @@ class Stepper:
         self.work_increment = 0.0
         self.M_end: np.ndarray | None = None
         self._phi_first = 0.0
+        self._q_out = self._v_out = None  # the state the last step returned (checked: not checked again)
+        # the projection method's stages and correction through the compiled kernels (same equations and
+        # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
+        self._fast = CompiledProjection(system, self.rtol, self.atol) if compiled and method == "projection" \
+            else None
 
     # ------------------------------------------------------------------ model terms
     def terms(self, q: np.ndarray, qdot: np.ndarray):
@@ -129,7 +135,7 @@ class Stepper:
 
     def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q), A(q) only (for the Newton–Raphson loop)."""
-        return self.system.constraint_rows(q)
+        return self.system.constraint_rows(q) if self._fast is None else self._fast.rows(q)
 
     def mass(self, q: np.ndarray) -> np.ndarray:
         return self.system.mass_matrix(q)
@@ -138,6 +144,9 @@ class Stepper:
     def accel(self, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray) -> Accel:
         """q̈ and λ at (q, q̇, τ) by :func:`~qv_dynamics.projection.direct_dynamics_rank`: projection eq. 25,
         or KKT + Baumgarte with A q̈ = −(Ȧq̇ + 2αAq̇ + β²Φ)."""
+        if self._fast is not None:
+            qdd, lam, r, M, pn, A = self._fast.accel(q, qdot, tau)
+            return Accel(qdd, lam, A.T.dot(lam), r, M, pn)
         try:
             t = self.system.evaluate(q, qdot, coriolis=False)
         except NonFiniteError:
@@ -166,17 +175,18 @@ class Stepper:
             disp = dt * v1
             return self._plus(q, disp), v1, a1, disp, float(tau0 @ disp)
         if self.integrator == "rk4":
+            qdd = self._fast.qdd if self._fast is not None else lambda *a: self.accel(*a).qdd
             h2 = 0.5 * dt
             k1v, k1a = qdot, a1.qdd
             q2, v2 = self._plus(q, h2 * k1v), qdot + h2 * k1a
             tau2 = tau_fn(t + h2, q2, v2)
-            k2a = self.accel(q2, v2, tau2).qdd
+            k2a = qdd(q2, v2, tau2)
             q3, v3 = self._plus(q, h2 * v2), qdot + h2 * k2a
             tau3 = tau_fn(t + h2, q3, v3)
-            k3a = self.accel(q3, v3, tau3).qdd
+            k3a = qdd(q3, v3, tau3)
             q4, v4 = self._plus(q, dt * v3), qdot + dt * k3a
             tau4 = tau_fn(t + dt, q4, v4)
-            k4a = self.accel(q4, v4, tau4).qdd
+            k4a = qdd(q4, v4, tau4)
             disp = (dt / 6.0) * (k1v + 2.0 * v2 + 2.0 * v3 + v4)
             work = (dt / 6.0) * (tau0 @ k1v + 2.0 * tau2 @ v2 + 2.0 * tau3 @ v3 + tau4 @ v4)
             return self._plus(q, disp), qdot + (dt / 6.0) * (k1a + 2.0 * k2a + 2.0 * k3a + k4a), a1, disp, float(work)
@@ -241,8 +251,15 @@ class Stepper:
 
     def correct(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Section 6 step iii: position NR (eq. 39) then velocity projection; fills the diagnostics."""
+        return self._correct(self.system.check_q(q), as_vector("qdot", qdot, self.n))
+
+    def _correct(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`correct` of a state already checked (finite, right sizes: the end of a step)."""
         q, A, self.nr_iters, self.phi_norm = self.correct_position(q)
         self.phi_pre = self._phi_first
+        if self._fast is not None and self.velocity_projection == "M":
+            qdot, self.velocity_error, self.kinetic, self.M_end = self._fast.project(q, qdot, A)
+            return q, qdot
         M = self.mass(q)
         qdot = self.project_velocity(q, qdot, A, M)
         self.velocity_error = _norm(A.dot(qdot))
@@ -253,21 +270,29 @@ class Stepper:
     def step(self, q, qdot, tau, dt: float, t: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """One step: integrate with τ (an array held over the step, or a callable tau(t, q, q̇)), then the
         section-6 correction (projection method) or just diagnostics (KKT + Baumgarte)."""
-        q = np.asarray(q, float)
-        qdot = np.asarray(qdot, float)
+        if q is not self._q_out or qdot is not self._v_out:  # the state this stepper returned is checked already
+            q, qdot = self.system.check_q(q), as_vector("qdot", qdot, self.n)
         if callable(tau):
             fn = tau
         else:
             tau_arr = as_vector("tau", tau, self.n)
             fn = lambda _t, _q, _v: tau_arr  # noqa: E731
-        qn, vn, a1, _, work = self.integrate_step(q, qdot, fn, dt, t)
+        if self._fast is not None and self.integrator == "rk4":
+            qn, vn, (qdd, lam, r, M, pn, A), work = self._fast.rk4(q, qdot, fn, dt, t)
+            a1 = Accel(qdd, lam, A.T.dot(lam), r, M, pn)
+            finite = qn is not None
+        else:
+            qn, vn, a1, _, work = self.integrate_step(q, qdot, fn, dt, t)
+            finite = np.all(np.isfinite(qn)) and np.all(np.isfinite(vn))
         self.last = a1
         self.work_increment = work
-        if not (np.all(np.isfinite(qn)) and np.all(np.isfinite(vn))):
+        if not finite:
             raise NonFiniteError(f"state became non-finite at t = {t + dt:.6g} s (integration blew up)")
         if self.method == "projection":
-            return self.correct(qn, vn)
-        self.diagnose(qn, vn)
+            qn, vn = self._correct(qn, vn)
+        else:
+            self.diagnose(qn, vn)
+        self._q_out, self._v_out = qn, vn
         return qn, vn
 
     def diagnose(self, q: np.ndarray, qdot: np.ndarray) -> None:

@@ -1,0 +1,106 @@
+"""The projection method's per-stage work with the least overhead (issue 11): Pinocchio's CRBA and RNEA plus
+one kinematic pass for Φ, A, Ȧq̇ (:meth:`ConstrainedSystem.rows_at`), then one compiled kernel
+(:mod:`qv_dynamics.sim.kernels`) for the projection direct dynamics (eq. 22–25), the Newton–Raphson increment
+(eq. 39) or the kinetic-metric velocity projection N_c q̇.
+
+Same equations, factorizations and rank rule as the reference path (``Stepper(..., compiled=False)``:
+:func:`~qv_dynamics.projection.direct_dynamics_rank`, :func:`~qv_dynamics.impact.m_projection`), so the
+results agree to rounding (test_sim_compiled.py). What it leaves out: re-validating q and q̇ at every RK4 stage
+(the stepper checks the state once per step and the kernels check every input for finiteness), the copies
+and symmetrization of M in Python (the kernel mirrors CRBA's upper triangle in place), and the
+:class:`~qv_dynamics.model.DynamicsTerms` container.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+
+from ..errors import NonFiniteError, NotPositiveDefiniteError, as_vector
+from ..model import ConstrainedSystem
+from . import kernels as K
+
+_ERRORS = {
+    K.NONFINITE: (NonFiniteError, "state became non-finite (the integration blew up)"),
+    K.NOT_PD: (NotPositiveDefiniteError, "mass matrix is not positive definite; check link masses/inertias in "
+                                         "the URDF"),
+    K.SINGULAR: (NotPositiveDefiniteError, "constraint inertia M_c is singular (M not positive definite?)"),
+}
+
+
+def _raise(status: int):
+    cls, msg = _ERRORS[status]
+    raise cls(msg)
+
+
+class CompiledProjection:
+    """Projection dynamics, NR increment and velocity projection of one :class:`ConstrainedSystem` through the
+    compiled kernels; rank decisions σ > max(rtol·σ₁, atol) as everywhere in the package."""
+
+    def __init__(self, system: ConstrainedSystem, rtol: float, atol: float):
+        self.system = system
+        self.model, self.data = system.model, system.data
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.n = system.nv
+        self._tau_ok: np.ndarray | None = None  # the last τ validated (a held torque is checked once)
+
+    def tau(self, tau) -> np.ndarray:
+        """τ as a finite vector of length n, checked once per distinct array (a held torque: once a step)."""
+        if tau is not self._tau_ok:
+            tau = as_vector("tau", tau, self.n)
+            self._tau_ok = tau
+        return tau
+
+    def accel(self, q: np.ndarray, qdot: np.ndarray, tau) -> tuple:
+        """(q̈, λ, rank, M, ‖Φ‖, A) at (q, q̇, τ): eq. 25 with M_c = M + PM − MP."""
+        tau = self.tau(tau)
+        M = pin.crba(self.model, self.data, q)  # a fresh array: the kernel mirrors its upper triangle in place
+        h = pin.nonLinearEffects(self.model, self.data, q, qdot)
+        phi, A, ad = self.system.rows_at(q, qdot)
+        qdd = np.empty(self.n)
+        lam = np.empty(A.shape[0])
+        status, r = K.projection_accel(M, h, tau, A, ad, self.rtol, self.atol, qdd, lam)
+        if status:
+            _raise(status)
+        return qdd, lam, r, M, math.sqrt(phi.dot(phi)), A
+
+    def rk4(self, q: np.ndarray, qdot: np.ndarray, tau_fn, dt: float, t: float):
+        """One classical RK4 step of (q, q̇) without correction: (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start,
+        ∫τᵀq̇dt); None for (q, q̇) when the step blew up (non-finite)."""
+        model, nv = self.model, self.n
+        fixed = model.nq == nv
+        acc, dq = np.empty((2, nv)), np.empty(nv)
+        tau = tau_fn(t, q, qdot)
+        first = self.accel(q, qdot, tau)
+        vi, ai, work = qdot, first[0], 0.0
+        for i, ti in ((0, t + 0.5 * dt), (1, t + 0.5 * dt), (2, t + dt), (3, 0.0)):
+            qn, vn = np.empty(model.nq), np.empty(nv)
+            w, ok = K.rk4_stage(i, dt, q, qdot, vi, ai, self.tau(tau), acc, dq, qn, vn, fixed)
+            work += w
+            if not ok:
+                return None, None, first, work
+            if not fixed:
+                qn = pin.integrate(model, q, dq)
+            if i == 3:
+                return qn, vn, first, (dt / 6.0) * work
+            tau = tau_fn(ti, qn, vn)
+            vi, ai = vn, self.accel(qn, vn, tau)[0]
+
+    def qdd(self, q: np.ndarray, qdot: np.ndarray, tau) -> np.ndarray:
+        """q̈ only (RK4 stages 2–4)."""
+        return self.accel(q, qdot, tau)[0]
+
+    def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Φ(q), A(q) (kinematics only) at a validated q."""
+        phi, A, _ = self.system.rows_at(q)
+        return phi, A
+
+    def project(self, q: np.ndarray, qdot: np.ndarray, A: np.ndarray) -> tuple:
+        """(N_c q̇, ‖A N_c q̇‖, ½(N_c q̇)ᵀM(N_c q̇), M) at q: the kinetic-metric velocity projection."""
+        M = pin.crba(self.model, self.data, q)
+        out = np.empty(self.n)
+        status, verr, kinetic = K.m_project(M, A, qdot, self.rtol, self.atol, out)
+        if status:
+            _raise(status)
+        return out, verr, kinetic, M
