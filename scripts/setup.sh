@@ -28,6 +28,6 @@ if ! log=$("$VENV/bin/python" -m pip install -q --no-deps -e . 2>&1); then  # qu
   exit 1
 fi
 # compile the numba kernels once into their on-disk cache (else the first simulator step pays ~10 s)
-"$VENV/bin/python" -m qv_dynamics.sim.kernels
+"$VENV/bin/python" -c "from qv_dynamics.sim.kernels import warm; warm()"
 "$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"
 "$VENV/bin/qv" --help >/dev/null

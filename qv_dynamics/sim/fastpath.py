@@ -44,6 +44,9 @@ class CompiledProjection:
         self.rtol, self.atol = float(rtol), float(atol)
         self.n = system.nv
         self._tau_ok: np.ndarray | None = None  # the last τ validated (a held torque is checked once)
+        self._fixed = system.nq == system.nv  # q ⊕ dq = q + dq
+        self._W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
+        self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
 
     def tau(self, tau) -> np.ndarray:
         """τ as a finite vector of length n, checked once per distinct array (a held torque: once a step)."""
@@ -65,27 +68,38 @@ class CompiledProjection:
             _raise(status)
         return qdd, lam, r, M, math.sqrt(phi.dot(phi)), A
 
-    def rk4(self, q: np.ndarray, qdot: np.ndarray, tau_fn, dt: float, t: float):
-        """One classical RK4 step of (q, q̇) without correction: (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start,
-        ∫τᵀq̇dt); None for (q, q̇) when the step blew up (non-finite)."""
-        model, nv = self.model, self.n
-        fixed = model.nq == nv
-        acc, dq = np.empty((2, nv)), np.empty(nv)
-        tau = tau_fn(t, q, qdot)
-        first = self.accel(q, qdot, tau)
-        vi, ai, work = qdot, first[0], 0.0
-        for i, ti in ((0, t + 0.5 * dt), (1, t + 0.5 * dt), (2, t + dt), (3, 0.0)):
-            qn, vn = np.empty(model.nq), np.empty(nv)
-            w, ok = K.rk4_stage(i, dt, q, qdot, vi, ai, self.tau(tau), acc, dq, qn, vn, fixed)
-            work += w
-            if not ok:
+    def rk4(self, q: np.ndarray, qdot: np.ndarray, tau, tau_fn, dt: float, t: float):
+        """One classical RK4 step of (q, q̇) without correction, τ held over the step (``tau_fn`` None) or
+        τ = tau_fn(t, q, q̇) at every stage. Returns (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start, ∫τᵀq̇dt);
+        (None, None, …) when the step blew up (non-finite)."""
+        model, data, system, nv = self.model, self.data, self.system, self.n
+        W, prm = self._W, self._prm
+        prm[2] = dt
+        W[K.Q0] = q
+        W[K.V0, :nv] = qdot
+        qi, vi, work, first = q, qdot, 0.0, None
+        for i, ti in ((0, t), (1, t + 0.5 * dt), (2, t + 0.5 * dt), (3, t + dt)):
+            if i:
+                if not self._fixed:
+                    W[K.QN] = pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
+                qi, vi = W[K.QN], W[K.VN, :nv]
+            if tau_fn is not None:  # the stage state is the workspace's: the callable gets copies
+                tau = tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi)
+            tau = self.tau(tau)
+            M = pin.crba(model, data, qi)
+            h = pin.nonLinearEffects(model, data, qi, vi)
+            phi, A, ad = system.rows_at(qi, vi)
+            lam = np.empty(A.shape[0])
+            status, r, w = K.rk4_stage(i, M, h, tau, A, ad, W, lam, prm)
+            if status == K.NONFINITE and i == 3:
                 return None, None, first, work
-            if not fixed:
-                qn = pin.integrate(model, q, dq)
-            if i == 3:
-                return qn, vn, first, (dt / 6.0) * work
-            tau = tau_fn(ti, qn, vn)
-            vi, ai = vn, self.accel(qn, vn, tau)[0]
+            if status:
+                _raise(status)
+            work += w
+            if i == 0:
+                first = (W[K.QDD, :nv].copy(), lam, r, M, math.sqrt(phi.dot(phi)), A)
+        qn = W[K.QN].copy() if self._fixed else pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
+        return qn, W[K.VN, :nv].copy(), first, (dt / 6.0) * work
 
     def qdd(self, q: np.ndarray, qdot: np.ndarray, tau) -> np.ndarray:
         """q̈ only (RK4 stages 2–4)."""

@@ -302,39 +302,50 @@ def m_project(M, A, v, rtol, atol, out):
     return OK, math.sqrt(np.sum(Ao * Ao)), 0.5 * np.sum(out * _mv(M, out))
 
 
+# rows of the RK4 workspace W (width nq; velocity-sized rows use the first nv entries)
+Q0, V0, ACC_V, ACC_A, DQ, QN, VN, QDD = range(8)
+
+
 @njit(cache=True)
-def rk4_stage(i, dt, q0, v0, vi, ai, taui, acc, dq, qn, vn, fixed):
-    """Classical RK4 bookkeeping after stage i = 0…3 (slopes vᵢ, aᵢ at the stage state, torque τᵢ), in the
-    reference's order of operations: Σwᵢvᵢ, Σwᵢaᵢ (w = 1, 2, 2, 1) into ``acc``; the next stage's tangent
-    displacement dq = c·vᵢ and vₙ = v₀ + c·aᵢ (c = dt/2, dt/2, dt); after stage 3 dq = dt/6·Σwᵢvᵢ,
-    vₙ = v₀ + dt/6·Σwᵢaᵢ. ``qn`` = q₀ + dq when ``fixed`` (nq = nv; else the caller applies q₀ ⊕ dq).
-    Returns (wᵢτᵢᵀvᵢ, whether dq and vₙ are finite)."""
-    n = v0.size
+def rk4_stage(i, M, h, tau, A, ad, W, lam, prm):
+    """Stage i = 0…3 of classical RK4 on (q, q̇): q̈ᵢ by eq. 25 at the stage state (M, h, A, Ȧq̇ evaluated
+    there, τᵢ), then the bookkeeping in the reference's order of operations: Σwᵢq̇ᵢ, Σwᵢq̈ᵢ (w = 1, 2, 2, 1);
+    the next stage's tangent displacement dq = c·q̇ᵢ and q̇ = q̇₀ + c·q̈ᵢ (c = dt/2, dt/2, dt); after stage 3
+    dq = dt/6·Σwᵢq̇ᵢ, q̇ = q̇₀ + dt/6·Σwᵢq̈ᵢ. The stage velocity q̇ᵢ is W[V0] (i = 0) or W[VN]; q̇ and, when
+    nq = nv, q = q₀ + dq go to W[VN], W[QN] (else the caller applies q₀ ⊕ dq). prm = (rtol, atol, dt, nq = nv).
+    Returns (status, rank, wᵢτᵢᵀq̇ᵢ); λ of the stage into ``lam``."""
+    n = M.shape[0]
+    qdd = W[QDD, :n]
+    status, r = projection_accel(M, h, tau, A, ad, prm[0], prm[1], qdd, lam)
+    if status != OK:
+        return status, r, 0.0
+    dt = prm[2]
     w = 1.0 if i == 0 or i == 3 else 2.0
-    for k in range(n):
-        if i == 0:
-            acc[0, k] = vi[k]
-            acc[1, k] = ai[k]
-        else:
-            acc[0, k] += w * vi[k]
-            acc[1, k] += w * ai[k]
+    vi = W[V0] if i == 0 else W[VN]
     work = 0.0
+    c = dt / 6.0 if i == 3 else (dt if i == 2 else 0.5 * dt)
     for k in range(n):
-        work += taui[k] * vi[k]
-    if i < 3:
-        c = dt if i == 2 else 0.5 * dt
+        vk = vi[k]
+        work += tau[k] * vk
+        if i == 0:
+            W[ACC_V, k] = vk
+            W[ACC_A, k] = qdd[k]
+        else:
+            W[ACC_V, k] += w * vk
+            W[ACC_A, k] += w * qdd[k]
+        if i < 3:
+            W[DQ, k] = c * vk
+            W[VN, k] = W[V0, k] + c * qdd[k]
+    if i == 3:
         for k in range(n):
-            dq[k] = c * vi[k]
-            vn[k] = v0[k] + c * ai[k]
-    else:
-        c = dt / 6.0
+            W[DQ, k] = c * W[ACC_V, k]
+            W[VN, k] = W[V0, k] + c * W[ACC_A, k]
+        if not (_finite(W[DQ, :n]) and _finite(W[VN, :n])):
+            return NONFINITE, r, w * work
+    if prm[3] != 0.0:
         for k in range(n):
-            dq[k] = c * acc[0, k]
-            vn[k] = v0[k] + c * acc[1, k]
-    if fixed:
-        for k in range(n):
-            qn[k] = q0[k] + dq[k]
-    return w * work, _finite(dq) and _finite(vn)
+            W[QN, k] = W[Q0, k] + W[DQ, k]
+    return OK, r, w * work
 
 
 def warm() -> None:
@@ -346,8 +357,7 @@ def warm() -> None:
         A[:, 0] = np.arange(m)
         projection_accel(M, v, v, A, np.ones(m), 1e-9, 1e-9, np.empty(3), np.empty(m))
         m_project(M, A, v, 1e-9, 1e-9, np.empty(3))
-    for fixed in (True, False):
-        rk4_stage(0, 1e-3, v, v, v, v, v, np.empty((2, 3)), np.empty(3), np.empty(3), np.empty(3), fixed)
+        rk4_stage(0, np.eye(3), v, v, A, np.ones(m), np.zeros((8, 3)), np.empty(m), np.array([1e-9, 1e-9, 1e-3, 1.0]))
 
 
 if __name__ == "__main__":

@@ -123,8 +123,7 @@ class Simulation:
         controller again (a controller is called exactly once per tick: its integrators stay right)."""
         if tau_hold is None or not self.hold:
             tau_hold = self.torque(t, q, v)
-        fn = (lambda _t, _q, _v: tau_hold) if self.hold else self.torque
-        qn, vn = self.st.step(q, v, fn, h, t)
+        qn, vn = self.st.step(q, v, tau_hold if self.hold else self.torque, h, t)
         return qn, vn, tau_hold
 
     def lam_row(self, lam: np.ndarray) -> np.ndarray:

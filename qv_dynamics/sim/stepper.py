@@ -273,12 +273,13 @@ class Stepper:
         if q is not self._q_out or qdot is not self._v_out:  # the state this stepper returned is checked already
             q, qdot = self.system.check_q(q), as_vector("qdot", qdot, self.n)
         if callable(tau):
-            fn = tau
+            fn, held = tau, None
         else:
-            tau_arr = as_vector("tau", tau, self.n)
-            fn = lambda _t, _q, _v: tau_arr  # noqa: E731
+            held = as_vector("tau", tau, self.n)
+            fn = lambda _t, _q, _v: held  # noqa: E731
         if self._fast is not None and self.integrator == "rk4":
-            qn, vn, (qdd, lam, r, M, pn, A), work = self._fast.rk4(q, qdot, fn, dt, t)
+            stage_fn = None if held is not None else fn
+            qn, vn, (qdd, lam, r, M, pn, A), work = self._fast.rk4(q, qdot, held, stage_fn, dt, t)
             a1 = Accel(qdd, lam, A.T.dot(lam), r, M, pn)
             finite = qn is not None
         else:
