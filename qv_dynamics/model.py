@@ -364,7 +364,8 @@ class ConstrainedSystem(ModelNames):
         """(Φ, A, Ȧq̇) of the active rows at an already validated q (and q̇; Ȧq̇ is None without it): one
         kinematic pass (forwardKinematics(q, q̇, 0), computeJointJacobians, updateFramePlacements), anchors
         recorded, no checks, no dynamics. The simulator's RK4 stages and Newton–Raphson iterations call it."""
-        if self.constraint_plan().m == 0:
+        items, m, _ = self.constraint_plan()
+        if m == 0:
             return np.zeros(0), np.zeros((0, self.nv)), None if qdot is None else np.zeros(0)
         model, data = self.model, self.data
         if qdot is not None:
@@ -372,7 +373,12 @@ class ConstrainedSystem(ModelNames):
         pin.computeJointJacobians(model, data, q)
         pin.updateFramePlacements(model, data)
         self._anchor_from_data(False)
-        return self._rows(q, qdot, drift=None if qdot is None else "classical")
+        drift = None if qdot is None else "classical"
+        if len(items) == 1 and items[0][0].fresh_rows:  # one active constraint: its rows are the stack
+            c, _, sel = items[0]
+            phi, A, d = c.rows(model, data, q, qdot, drift, sel)
+            return phi, np.ascontiguousarray(A), None if d is None else np.ascontiguousarray(d, dtype=float)
+        return self._rows(q, qdot, drift)
 
     def effort_limits(self) -> np.ndarray:
         """URDF effort limits per velocity index (inf where none, e.g. the floating base)."""

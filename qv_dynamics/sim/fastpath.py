@@ -47,6 +47,8 @@ class CompiledProjection:
         self._fixed = system.nq == system.nv  # q ⊕ dq = q + dq
         self._W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
         self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
+        self._zero = np.zeros(system.nv)
+        self._end: tuple | None = None  # (q, plan, M, A, ‖Φ‖) of the last velocity projection
 
     def tau(self, tau) -> np.ndarray:
         """τ as a finite vector of length n, checked once per distinct array (a held torque: once a step)."""
@@ -72,7 +74,7 @@ class CompiledProjection:
         """One classical RK4 step of (q, q̇) without correction, τ held over the step (``tau_fn`` None) or
         τ = tau_fn(t, q, q̇) at every stage. Returns (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start, ∫τᵀq̇dt);
         (None, None, …) when the step blew up (non-finite)."""
-        model, data, system, nv = self.model, self.data, self.system, self.n
+        model, nv = self.model, self.n
         W, prm = self._W, self._prm
         prm[2] = dt
         W[K.Q0] = q
@@ -86,9 +88,7 @@ class CompiledProjection:
             if tau_fn is not None:  # the stage state is the workspace's: the callable gets copies
                 tau = tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi)
             tau = self.tau(tau)
-            M = pin.crba(model, data, qi)
-            h = pin.nonLinearEffects(model, data, qi, vi)
-            phi, A, ad = system.rows_at(qi, vi)
+            M, h, A, ad, pn = self._stage_terms(qi, vi) if i else self._start_terms(q, qdot)
             lam = np.empty(A.shape[0])
             status, r, w = K.rk4_stage(i, M, h, tau, A, ad, W, lam, prm)
             if status == K.NONFINITE and i == 3:
@@ -97,24 +97,47 @@ class CompiledProjection:
                 _raise(status)
             work += w
             if i == 0:
-                first = (W[K.QDD, :nv].copy(), lam, r, M, math.sqrt(phi.dot(phi)), A)
+                first = (W[K.QDD, :nv].copy(), lam, r, M, pn, A)
         qn = W[K.QN].copy() if self._fixed else pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
         return qn, W[K.VN, :nv].copy(), first, (dt / 6.0) * work
 
-    def qdd(self, q: np.ndarray, qdot: np.ndarray, tau) -> np.ndarray:
-        """q̈ only (RK4 stages 2–4)."""
-        return self.accel(q, qdot, tau)[0]
+    def _stage_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
+        """(M (upper triangle), h, A, Ȧq̇, None) at an RK4 stage: CRBA, RNEA at q̈ = 0, one kinematic pass."""
+        M = pin.crba(self.model, self.data, q)
+        h = pin.nonLinearEffects(self.model, self.data, q, qdot)
+        _, A, ad = self.system.rows_at(q, qdot)
+        return M, h, A, ad, None
+
+    def _start_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
+        """(M, h, A, Ȧq̇, ‖Φ‖) at the start of a step. When q is the position this object last corrected and
+        the active set is the same, M(q), A(q) and ‖Φ(q)‖ of the correction are reused (bitwise what CRBA and
+        the kinematics give again at the same q); only h and Ȧq̇, which depend on q̇, are evaluated."""
+        end, plan = self._end, self.system.constraint_plan()
+        if end is None or end[0] is not q or end[1] is not plan:
+            M, h, A, ad, _ = self._stage_terms(q, qdot)
+            phi = self.system.rows_at(q)[0] if A.shape[0] else np.zeros(0)
+            return M, h, A, ad, math.sqrt(phi.dot(phi))
+        model, data = self.model, self.data
+        h = pin.nonLinearEffects(model, data, q, qdot)
+        ad = np.empty(plan.m)
+        if plan.m:
+            pin.forwardKinematics(model, data, q, qdot, self._zero)  # v, a at q̈ = 0: the classical drift
+            for c, rows, sel in plan.items:
+                ad[rows] = c.drift(model, data, q, qdot, "classical")[sel]
+        return end[2], h, end[3], ad, end[4]
 
     def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q), A(q) (kinematics only) at a validated q."""
         phi, A, _ = self.system.rows_at(q)
         return phi, A
 
-    def project(self, q: np.ndarray, qdot: np.ndarray, A: np.ndarray) -> tuple:
-        """(N_c q̇, ‖A N_c q̇‖, ½(N_c q̇)ᵀM(N_c q̇), M) at q: the kinetic-metric velocity projection."""
+    def project(self, q: np.ndarray, qdot: np.ndarray, A: np.ndarray, phi_norm: float) -> tuple:
+        """(N_c q̇, ‖A N_c q̇‖, ½(N_c q̇)ᵀM(N_c q̇), M) at the corrected q (where A(q) and ‖Φ(q)‖ were
+        evaluated): the kinetic-metric velocity projection. M, A, ‖Φ‖ are kept for the next step's start."""
         M = pin.crba(self.model, self.data, q)
         out = np.empty(self.n)
         status, verr, kinetic = K.m_project(M, A, qdot, self.rtol, self.atol, out)
         if status:
             _raise(status)
+        self._end = (q, self.system.constraint_plan(), M, A, phi_norm)
         return out, verr, kinetic, M

@@ -96,13 +96,10 @@ def _cholesky(M, L) -> bool:
 
 
 @njit(cache=True)
-def _row_svd(A, rtol, atol):
-    """Thin SVD A = U diag(σ) Vᵀ by one-sided Jacobi rotations of the rows of A (Hestenes; as accurate as
-    LAPACK's dgesdd for these small m × n matrices, without its workspace queries and copies), then the
-    rank rule σ > max(rtol·σ₁, atol). Returns (U_r (m×r), σ_r, V₁ (n×r), r), σ in decreasing order."""
-    m, n = A.shape
-    B = A.copy()
-    U = np.eye(m)
+def _jacobi(B, U) -> None:
+    """One-sided Jacobi (Hestenes): rotate pairs of rows of B until all are orthogonal to working precision,
+    accumulating the rotations in U, so that B_in = U B_out with U orthogonal."""
+    m, n = B.shape
     for _sweep in range(60):
         rotated = False
         for i in range(m - 1):
@@ -114,7 +111,7 @@ def _row_svd(A, rtol, atol):
                     g += B[i, k] * B[j, k]
                 if g == 0.0 or abs(g) <= _EPS * math.sqrt(a * b):
                     continue
-                rotated = True  # rotate rows i, j so that they become orthogonal
+                rotated = True
                 zeta = (b - a) / (2.0 * g)
                 t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
                 c = 1.0 / math.sqrt(1.0 + t * t)
@@ -128,11 +125,32 @@ def _row_svd(A, rtol, atol):
                     U[k, i] = c * ui - s * uj
                     U[k, j] = s * ui + c * uj
         if not rotated:
-            break
-    sig = np.empty(m)
+            return
+
+
+@njit(cache=True)
+def _row_svd(A, rtol, atol):
+    """Thin SVD A = U diag(σ) Vᵀ by one-sided Jacobi rotations of the rows of A (as accurate as LAPACK's
+    dgesdd for these small m × n matrices, without its workspace queries and copies), then the rank rule
+    σ > max(rtol·σ₁, atol). Returns (U_r (m×r), σ_r, V₁ (n×r), r), σ in decreasing order."""
+    m, n = A.shape
+    B = A.copy()
+    U = np.zeros((m, m))
     for i in range(m):
-        sig[i] = math.sqrt(np.sum(B[i] * B[i]))
-    order = np.argsort(-sig)
+        U[i, i] = 1.0
+    _jacobi(B, U)
+    sig = np.empty(m)
+    order = np.empty(m, np.int64)
+    for i in range(m):
+        s2 = 0.0
+        for k in range(n):
+            s2 += B[i, k] * B[i, k]
+        sig[i] = math.sqrt(s2)
+        j = i  # insertion into the decreasing order
+        while j > 0 and sig[order[j - 1]] < sig[i]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
     tol = max(rtol * sig[order[0]], atol) if m else atol
     r = 0
     while r < m and sig[order[r]] > tol:
@@ -141,8 +159,10 @@ def _row_svd(A, rtol, atol):
     for p in range(r):
         o = order[p]
         sr[p] = sig[o]
-        Ur[:, p] = U[:, o]
-        V1[:, p] = B[o] / sig[o]
+        for k in range(m):
+            Ur[k, p] = U[k, o]
+        for k in range(n):
+            V1[k, p] = B[o, k] / sig[o]
     return Ur, sr, V1, r
 
 

@@ -135,6 +135,8 @@ class Simulation:
             self._cols = np.concatenate(cols) if cols else np.zeros(0, int)
             self._cols_plan = plan
         cols = self._cols
+        if cols.size == self.n_lam and lam.size == cols.size:  # every constraint active: cols = 0 … n−1
+            return lam
         row = np.full(self.n_lam, np.nan)
         if cols.size and lam.size == cols.size:
             row[cols] = lam

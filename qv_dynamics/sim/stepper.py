@@ -175,18 +175,17 @@ class Stepper:
             disp = dt * v1
             return self._plus(q, disp), v1, a1, disp, float(tau0 @ disp)
         if self.integrator == "rk4":
-            qdd = self._fast.qdd if self._fast is not None else lambda *a: self.accel(*a).qdd
             h2 = 0.5 * dt
             k1v, k1a = qdot, a1.qdd
             q2, v2 = self._plus(q, h2 * k1v), qdot + h2 * k1a
             tau2 = tau_fn(t + h2, q2, v2)
-            k2a = qdd(q2, v2, tau2)
+            k2a = self.accel(q2, v2, tau2).qdd
             q3, v3 = self._plus(q, h2 * v2), qdot + h2 * k2a
             tau3 = tau_fn(t + h2, q3, v3)
-            k3a = qdd(q3, v3, tau3)
+            k3a = self.accel(q3, v3, tau3).qdd
             q4, v4 = self._plus(q, dt * v3), qdot + dt * k3a
             tau4 = tau_fn(t + dt, q4, v4)
-            k4a = qdd(q4, v4, tau4)
+            k4a = self.accel(q4, v4, tau4).qdd
             disp = (dt / 6.0) * (k1v + 2.0 * v2 + 2.0 * v3 + v4)
             work = (dt / 6.0) * (tau0 @ k1v + 2.0 * tau2 @ v2 + 2.0 * tau3 @ v3 + tau4 @ v4)
             return self._plus(q, disp), qdot + (dt / 6.0) * (k1a + 2.0 * k2a + 2.0 * k3a + k4a), a1, disp, float(work)
@@ -258,7 +257,7 @@ class Stepper:
         q, A, self.nr_iters, self.phi_norm = self.correct_position(q)
         self.phi_pre = self._phi_first
         if self._fast is not None and self.velocity_projection == "M":
-            qdot, self.velocity_error, self.kinetic, self.M_end = self._fast.project(q, qdot, A)
+            qdot, self.velocity_error, self.kinetic, self.M_end = self._fast.project(q, qdot, A, self.phi_norm)
             return q, qdot
         M = self.mass(q)
         qdot = self.project_velocity(q, qdot, A, M)
