@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from ..constraints.base import Constraint
 from ..errors import NonFiniteError, NotPositiveDefiniteError, as_vector
 from ..model import ConstrainedSystem
 from . import kernels as K
@@ -49,6 +50,7 @@ class CompiledProjection:
         self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
         self._zero = np.zeros(system.nv)
         self._end: tuple | None = None  # (q, plan, M, A, ‖Φ‖) of the last velocity projection
+        self._plan, self._separable = None, False  # active set seen last, and whether its kinds are generic
 
     def tau(self, tau) -> np.ndarray:
         """τ as a finite vector of length n, checked once per distinct array (a held torque: once a step)."""
@@ -102,10 +104,28 @@ class CompiledProjection:
         return qn, W[K.VN, :nv].copy(), first, (dt / 6.0) * work
 
     def _stage_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
-        """(M (upper triangle), h, A, Ȧq̇, None) at an RK4 stage: CRBA, RNEA at q̈ = 0, one kinematic pass."""
-        M = pin.crba(self.model, self.data, q)
-        h = pin.nonLinearEffects(self.model, self.data, q, qdot)
-        _, A, ad = self.system.rows_at(q, qdot)
+        """(M (upper triangle), h, A, Ȧq̇, None) at an RK4 stage: CRBA, RNEA at q̈ = 0, one kinematic pass.
+        A stage needs no Φ: kinds whose rows are the generic residual/jacobian/drift triple
+        (:meth:`Constraint.rows`) are asked for A and Ȧq̇ only (no frame placements, no residual; the frame
+        Jacobian and classical acceleration are the same numbers); the others through
+        :meth:`ConstrainedSystem.rows_at`."""
+        model, data = self.model, self.data
+        M = pin.crba(model, data, q)
+        h = pin.nonLinearEffects(model, data, q, qdot)
+        plan = self.system.constraint_plan()
+        if plan is not self._plan:
+            self._plan = plan
+            self._separable = all(type(c).rows is Constraint.rows for c, _, _ in plan.items)
+        if not self._separable:
+            _, A, ad = self.system.rows_at(q, qdot)
+            return M, h, A, ad, None
+        A, ad = np.empty((plan.m, self.n)), np.empty(plan.m)
+        if plan.m:
+            pin.forwardKinematics(model, data, q, qdot, self._zero)
+            pin.computeJointJacobians(model, data, q)
+            for c, rows, sel in plan.items:
+                A[rows] = c.jacobian(model, data, q)[sel]
+                ad[rows] = c.drift(model, data, q, qdot, "classical")[sel]
         return M, h, A, ad, None
 
     def _start_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
@@ -114,8 +134,9 @@ class CompiledProjection:
         the kinematics give again at the same q); only h and Ȧq̇, which depend on q̇, are evaluated."""
         end, plan = self._end, self.system.constraint_plan()
         if end is None or end[0] is not q or end[1] is not plan:
-            M, h, A, ad, _ = self._stage_terms(q, qdot)
-            phi = self.system.rows_at(q)[0] if A.shape[0] else np.zeros(0)
+            M = pin.crba(self.model, self.data, q)
+            h = pin.nonLinearEffects(self.model, self.data, q, qdot)
+            phi, A, ad = self.system.rows_at(q, qdot)  # anchors recorded here after a switch
             return M, h, A, ad, math.sqrt(phi.dot(phi))
         model, data = self.model, self.data
         h = pin.nonLinearEffects(model, data, q, qdot)

@@ -258,6 +258,36 @@ def _mtv(X, x):
 
 
 @njit(cache=True)
+def _projected_system(M, f_h, V1, a_perp):
+    """M_c = M + PM − MP (eq. 23) and the right-hand side P(f − h) + M a⊥ (eq. 25), P = I − V₁V₁ᵀ, written
+    with V₁ᵀM and V₁ᵀ(f − h) (PM = M − V₁V₁ᵀM) instead of forming P."""
+    n, r = V1.shape
+    W = np.zeros((r, n))
+    y = np.zeros(r)
+    for p in range(r):
+        for i in range(n):
+            vip = V1[i, p]
+            y[p] += vip * f_h[i]
+            for k in range(n):
+                W[p, k] += vip * M[i, k]
+    Mc = M.copy()
+    rhs = f_h.copy()
+    for i in range(n):
+        d_rhs = 0.0
+        for p in range(r):
+            d_rhs += V1[i, p] * y[p]
+        m_a = 0.0
+        for k in range(n):
+            m_a += M[i, k] * a_perp[k]
+            d = 0.0
+            for p in range(r):
+                d += V1[k, p] * W[p, i] - V1[i, p] * W[p, k]
+            Mc[i, k] += d
+        rhs[i] = (rhs[i] - d_rhs) + m_a
+    return Mc, rhs
+
+
+@njit(cache=True)
 def projection_accel(M, h, tau, A, ad, rtol, atol, qdd, lam):
     """q̈ (into ``qdd``) and λ (into ``lam``, length m) of the projection direct dynamics (eq. 25) at M, h, τ,
     A, Ȧq̇; returns (status, rank). M is made symmetric in place from its upper triangle."""
@@ -274,24 +304,23 @@ def projection_accel(M, h, tau, A, ad, rtol, atol, qdd, lam):
         return OK, 0
     Ur, sr, V1, r = _row_svd(A, rtol, atol)
     Ap = _pinv(Ur, sr, V1)
-    a_perp = -_mv(Ap, ad)                             # eq. 16
-    W = np.zeros((r, n))                              # V₁ᵀM
-    for p in range(r):
-        for i in range(n):
-            for k in range(n):
-                W[p, k] += V1[i, p] * M[i, k]
-    Mc = M.copy()                                     # eq. 23: M + PM − MP, PM = M − V₁V₁ᵀM
+    a_perp = np.zeros(n)                              # eq. 16: a⊥ = −A⁺Ȧq̇
     for i in range(n):
-        for k in range(n):
-            d = 0.0
-            for p in range(r):
-                d += V1[k, p] * W[p, i] - V1[i, p] * W[p, k]
-            Mc[i, k] += d
-    rhs = f_h - _mv(V1, _mtv(V1, f_h)) + _mv(M, a_perp)  # eq. 25: P(f − h) + M a⊥
+        for j in range(m):
+            a_perp[i] -= Ap[i, j] * ad[j]
+    Mc, rhs = _projected_system(M, f_h, V1, a_perp)    # eq. 23, 25
     if not _lu_solve(Mc, rhs, qdd):
         return SINGULAR, r
-    F = _mv(V1, _mtv(V1, f_h - _mv(M, qdd)))           # (I − P)(f − h − Mq̈) = Aᵀλ
-    lam[:] = _mtv(Ap, F)                               # λ = A⁺ᵀF
+    e = f_h.copy()                                    # F = (I − P)(f − h − Mq̈) = Aᵀλ
+    for i in range(n):
+        for k in range(n):
+            e[i] -= M[i, k] * qdd[k]
+    F = _mv(V1, _mtv(V1, e))
+    for j in range(m):                                # λ = A⁺ᵀF
+        s = 0.0
+        for i in range(n):
+            s += Ap[i, j] * F[i]
+        lam[j] = s
     return OK, r
 
 
