@@ -30,6 +30,12 @@ _ERRORS = {
 }
 
 
+def _plain(x: np.ndarray) -> np.ndarray:
+    """x as a C-contiguous writeable array: the one array type the kernels are compiled (and cached) for; a
+    strided or read-only input would make numba compile another specialization on the spot."""
+    return x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C")
+
+
 def _raise(status: int):
     cls, msg = _ERRORS[status]
     raise cls(msg)
@@ -44,7 +50,6 @@ class CompiledProjection:
         self.model, self.data = system.model, system.data
         self.rtol, self.atol = float(rtol), float(atol)
         self.n = system.nv
-        self._tau_ok: np.ndarray | None = None  # the last τ validated (a held torque is checked once)
         self._fixed = system.nq == system.nv  # q ⊕ dq = q + dq
         self._W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
         self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
@@ -53,11 +58,8 @@ class CompiledProjection:
         self._plan, self._separable = None, False  # active set seen last, and whether its kinds are generic
 
     def tau(self, tau) -> np.ndarray:
-        """τ as a finite vector of length n, checked once per distinct array (a held torque: once a step)."""
-        if tau is not self._tau_ok:
-            tau = as_vector("tau", tau, self.n)
-            self._tau_ok = tau
-        return tau
+        """τ as a finite vector of length n (DimensionError / NonFiniteError naming it otherwise)."""
+        return _plain(as_vector("tau", tau, self.n))
 
     def accel(self, q: np.ndarray, qdot: np.ndarray, tau) -> tuple:
         """(q̈, λ, rank, M, ‖Φ‖, A) at (q, q̇, τ): eq. 25 with M_c = M + PM − MP."""
@@ -82,14 +84,15 @@ class CompiledProjection:
         W[K.Q0] = q
         W[K.V0, :nv] = qdot
         qi, vi, work, first = q, qdot, 0.0, None
+        if tau_fn is None:
+            tau = self.tau(tau)  # held over the step: checked once
         for i, ti in ((0, t), (1, t + 0.5 * dt), (2, t + 0.5 * dt), (3, t + dt)):
             if i:
                 if not self._fixed:
                     W[K.QN] = pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
                 qi, vi = W[K.QN], W[K.VN, :nv]
             if tau_fn is not None:  # the stage state is the workspace's: the callable gets copies
-                tau = tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi)
-            tau = self.tau(tau)
+                tau = self.tau(tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi))
             M, h, A, ad, pn = self._stage_terms(qi, vi) if i else self._start_terms(q, qdot)
             lam = np.empty(A.shape[0])
             status, r, w = K.rk4_stage(i, M, h, tau, A, ad, W, lam, prm)
@@ -157,7 +160,7 @@ class CompiledProjection:
         evaluated): the kinetic-metric velocity projection. M, A, ‖Φ‖ are kept for the next step's start."""
         M = pin.crba(self.model, self.data, q)
         out = np.empty(self.n)
-        status, verr, kinetic = K.m_project(M, A, qdot, self.rtol, self.atol, out)
+        status, verr, kinetic = K.m_project(M, A, _plain(qdot), self.rtol, self.atol, out)
         if status:
             _raise(status)
         self._end = (q, self.system.constraint_plan(), M, A, phi_norm)

@@ -271,17 +271,17 @@ class Stepper:
         section-6 correction (projection method) or just diagnostics (KKT + Baumgarte)."""
         if q is not self._q_out or qdot is not self._v_out:  # the state this stepper returned is checked already
             q, qdot = self.system.check_q(q), as_vector("qdot", qdot, self.n)
-        if callable(tau):
-            fn, held = tau, None
-        else:
-            held = as_vector("tau", tau, self.n)
-            fn = lambda _t, _q, _v: held  # noqa: E731
-        if self._fast is not None and self.integrator == "rk4":
-            stage_fn = None if held is not None else fn
+        if self._fast is not None and self.integrator == "rk4":  # τ checked there
+            held, stage_fn = (None, tau) if callable(tau) else (tau, None)
             qn, vn, (qdd, lam, r, M, pn, A), work = self._fast.rk4(q, qdot, held, stage_fn, dt, t)
             a1 = Accel(qdd, lam, A.T.dot(lam), r, M, pn)
             finite = qn is not None
         else:
+            if callable(tau):
+                fn = tau
+            else:
+                held = as_vector("tau", tau, self.n)
+                fn = lambda _t, _q, _v: held  # noqa: E731
             qn, vn, a1, _, work = self.integrate_step(q, qdot, fn, dt, t)
             finite = np.all(np.isfinite(qn)) and np.all(np.isfinite(vn))
         self.last = a1
