@@ -1,7 +1,9 @@
 """Simulator benchmark (issue 3): wall time per simulated second at 1 kHz, side by side with Pinocchio.
 
 For each scenario the same system, initial state, torque and RK4 integrator (dt = 1 ms) are stepped by
- - ours:   qv_dynamics.simulate (projection eq. 25 + Newton–Raphson eq. 39 + velocity projection),
+ - ours:   qv_dynamics.simulate (projection eq. 25 + Newton–Raphson eq. 39 + velocity projection), through
+           the compiled kernels (qv_dynamics/sim/kernels.py; the Panda 3-D contact also through the numpy
+           reference path, Stepper(compiled=False), for the before/after ratio in the same run),
  - pin:    Pinocchio's constrained dynamics + the same RK4, no correction. Pinocchio's constraintDynamics only
            knows 3-D/6-D contacts, so the 1-row constraints (slider-crank closure y_C = 0, Panda tool on a plane,
            axes [z]) use pin.forwardDynamics(q, v, τ, J, γ) (Pinocchio's KKT contact dynamics with the same
@@ -14,6 +16,7 @@ Timings are medians over --repeats runs (the machine is shared: read ratios, not
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -104,7 +107,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-full", action="store_true", help="skip the 10 s slider-crank figures")
     args = ap.parse_args(argv)
     T, R = args.horizon, args.repeats
-    print(f"# simulator benchmark: dt = {DT*1e3:g} ms, RK4, horizon {T:g} s, median of {R}")
+    print(f"# simulator benchmark: dt = {DT*1e3:g} ms, RK4, horizon {T:g} s, median of {R}; machine load "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores")
 
     if not args.skip_full:
         print("\n## slider-crank, unactuated, 10 s (paper sec. 8, issue figure)")
@@ -137,7 +141,8 @@ def main(argv=None) -> int:
     pin_t, (qp, vp) = median_time(lambda: rk4_pin(m, scn.q0.copy(), scn.qdot0.copy(), lambda t, q, v: zero2, T, DT,
                                                    acc), R)
     rows.append(("slider_crank (1 row)", "pin.forwardDynamics(J,γ)", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
-                 tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0])))
+                 tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0]),
+                 tr.stats["energy_drift_rel"]))
     # --- Panda tool on a plane
     scn = panda_plane()
     ours, tr = median_time(lambda: run(panda_plane(), t_final=T), R)
@@ -146,7 +151,8 @@ def main(argv=None) -> int:
     acc = pin_kkt_accel(m, scn.system.frame_id("panda_hand_tcp"), [2])
     pin_t, (qp, vp) = median_time(lambda: rk4_pin(m, PANDA_Q0.copy(), np.zeros(7), ctrl, T, DT, acc), R)
     rows.append(("panda_plane (1 row)", "pin.forwardDynamics(J,γ)", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
-                 tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0])))
+                 tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0]),
+                 tr.stats["energy_drift_rel"]))
     # --- Panda tool point fixed in 3-D: real pin.constraintDynamics
     sysp = ConstrainedSystem.from_urdf("panda", constraints=[
         {"type": "point_contact", "frame": "panda_hand_tcp", "axes": ["x", "y", "z"], "name": "point"}])
@@ -157,15 +163,20 @@ def main(argv=None) -> int:
     acc = pin_constraint_dynamics_accel(sysp.model, sysp.frame_id("panda_hand_tcp"), PANDA_Q0)
     pin_t, (qp, vp) = median_time(lambda: rk4_pin(sysp.model, PANDA_Q0.copy(), np.zeros(7), scn3.tau, T, DT, acc), R)
     rows.append(("panda_point (3 rows)", "pin.constraintDynamics", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
-                 tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0])))
+                 tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0]),
+                 tr.stats["energy_drift_rel"]))
+    ref, tr = median_time(lambda: run(scn3, t_final=T, stepper=Stepper(sysp, compiled=False)), R)
+    rows.append(("panda_point, reference", "pin.constraintDynamics", ref, pin_t, np.abs(qp - tr.q[-1]).max(),
+                 tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0]),
+                 tr.stats["energy_drift_rel"]))
 
     print(f"\n## wall time per simulated second at 1 kHz (RK4), horizon {T:g} s")
-    print(f"{'scenario':22s} {'ours [s/s]':>11s} {'pinocchio [s/s]':>16s} {'ratio ours/pin':>15s} "
-          f"{'RT factor ours':>15s}"
-          f"  {'pin routine':26s} {'|q_ours−q_pin| end':>18s} {'ours max|Φ|':>11s} {'pin |Φ| end':>11s}")
-    for name, routine, o, p, dq, phi_o, phi_p in rows:
-        print(f"{name:22s} {o/T:11.3f} {p/T:16.3f} {o/p:15.2f} {T/o:15.2f}  {routine:26s} {dq:18.1e} {phi_o:11.1e} "
-              f"{phi_p:11.1e}")
+    print(f"{'scenario':22s} {'ours [s/s]':>11s} {'µs/step':>8s} {'pinocchio [s/s]':>16s} {'ratio ours/pin':>15s} "
+          f"{'RT factor ours':>15s}  {'pin routine':26s} {'|q_ours−q_pin| end':>18s} {'ours max|Φ|':>11s} "
+          f"{'pin |Φ| end':>11s} {'ours E drift':>12s}")
+    for name, routine, o, p, dq, phi_o, phi_p, drift in rows:
+        print(f"{name:22s} {o/T:11.3f} {o/T*1e6*DT:8.1f} {p/T:16.3f} {o/p:15.2f} {T/o:15.2f}  {routine:26s} "
+              f"{dq:18.1e} {phi_o:11.1e} {phi_p:11.1e} {drift:12.1e}")
     print("(pin runs have no position/velocity correction: on the slider-crank the unstabilized KKT leaves the\n"
           " closure after a near-singular pass and, with a 2 s horizon, ends on the other (folded) branch —\n"
           " hence the large |q_ours − q_pin|; on the Panda both agree to round-off)")
@@ -173,7 +184,8 @@ def main(argv=None) -> int:
     # --- the reusable Stepper (what the ROS sim node calls each tick)
     print("\n## Stepper.step cost (one 1 ms RK4 step incl. correction), median of 500")
     for label, system, q0, v0 in (("slider_crank", slider_crank().system, np.zeros(2), np.array([12.0, -24.0])),
-                                  ("panda_plane", panda_plane().system, PANDA_Q0.copy(), np.zeros(7))):
+                                  ("panda_plane", panda_plane().system, PANDA_Q0.copy(), np.zeros(7)),
+                                  ("panda_point", sysp, PANDA_Q0.copy(), np.zeros(7))):
         st = Stepper(system)
         q, v = st.correct(q0, v0)
         tau = np.zeros(system.nv) if label == "slider_crank" else PandaPlaneTorque(system, PANDA_Q0)(0, q, v)
@@ -183,6 +195,7 @@ def main(argv=None) -> int:
             q, v = st.step(q, v, tau, DT)
             ts.append(time.perf_counter() - t0)
         print(f"{label:14s} {statistics.median(ts)*1e6:8.1f} µs per step")
+    print(f"machine load after the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min)")
     return 0
 
 
