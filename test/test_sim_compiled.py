@@ -95,18 +95,21 @@ def test_compiled_step_equals_the_reference_step(name, system, sample):
 
 def test_start_of_step_reuse_is_bitwise_the_fresh_evaluation():
     """The first RK4 stage reuses M, A, ‖Φ‖ of the previous correction when handed back the same q: the step
-    is bitwise the one from a copy of q (which is evaluated afresh)."""
+    is bitwise the one of a stepper that never corrected (evaluated afresh); a q changed in place after the
+    correction is evaluated afresh too."""
     system = ConstrainedSystem.from_urdf("panda", constraints=[POINT])
-    st = Stepper(system)
-    q, v = st.correct(PANDA_Q0, np.linspace(-0.3, 0.3, 7))
-    tau = pin.computeGeneralizedGravity(system.model, system.data, q)
+    tau = pin.computeGeneralizedGravity(system.model, system.data, PANDA_Q0)
     a = Stepper(system)
-    q0, v0 = a.correct(q, v)
-    qa, va = a.step(q0, v0, tau, 1e-3)           # the array the correction returned: reused
+    q0, v0 = a.correct(PANDA_Q0, np.linspace(-0.3, 0.3, 7))
+    qa, va = a.step(q0, v0, tau, 1e-3)                  # reuses the correction's M(q0), A(q0)
     b = Stepper(system)
-    b.correct(q, v)
-    qb, vb = b.step(q0.copy(), v0.copy(), tau, 1e-3)  # a different array: evaluated afresh
+    qb, vb = b.step(q0.copy(), v0.copy(), tau, 1e-3)    # nothing to reuse
     assert np.array_equal(qa, qb) and np.array_equal(va, vb) and np.array_equal(a.last.lam, b.last.lam)
+    assert np.array_equal(a.last.M, b.last.M) and a.last.phi_norm == b.last.phi_norm
+    qa[3] += 1e-3                                       # moved in place: the reuse must not apply
+    qa2, va2 = a.step(qa, va, tau, 1e-3)
+    qb2, vb2 = Stepper(system).step(qa.copy(), va.copy(), tau, 1e-3)
+    assert np.array_equal(qa2, qb2) and np.array_equal(va2, vb2)
 
 
 def test_compiled_path_reports_bad_states():

@@ -1,14 +1,16 @@
 """The projection method's per-stage work with the least overhead (issue 11): Pinocchio's CRBA and RNEA plus
-one kinematic pass for Φ, A, Ȧq̇ (:meth:`ConstrainedSystem.rows_at`), then one compiled kernel
-(:mod:`qv_dynamics.sim.kernels`) for the projection direct dynamics (eq. 22–25), the Newton–Raphson increment
-(eq. 39) or the kinetic-metric velocity projection N_c q̇.
+one kinematic pass for A and Ȧq̇, then one compiled kernel (:mod:`qv_dynamics.sim.kernels`) for the projection
+direct dynamics (eq. 22–25) and the RK4 bookkeeping, or for the kinetic-metric velocity projection N_c q̇.
+The Newton–Raphson increment (eq. 39), needed only when ‖Φ‖ > nr_tol after a step, stays on the reference
+path (:func:`~qv_dynamics.projection.pinv_basis`).
 
-Same equations, factorizations and rank rule as the reference path (``Stepper(..., compiled=False)``:
+Same equations and rank rule as the reference path (``Stepper(..., compiled=False)``:
 :func:`~qv_dynamics.projection.direct_dynamics_rank`, :func:`~qv_dynamics.impact.m_projection`), so the
 results agree to rounding (test_sim_compiled.py). What it leaves out: re-validating q and q̇ at every RK4 stage
 (the stepper checks the state once per step and the kernels check every input for finiteness), the copies
-and symmetrization of M in Python (the kernel mirrors CRBA's upper triangle in place), and the
-:class:`~qv_dynamics.model.DynamicsTerms` container.
+and symmetrization of M in Python (the kernel mirrors CRBA's upper triangle in place), the
+:class:`~qv_dynamics.model.DynamicsTerms` container, Φ at the stages, and M(q), A(q) at the start of a step
+when they were just computed at the same q by the previous step's correction.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ class CompiledProjection:
         self._W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
         self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
         self._zero = np.zeros(system.nv)
-        self._end: tuple | None = None  # (q, plan, M, A, ‖Φ‖) of the last velocity projection
+        self._end: tuple | None = None  # (q's bytes, plan, M, A, ‖Φ‖) of the last velocity projection
         self._plan, self._separable = None, False  # active set seen last, and whether its kinds are generic
 
     def tau(self, tau) -> np.ndarray:
@@ -132,11 +134,12 @@ class CompiledProjection:
         return M, h, A, ad, None
 
     def _start_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
-        """(M, h, A, Ȧq̇, ‖Φ‖) at the start of a step. When q is the position this object last corrected and
-        the active set is the same, M(q), A(q) and ‖Φ(q)‖ of the correction are reused (bitwise what CRBA and
-        the kinematics give again at the same q); only h and Ȧq̇, which depend on q̇, are evaluated."""
+        """(M, h, A, Ȧq̇, ‖Φ‖) at the start of a step. When q is bitwise the position this object last corrected
+        and the active set is the same, M(q), A(q) and ‖Φ(q)‖ of the correction are reused (what CRBA and the
+        kinematics give again at the same q, unless the model or an anchor was changed in between); only h
+        and Ȧq̇, which depend on q̇, are evaluated."""
         end, plan = self._end, self.system.constraint_plan()
-        if end is None or end[0] is not q or end[1] is not plan:
+        if end is None or end[1] is not plan or end[0] != q.tobytes():
             M = pin.crba(self.model, self.data, q)
             h = pin.nonLinearEffects(self.model, self.data, q, qdot)
             phi, A, ad = self.system.rows_at(q, qdot)  # anchors recorded here after a switch
@@ -163,5 +166,5 @@ class CompiledProjection:
         status, verr, kinetic = K.m_project(M, A, _plain(qdot), self.rtol, self.atol, out)
         if status:
             _raise(status)
-        self._end = (q, self.system.constraint_plan(), M, A, phi_norm)
+        self._end = (q.tobytes(), self.system.constraint_plan(), M, A, phi_norm)
         return out, verr, kinetic, M
