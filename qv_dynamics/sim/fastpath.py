@@ -53,7 +53,10 @@ class CompiledProjection:
         self.rtol, self.atol = float(rtol), float(atol)
         self.n = system.nv
         self._fixed = system.nq == system.nv  # q ⊕ dq = q + dq
-        self._W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
+        self._W = W = np.zeros((8, system.nq))  # RK4 workspace, rows kernels.Q0 … kernels.QDD
+        nv = system.nv  # views made once: q₀, q̇₀, the stage q and q̇, the tangent displacement, q̈
+        self._q0, self._v0, self._qn, self._vn = W[K.Q0], W[K.V0, :nv], W[K.QN], W[K.VN, :nv]
+        self._dq, self._qdd = W[K.DQ, :nv], W[K.QDD, :nv]
         self._prm = np.array([self.rtol, self.atol, 0.0, float(self._fixed)])
         self._zero = np.zeros(system.nv)
         self._end: tuple | None = None  # (q's bytes, plan, M, A, ‖Φ‖) of the last velocity projection
@@ -80,19 +83,19 @@ class CompiledProjection:
         """One classical RK4 step of (q, q̇) without correction, τ held over the step (``tau_fn`` None) or
         τ = tau_fn(t, q, q̇) at every stage. Returns (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start, ∫τᵀq̇dt);
         (None, None, …) when the step blew up (non-finite)."""
-        model, nv = self.model, self.n
-        W, prm = self._W, self._prm
+        model, W, prm = self.model, self._W, self._prm
+        q0, qn, vn, dq = self._q0, self._qn, self._vn, self._dq
         prm[2] = dt
-        W[K.Q0] = q
-        W[K.V0, :nv] = qdot
+        q0[:] = q
+        self._v0[:] = qdot
         qi, vi, work, first = q, qdot, 0.0, None
         if tau_fn is None:
             tau = self.tau(tau)  # held over the step: checked once
         for i, ti in ((0, t), (1, t + 0.5 * dt), (2, t + 0.5 * dt), (3, t + dt)):
             if i:
                 if not self._fixed:
-                    W[K.QN] = pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
-                qi, vi = W[K.QN], W[K.VN, :nv]
+                    qn[:] = pin.integrate(model, q0, dq)
+                qi, vi = qn, vn
             if tau_fn is not None:  # the stage state is the workspace's: the callable gets copies
                 tau = self.tau(tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi))
             M, h, A, ad, pn = self._stage_terms(qi, vi) if i else self._start_terms(q, qdot)
@@ -104,9 +107,8 @@ class CompiledProjection:
                 _raise(status)
             work += w
             if i == 0:
-                first = (W[K.QDD, :nv].copy(), lam, r, M, pn, A)
-        qn = W[K.QN].copy() if self._fixed else pin.integrate(model, W[K.Q0], W[K.DQ, :nv])
-        return qn, W[K.VN, :nv].copy(), first, (dt / 6.0) * work
+                first = (self._qdd.copy(), lam, r, M, pn, A)
+        return qn.copy() if self._fixed else pin.integrate(model, q0, dq), vn.copy(), first, (dt / 6.0) * work
 
     def _stage_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
         """(M (upper triangle), h, A, Ȧq̇, None) at an RK4 stage: CRBA, RNEA at q̈ = 0, one kinematic pass.

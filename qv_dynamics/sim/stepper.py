@@ -135,7 +135,7 @@ class Stepper:
 
     def rows(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Φ(q), A(q) only (for the Newton–Raphson loop)."""
-        return self.system.constraint_rows(q) if self._fast is None else self._fast.rows(q)
+        return self.system.constraint_rows(q)
 
     def mass(self, q: np.ndarray) -> np.ndarray:
         return self.system.mass_matrix(q)
@@ -209,7 +209,12 @@ class Stepper:
     # ------------------------------------------------------------------ section-6 correction
     def correct_position(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, float]:
         """Newton–Raphson q ← q − A⁺Φ(q) (eq. 39) until ‖Φ‖ ≤ nr_tol. Returns (q, A(q), iterations, ‖Φ‖)."""
-        phi, A = self.rows(q)
+        return self._newton(self.system.check_q(q))
+
+    def _newton(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, float]:
+        """:meth:`correct_position` of a checked q."""
+        rows = self.rows if self._fast is None else self._fast.rows  # the compiled path: no second check
+        phi, A = rows(q)
         nrm = _norm(phi)
         self._phi_first = nrm
         it = 0
@@ -225,7 +230,7 @@ class Stepper:
             if r == 0:
                 raise ConvergenceError(f"Newton–Raphson: A has rank 0 at ‖Φ‖ = {nrm:.3e}; cannot correct")
             q = self._plus(q, -Apinv.dot(phi))
-            phi, A = self.rows(q)
+            phi, A = rows(q)
             prev, nrm = nrm, _norm(phi)
             if not math.isfinite(nrm):
                 raise ConvergenceError("Newton–Raphson position correction diverged (non-finite Φ)")
@@ -254,7 +259,7 @@ class Stepper:
 
     def _correct(self, q: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`correct` of a state already checked (finite, right sizes: the end of a step)."""
-        q, A, self.nr_iters, self.phi_norm = self.correct_position(q)
+        q, A, self.nr_iters, self.phi_norm = self._newton(q)
         self.phi_pre = self._phi_first
         if self._fast is not None and self.velocity_projection == "M":
             qdot, self.velocity_error, self.kinetic, self.M_end = self._fast.project(q, qdot, A, self.phi_norm)
