@@ -192,11 +192,7 @@ def lu_solve(K, b, x) -> bool:
                 for k in range(j + 1, n):
                     LU[i, k] -= f * LU[j, k]
                 x[i] -= f * x[j]
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, n):
-            s -= LU[i, k] * x[k]
-        x[i] = s / LU[i, i]
+    x[:] = upper_solve(LU, x)
     return True
 
 
@@ -214,33 +210,29 @@ def chol_solve(L, b):
 
 
 @njit(cache=True)
-def back_substitute(L, y):
-    """x = L⁻ᵀy (back substitution with the transpose of a lower factor)."""
-    n = L.shape[0]
+def upper_solve(U, y):
+    """x = U⁻¹y for an upper triangular U (back substitution)."""
+    n = U.shape[0]
     x = np.empty(n)
     for i in range(n - 1, -1, -1):
         s = y[i]
         for k in range(i + 1, n):
-            s -= L[k, i] * x[k]
-        x[i] = s / L[i, i]
+            s -= U[i, k] * x[k]
+        x[i] = s / U[i, i]
     return x
 
 
 @njit(cache=True)
+def back_substitute(L, y):
+    """x = L⁻ᵀy for a lower triangular L."""
+    return upper_solve(L.T, y)
+
+
+@njit(cache=True)
 def mv(X, x):
-    """X x."""
+    """X x (Xᵀx as mv(X.T, x), the same sums in the same order)."""
     y = np.zeros(X.shape[0])
     for i in range(X.shape[0]):
         for k in range(X.shape[1]):
             y[i] += X[i, k] * x[k]
-    return y
-
-
-@njit(cache=True)
-def mtv(X, x):
-    """Xᵀ x."""
-    y = np.zeros(X.shape[1])
-    for k in range(X.shape[0]):
-        for i in range(X.shape[1]):
-            y[i] += X[k, i] * x[k]
     return y

@@ -28,7 +28,6 @@ from .kernel_linalg import (
     finite,
     lu_solve,
     mirror_upper,
-    mtv,
     mv,
     pinv,
     residual,
@@ -96,7 +95,7 @@ def projection_accel(M, h, tau, A, ad, rtol, atol, qdd, lam):
     for i in range(n):
         for k in range(n):
             e[i] -= M[i, k] * qdd[k]
-    F = mv(V1, mtv(V1, e))
+    F = mv(V1, mv(V1.T, e))
     for j in range(m):                                # λ = A⁺ᵀF
         s = 0.0
         for i in range(n):
@@ -126,8 +125,8 @@ def m_project(M, A, v, rtol, atol, out):
                     s -= L[i, k] * Lam[j, k]
                 Lam[j, i] = s / L[i, i]
         Ur, sr, V1, r = row_svd(Lam, rtol, atol)
-        c = mtv(Ur, residual(A, v)) / sr            # Λ⁺Aq̇ = V₁ diag(1/σ) U_rᵀ Aq̇
-        out -= back_substitute(L, mv(V1, c))                    # q̇ − L⁻ᵀΛ⁺Aq̇
+        c = mv(Ur.T, residual(A, v)) / sr         # Λ⁺Aq̇ = V₁ diag(1/σ) U_rᵀ Aq̇
+        out -= back_substitute(L, mv(V1, c))       # q̇ − L⁻ᵀΛ⁺Aq̇
     Ao = residual(A, out)
     return OK, math.sqrt(np.sum(Ao * Ao)), 0.5 * np.sum(out * mv(M, out))
 
