@@ -89,6 +89,7 @@ class CompiledProjection:
         q0[:] = q
         self._v0[:] = qdot
         qi, vi, work, first = q, qdot, 0.0, None
+        plan = self.system.constraint_plan()  # the active set cannot change inside a step
         if tau_fn is None:
             tau = self.tau(tau)  # held over the step: checked once
         for i, ti in ((0, t), (1, t + 0.5 * dt), (2, t + 0.5 * dt), (3, t + dt)):
@@ -98,7 +99,7 @@ class CompiledProjection:
                 qi, vi = qn, vn
             if tau_fn is not None:  # the stage state is the workspace's: the callable gets copies
                 tau = self.tau(tau_fn(ti, qi.copy(), vi.copy()) if i else tau_fn(ti, qi, vi))
-            M, h, A, ad, pn = self._stage_terms(qi, vi) if i else self._start_terms(q, qdot)
+            M, h, A, ad, pn = self._stage_terms(qi, vi, plan) if i else self._start_terms(q, qdot, plan)
             lam = np.empty(A.shape[0])
             status, r, w = K.rk4_stage(i, M, h, tau, A, ad, W, lam, prm)
             if status == K.NONFINITE and i == 3:
@@ -110,7 +111,7 @@ class CompiledProjection:
                 first = (self._qdd.copy(), lam, r, M, pn, A)
         return qn.copy() if self._fixed else pin.integrate(model, q0, dq), vn.copy(), first, (dt / 6.0) * work
 
-    def _stage_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
+    def _stage_terms(self, q: np.ndarray, qdot: np.ndarray, plan) -> tuple:
         """(M (upper triangle), h, A, Ȧq̇, None) at an RK4 stage: CRBA, RNEA at q̈ = 0, one kinematic pass.
         A stage needs no Φ: kinds whose rows are the generic residual/jacobian/drift triple
         (:meth:`Constraint.rows`) are asked for A and Ȧq̇ only (no frame placements, no residual; the frame
@@ -119,7 +120,6 @@ class CompiledProjection:
         model, data = self.model, self.data
         M = pin.crba(model, data, q)
         h = pin.nonLinearEffects(model, data, q, qdot)
-        plan = self.system.constraint_plan()
         if plan is not self._plan:
             self._plan = plan
             self._separable = all(type(c).rows is Constraint.rows for c, _, _ in plan.items)
@@ -135,12 +135,12 @@ class CompiledProjection:
                 ad[rows] = c.drift(model, data, q, qdot, "classical")[sel]
         return M, h, A, ad, None
 
-    def _start_terms(self, q: np.ndarray, qdot: np.ndarray) -> tuple:
+    def _start_terms(self, q: np.ndarray, qdot: np.ndarray, plan) -> tuple:
         """(M, h, A, Ȧq̇, ‖Φ‖) at the start of a step. When q is bitwise the position this object last corrected
         and the active set is the same, M(q), A(q) and ‖Φ(q)‖ of the correction are reused (what CRBA and the
         kinematics give again at the same q, unless the model or an anchor was changed in between); only h
         and Ȧq̇, which depend on q̇, are evaluated."""
-        end, plan = self._end, self.system.constraint_plan()
+        end = self._end
         if end is None or end[1] is not plan or end[0] != q.tobytes():
             M = pin.crba(self.model, self.data, q)
             h = pin.nonLinearEffects(self.model, self.data, q, qdot)

@@ -64,12 +64,19 @@ class RunStats:
         self.rank_max = r if self.rank_max is None else max(self.rank_max, r)
 
     def after_step(self, st: Stepper, drift: float) -> None:
-        self.max_K = max(self.max_K, st.kinetic)
-        self.max_drift = max(self.max_drift, abs(drift))
-        self.max_phi = max(self.max_phi, st.phi_norm)
-        self.max_phi_pre = max(self.max_phi_pre, st.phi_pre)
-        self.max_verr = max(self.max_verr, st.velocity_error)
-        self.max_nr = max(self.max_nr, st.nr_iters)
+        # comparisons instead of max() (every step); as with max(running, x), a NaN x leaves the maximum
+        if st.kinetic > self.max_K:
+            self.max_K = st.kinetic
+        if abs(drift) > self.max_drift:
+            self.max_drift = abs(drift)
+        if st.phi_norm > self.max_phi:
+            self.max_phi = st.phi_norm
+        if st.phi_pre > self.max_phi_pre:
+            self.max_phi_pre = st.phi_pre
+        if st.velocity_error > self.max_verr:
+            self.max_verr = st.velocity_error
+        if st.nr_iters > self.max_nr:
+            self.max_nr = st.nr_iters
 
 
 class Simulation:
