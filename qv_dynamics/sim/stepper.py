@@ -144,7 +144,8 @@ class Stepper:
     def accel(self, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray) -> Accel:
         """q̈ and λ at (q, q̇, τ) by :func:`~qv_dynamics.projection.direct_dynamics_rank`: projection eq. 25,
         or KKT + Baumgarte with A q̈ = −(Ȧq̇ + 2αAq̇ + β²Φ)."""
-        if self._fast is not None:
+        if self._fast is not None:  # checked as evaluate() checks them (the compiled RK4 does not come here)
+            q, qdot = self.system.check_q(q), as_vector("qdot", qdot, self.n)
             qdd, lam, r, M, pn, A = self._fast.accel(q, qdot, tau)
             return Accel(qdd, lam, A.T.dot(lam), r, M, pn)
         try:
