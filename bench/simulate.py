@@ -9,7 +9,8 @@ For each scenario the same system, initial state, torque and RK4 integrator (dt 
            axes [z]) use pin.forwardDynamics(q, v, τ, J, γ) (Pinocchio's KKT contact dynamics with the same
            J and γ = J̇q̇); a third scenario, the Panda tool point fixed in 3-D, uses pin.constraintDynamics.
 Also runs the full 10 s slider-crank (issue figure) with projection and with KKT + Baumgarte.
-Timings are medians over --repeats runs (the machine is shared: read ratios, not absolutes).
+Timings are medians over --repeats runs, ours and Pinocchio's run alternately (the machine is shared: read
+ratios, not absolutes).
 
     PYTHONPATH=. .venv/bin/python bench/simulate.py [--repeats 3] [--horizon 2.0] [--skip-full]
 """
@@ -90,13 +91,16 @@ def pin_constraint_dynamics_accel(model, frame_id, q0):
     return accel
 
 
-def median_time(fn, repeats):
-    ts = []
+def side_by_side(fns, repeats):
+    """[(median wall time, last result)] of each function, run alternately (ours, pin, ours, pin, …) so that a
+    change of machine load during the run hits every column alike."""
+    ts, outs = [[] for _ in fns], [None] * len(fns)
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), out
+        for k, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            outs[k] = fn()
+            ts[k].append(time.perf_counter() - t0)
+    return [(statistics.median(t), out) for t, out in zip(ts, outs)]
 
 
 def main(argv=None) -> int:
@@ -134,22 +138,22 @@ def main(argv=None) -> int:
     rows = []
     # --- slider-crank
     scn = slider_crank()
-    ours, tr = median_time(lambda: run(slider_crank(), t_final=T), R)
     m = scn.system.model
     acc = pin_kkt_accel(m, scn.system.frame_id("slider_pin"), [2])
     zero2 = np.zeros(2)
-    pin_t, (qp, vp) = median_time(lambda: rk4_pin(m, scn.q0.copy(), scn.qdot0.copy(), lambda t, q, v: zero2, T, DT,
-                                                   acc), R)
+    (ours, tr), (pin_t, (qp, vp)) = side_by_side(
+        [lambda: run(slider_crank(), t_final=T),
+         lambda: rk4_pin(m, scn.q0.copy(), scn.qdot0.copy(), lambda t, q, v: zero2, T, DT, acc)], R)
     rows.append(("slider_crank (1 row)", "pin.forwardDynamics(J,γ)", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
                  tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0]),
                  tr.stats["energy_drift_rel"]))
     # --- Panda tool on a plane
     scn = panda_plane()
-    ours, tr = median_time(lambda: run(panda_plane(), t_final=T), R)
     m = scn.system.model
     ctrl = PandaPlaneTorque(scn.system, PANDA_Q0)
     acc = pin_kkt_accel(m, scn.system.frame_id("panda_hand_tcp"), [2])
-    pin_t, (qp, vp) = median_time(lambda: rk4_pin(m, PANDA_Q0.copy(), np.zeros(7), ctrl, T, DT, acc), R)
+    (ours, tr), (pin_t, (qp, vp)) = side_by_side(
+        [lambda: run(panda_plane(), t_final=T), lambda: rk4_pin(m, PANDA_Q0.copy(), np.zeros(7), ctrl, T, DT, acc)], R)
     rows.append(("panda_plane (1 row)", "pin.forwardDynamics(J,γ)", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
                  tr.stats["max_constraint_error"], np.linalg.norm(scn.system.constraint_rows(qp)[0]),
                  tr.stats["energy_drift_rel"]))
@@ -159,16 +163,15 @@ def main(argv=None) -> int:
     scn3 = panda_plane()
     scn3.system = sysp
     scn3.tau = PandaPlaneTorque(sysp, PANDA_Q0)
-    ours, tr = median_time(lambda: run(scn3, t_final=T), R)
     acc = pin_constraint_dynamics_accel(sysp.model, sysp.frame_id("panda_hand_tcp"), PANDA_Q0)
-    pin_t, (qp, vp) = median_time(lambda: rk4_pin(sysp.model, PANDA_Q0.copy(), np.zeros(7), scn3.tau, T, DT, acc), R)
-    rows.append(("panda_point (3 rows)", "pin.constraintDynamics", ours, pin_t, np.abs(qp - tr.q[-1]).max(),
-                 tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0]),
-                 tr.stats["energy_drift_rel"]))
-    ref, tr = median_time(lambda: run(scn3, t_final=T, stepper=Stepper(sysp, compiled=False)), R)
-    rows.append(("panda_point, reference", "pin.constraintDynamics", ref, pin_t, np.abs(qp - tr.q[-1]).max(),
-                 tr.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0]),
-                 tr.stats["energy_drift_rel"]))
+    (ours, tr), (pin_t, (qp, vp)), (ref, tr_ref) = side_by_side(
+        [lambda: run(scn3, t_final=T),
+         lambda: rk4_pin(sysp.model, PANDA_Q0.copy(), np.zeros(7), scn3.tau, T, DT, acc),
+         lambda: run(scn3, t_final=T, stepper=Stepper(sysp, compiled=False))], R)
+    for label, o, trk in (("panda_point (3 rows)", ours, tr), ("panda_point, reference", ref, tr_ref)):
+        rows.append((label, "pin.constraintDynamics", o, pin_t, np.abs(qp - trk.q[-1]).max(),
+                     trk.stats["max_constraint_error"], np.linalg.norm(sysp.constraint_rows(qp)[0]),
+                     trk.stats["energy_drift_rel"]))
 
     print(f"\n## wall time per simulated second at 1 kHz (RK4), horizon {T:g} s")
     print(f"{'scenario':22s} {'ours [s/s]':>11s} {'µs/step':>8s} {'pinocchio [s/s]':>16s} {'ratio ours/pin':>15s} "
