@@ -187,7 +187,3 @@ def warm() -> None:
         projection_accel(M, v, v, A, np.ones(m), 1e-9, 1e-9, np.empty(3), np.empty(m))
         m_project(M, A, v, 1e-9, 1e-9, np.empty(3))
         rk4_stage(0, np.eye(3), v, v, A, np.ones(m), np.zeros((8, 3)), np.empty(m), np.array([1e-9, 1e-9, 1e-3, 1.0]))
-
-
-if __name__ == "__main__":
-    warm()
