@@ -37,7 +37,6 @@ from ..impact import m_projection, predicted_energy_loss
 from ..linalg import ATOL, RTOL
 from ..model import ConstrainedSystem
 from ..projection import direct_dynamics_rank, pinv_basis
-from .fastpath import CompiledProjection
 
 METHODS = ("projection", "kkt_baumgarte")
 INTEGRATORS = ("rk4", "semi_implicit_euler", "scipy")
@@ -124,8 +123,11 @@ class Stepper:
         self._q_out = self._v_out = None  # the state the last step returned (checked: not checked again)
         # the projection method's stages and correction through the compiled kernels (same equations and
         # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
-        self._fast = CompiledProjection(system, self.rtol, self.atol) if compiled and method == "projection" \
-            else None
+        self._fast = None
+        if compiled and method == "projection":
+            from .fastpath import CompiledProjection  # imports numba: only for a stepper that uses it
+
+            self._fast = CompiledProjection(system, self.rtol, self.atol)
 
     # ------------------------------------------------------------------ model terms
     def terms(self, q: np.ndarray, qdot: np.ndarray):
