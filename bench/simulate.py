@@ -113,6 +113,10 @@ def main(argv=None) -> int:
     T, R = args.horizon, args.repeats
     print(f"# simulator benchmark: dt = {DT*1e3:g} ms, RK4, horizon {T:g} s, median of {R}; machine load "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores")
+    from qv_dynamics.sim.kernels import cached
+
+    print("compiled kernels in numba's cache: " + ("yes, 'ours' is the compiled path" if cached() else
+                                                   "NO: 'ours' is the reference path (scripts/setup.sh warms them)"))
 
     if not args.skip_full:
         print("\n## slider-crank, unactuated, 10 s (paper sec. 8, issue figure)")

@@ -75,7 +75,7 @@ def test_compiled_step_equals_the_reference_step(name, system, sample):
     rng = np.random.default_rng(5)
     q0 = sample(rng)
     system.anchor(q0, force=True)
-    fast, ref = Stepper(system), Stepper(system, compiled=False)
+    fast, ref = Stepper(system, compiled=True), Stepper(system, compiled=False)
     q, v = ref.correct(q0, 0.3 * rng.standard_normal(system.nv))
     tau = pin.computeGeneralizedGravity(system.model, system.data, q) + rng.standard_normal(system.nv)
     qf, vf = fast.step(q.copy(), v.copy(), tau, 1e-3)
@@ -99,16 +99,16 @@ def test_start_of_step_reuse_is_bitwise_the_fresh_evaluation():
     correction is evaluated afresh too."""
     system = ConstrainedSystem.from_urdf("panda", constraints=[POINT])
     tau = pin.computeGeneralizedGravity(system.model, system.data, PANDA_Q0)
-    a = Stepper(system)
+    a = Stepper(system, compiled=True)
     q0, v0 = a.correct(PANDA_Q0, np.linspace(-0.3, 0.3, 7))
     qa, va = a.step(q0, v0, tau, 1e-3)                  # reuses the correction's M(q0), A(q0)
-    b = Stepper(system)
+    b = Stepper(system, compiled=True)
     qb, vb = b.step(q0.copy(), v0.copy(), tau, 1e-3)    # nothing to reuse
     assert np.array_equal(qa, qb) and np.array_equal(va, vb) and np.array_equal(a.last.lam, b.last.lam)
     assert np.array_equal(a.last.M, b.last.M) and a.last.phi_norm == b.last.phi_norm
     qa[3] += 1e-3                                       # moved in place: the reuse must not apply
     qa2, va2 = a.step(qa, va, tau, 1e-3)
-    qb2, vb2 = Stepper(system).step(qa.copy(), va.copy(), tau, 1e-3)
+    qb2, vb2 = Stepper(system, compiled=True).step(qa.copy(), va.copy(), tau, 1e-3)
     assert np.array_equal(qa2, qb2) and np.array_equal(va2, vb2)
 
 
@@ -116,7 +116,7 @@ def test_compiled_path_reports_bad_states():
     """A non-finite state or torque is a NonFiniteError naming it, not a crash in a kernel; a mass matrix
     that is not positive definite and a singular M_c are reported by status."""
     system = ConstrainedSystem.from_urdf("panda", constraints=[POINT])
-    st = Stepper(system)
+    st = Stepper(system, compiled=True)
     q, v = st.correct(PANDA_Q0, np.zeros(7))
     with pytest.raises(NonFiniteError, match="qdot"):
         st.step(q, np.full(7, np.nan), np.zeros(7), 1e-3)
@@ -130,3 +130,14 @@ def test_compiled_path_reports_bad_states():
                                          np.empty(7), np.empty(1))
     assert status == kernels.NOT_PD
     assert kernels.m_project(M, A, np.ones(7), 1e-9, 1e-9, np.empty(7))[0] == kernels.NOT_PD
+
+
+def test_warm_cache_is_detected_and_used_by_default():
+    """setup.sh warmed the kernels' disk cache for this checkout: a default Stepper takes the compiled path
+    (``compiled`` True); the KKT baseline and compiled=False never do."""
+    from qv_dynamics.sim.kernels import cached
+
+    system = slider_crank().system
+    assert cached(), "numba's cache of the kernels is cold or stale: scripts/setup.sh warms it"
+    assert Stepper(system).compiled
+    assert not Stepper(system, compiled=False).compiled and not Stepper(system, method="kkt_baumgarte").compiled

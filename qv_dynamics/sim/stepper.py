@@ -78,13 +78,18 @@ class Stepper:
     ``kinetic`` (½q̇ᵀMq̇ at the new state) and ``work_increment`` (τᵀ∫q̇dt over the step).
     Small matrices: run the process with one BLAS thread (:func:`qv_dynamics.linalg.limit_blas_threads`,
     called by the entry points), the Stepper itself leaves the process settings alone.
+
+    ``compiled``: the projection method through numba kernels (:mod:`qv_dynamics.sim.fastpath`, ~3x faster,
+    equal to rounding) — None (default) when numba's disk cache holds them (``scripts/setup.sh`` fills it; a
+    colcon-installed copy: ``python -c "from qv_dynamics.sim.kernels import warm; warm()"`` once), True also
+    compiling them if not, False never. ``self.compiled`` says which path is used.
     """
 
     def __init__(self, system: ConstrainedSystem, method: str = "projection", integrator: str = "rk4",
                  nr_tol: float = 1e-12, nr_max_iter: int = 20, baumgarte: tuple[float, float] = (20.0, 20.0),
                  velocity_projection: str = "M", rtol: float = RTOL, atol: float = ATOL,
                  scipy_method: str = "DOP853", scipy_rtol: float = 1e-10, scipy_atol: float = 1e-12,
-                 nr_floor: float | None = None, compiled: bool = True):
+                 nr_floor: float | None = None, compiled: bool | None = None):
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
         if integrator not in INTEGRATORS:
@@ -124,10 +129,15 @@ class Stepper:
         # the projection method's stages and correction through the compiled kernels (same equations and
         # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
         self._fast = None
-        if compiled and method == "projection":
-            from .fastpath import CompiledProjection  # imports numba: only for a stepper that uses it
+        if compiled is not False and method == "projection":
+            from . import kernels  # imports numba: only for a stepper that may use it
+            from .fastpath import CompiledProjection
 
-            self._fast = CompiledProjection(system, self.rtol, self.atol)
+            # None: the kernels only when their disk cache is warm (scripts/setup.sh), never a compile of
+            # ~10 s (~50 s under load) inside a running simulation; True: compile if needed
+            if compiled or kernels.cached():
+                self._fast = CompiledProjection(system, self.rtol, self.atol)
+        self.compiled = self._fast is not None  # which path this stepper uses
 
     # ------------------------------------------------------------------ model terms
     def terms(self, q: np.ndarray, qdot: np.ndarray):
