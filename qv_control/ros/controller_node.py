@@ -17,7 +17,8 @@ Topics
       an odometry with stamps within ``sync_tolerance`` have both arrived
   out ``/<controller_name>/commands`` (or ``command_topic``) std_msgs/Float64MultiArray
   out ``~/command_stamped`` sensor_msgs/JointState: the same τ (``effort``) with the joint names and the
-      stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``
+      stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``; sent
+      only while a subscriber is matched (each message costs the 1 kHz path a publish)
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
@@ -312,7 +313,7 @@ class ControllerNode(ControllerParameters, Node):
         data = cmd_map.to_array(tau)
         out[1].data = data
         self.pub_cmd.publish(out[1])
-        if self.pub_stamped is not None:
+        if self.pub_stamped is not None and self.pub_stamped.get_subscription_count():  # no reader: no cost
             cmd = out[2]
             cmd.header.stamp = stamp
             cmd.effort = data

@@ -10,7 +10,8 @@ Subscribes
       twist in the base frame, REP 105; the latest one completes each joint state)
   ``command_topic`` (std_msgs/Float64MultiArray, optional: τ when /joint_states carries no effort)
   ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
-Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp)
+Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp; each
+topic only while it has a subscriber, so an unwatched node costs the loop its input messages only)
   ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``  ``~/lambda_measured``
   ``~/scalars`` (rank, m, n, kinetic_energy, condition, phi_norm, eval_time_ms, basis_reseeded)
   ``~/markers`` (visualization_msgs/MarkerArray: constrained frames and constraint-force arrows)
@@ -218,7 +219,7 @@ class DynamicsNode(Node):
             out("u_v", stamp, self._labels("u_v", n - r), qs.u_v)
             out("u_xi", stamp, self._labels("u_xi", r), qs.u_xi)
             out("lambda", stamp, terms.row_labels, qs.lambda_)
-        if self.lam_meas:
+        if self.lam_meas and pubs["lambda_measured"].get_subscription_count():
             labels, vals = [], []
             data = self.system.data  # frame placements of this joint state (updated by evaluate)
             for c in self.system.active_constraints:
@@ -232,7 +233,8 @@ class DynamicsNode(Node):
         out("scalars", stamp, SCALARS,
             [r, terms.m, n, qs.kinetic_energy, qs.condition, phi_norm, dt_ms, float(qs.rank_changed)])
         t = self.last["stamp"]
-        if self.publish_markers and (t - self._t_markers >= self.markers_period or t < self._t_markers):
+        due = t - self._t_markers >= self.markers_period or t < self._t_markers
+        if self.publish_markers and due and self.pub_markers.get_subscription_count():
             self._t_markers = t
             self.pub_markers.publish(self.markers(stamp, terms, qs))
 
@@ -244,7 +246,10 @@ class DynamicsNode(Node):
         return lab
 
     def _out(self, key: str, stamp, labels, values) -> None:
-        """Publish a labelled vector, reusing one message object per topic (the 1 kHz path)."""
+        """Publish a labelled vector, reusing one message object per topic (the 1 kHz path); nothing is built
+        or sent on a topic without a subscriber (a publish costs ~20 µs even then)."""
+        if not self.pubs[key].get_subscription_count():
+            return
         msg = self._msgs.get(key)
         if msg is None or list(msg.name) != list(labels):
             msg = self._msgs[key] = labelled(stamp, labels, values)

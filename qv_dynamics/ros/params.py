@@ -110,6 +110,9 @@ PLANT = MODEL_IO + (
           positive("real_time_factor")),
     Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep)"),
     Param("publish_clock", True, "publish /clock with the simulated time"),
+    Param("clock_period", 0.0, "simulated time between /clock messages [s]; 0: every step. Every use_sim_time node "
+          "receives each one; ROS time then advances in steps of clock_period (state stamps stay exact)",
+          non_negative("clock_period")),
     Param("q0", None, "initial joint positions (one per joint), else the model config's initial.q", finite_list("q0")),
     Param("qdot0", None, "initial joint velocities, else the model config's initial.qdot", finite_list("qdot0")),
     Param("wait_for_command", True, "realtime: the clock starts at the first valid effort command (the initial "

@@ -59,6 +59,10 @@ class PlantNodeMixin:
         self.overruns = 0               # realtime ticks that could not catch up (real time dropped)
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
         self._overrun_logged = -float("inf")
+        self.clock_period = float(gp("clock_period").value)
+        self._clock_due = -float("inf")  # simulated time of the next /clock message
+        self.commands_received = 0      # valid effort commands (diagnostics: the command rate at the plant)
+        self.states_published = 0       # /joint_states messages (diagnostics: the state rate)
 
     def _plant_topics(self, on_step) -> str:
         """What the MuJoCo plant nodes set up alike: the ``on_step`` list, the held τ, the command reject
@@ -82,10 +86,14 @@ class PlantNodeMixin:
         return self.plant.time
 
     def _stamp(self):
-        """The stamp of the current state, first published on /clock when ``publish_clock``."""
-        stamp = sec_to_stamp(self.t)
-        if self.pub_clock is not None:
+        """The stamp of the current state, first published on /clock when ``publish_clock`` and at least
+        ``clock_period`` of simulated time has passed since the last /clock message (or time went back)."""
+        t = self.t
+        stamp = sec_to_stamp(t)
+        if self.pub_clock is not None and (t >= self._clock_due or t < self._clock_due - self.clock_period - self.dt):
+            self._clock_due = t + self.clock_period - 0.5 * self.dt  # half a step: no rounding skips a message
             self.pub_clock.publish(Clock(clock=stamp))
+        self.states_published += 1
         return stamp
 
     def _start_pacing(self, clock=None) -> None:
@@ -142,6 +150,7 @@ class PlantNodeMixin:
             self.rejects.reject(reject_kind(exc), str(exc))
             return
         self.rejects.ok()
+        self.commands_received += 1
         self.tau = self._clip(tau)
         if not self.started:  # real time starts now, from the state the controller has answered
             self.started = True

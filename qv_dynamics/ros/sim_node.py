@@ -229,6 +229,7 @@ class SimNode(PlantNodeMixin, Node):
         self._diag_prev = (now, self.steps)
         st = self.stepper.stepper
         values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
+                  "states_published": self.states_published, "commands_received": self.commands_received,
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
                   "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
                   "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
