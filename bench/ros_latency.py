@@ -51,9 +51,11 @@ from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.ros.runner import make_executor  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
+from deployed_loop import cpu_seconds  # noqa: E402
 from echo_node import Echo  # noqa: E402
 
 CONFIG = str(ROOT / "config" / "panda_table.yaml")
+OVERRIDES: list[str] = []  # "node:param:=value" for the node processes (--set)
 
 
 def arm_states(seconds: float):
@@ -134,9 +136,11 @@ def pooled(runs: list[dict]) -> dict:
     out = {"sent": sum(r["sent"] for r in runs), "answered": sum(r["answered"] for r in runs), "lat_ms": lat,
            "median_ms": float(np.median(lat)), "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()),
            "command_rate_hz": float(np.mean([r["command_rate_hz"] for r in runs])),
-           "gap_p99_ms": max(r["gap_p99_ms"] for r in runs)}
+           "gap_p99_ms": max(r["gap_p99_ms"] for r in runs),
+           "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs]))}
     if "pingpong" in runs[0]:
         out["pingpong"] = pooled([r["pingpong"] for r in runs])
+        out["pingpong"]["cpu_us_per_state"] = float("nan")
         out["exit_codes"] = [c for r in runs for c in r.get("exit_codes", [])]
     return out
 
@@ -190,12 +194,16 @@ def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
     raise TimeoutError("graph did not connect")
 
 
-def _both(ex, driver: Driver, rate: float, seconds: float) -> dict:
+def _both(ex, driver: Driver, rate: float, seconds: float, proc=None) -> dict:
+    """Ping-pong, then the stream; ``proc``: the answering node's process, whose CPU time per state of the
+    stream is reported (µs, all its threads: executor, middleware and the callback)."""
     pp = run_pingpong(ex, driver, seconds)
     for _ in range(20):
         ex.spin_once(timeout_sec=0.01)
     driver.reset()
+    cpu0 = cpu_seconds({"p": proc})["p"] if proc is not None else 0.0
     out = run_stream(ex, driver, rate, seconds)
+    out["cpu_us_per_state"] = 1e6 * (cpu_seconds({"p": proc})["p"] - cpu0) / out["sent"] if proc else float("nan")
     out["commands"] = driver.commands
     out["pingpong"] = pp
     return out
@@ -250,12 +258,14 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
     as its own process instead of the controller (the floor of the inter-process round trip)."""
     dom = _domain(dom_k)
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
-    ctrl = ["-m", "qv_control.ros.controller_node", "--ros-args", "-r", "__node:=qv_controller", "--params-file",
-            CONFIG]
+    def node(name: str, module: str) -> list:
+        extra = [a for o in OVERRIDES if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
+        return ["-m", module, "--ros-args", "-r", f"__node:={name}", "--params-file", CONFIG, *extra]
+
+    ctrl = node("qv_controller", "qv_control.ros.controller_node")
     cmds = [[str(ROOT / "bench" / "echo_node.py")]] if echo else [ctrl]
     if dynamics:
-        cmds.append(["-m", "qv_dynamics.ros.dynamics_node", "--ros-args", "-r", "__node:=qv_dynamics",
-                     "--params-file", CONFIG])
+        cmds.append(node("qv_dynamics", "qv_dynamics.ros.dynamics_node"))
     procs = [subprocess.Popen([sys.executable, *c], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for c in cmds]
     try:
@@ -265,7 +275,7 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
                 end = time.monotonic() + 60.0
                 while driver.pub.get_subscription_count() < 2 and time.monotonic() < end:
                     ex.spin_once(timeout_sec=0.05)
-            out = _both(ex, driver, rate, seconds)
+            out = _both(ex, driver, rate, seconds, procs[0])
     finally:
         for proc in procs:
             proc.terminate()
@@ -293,12 +303,16 @@ PARTS = ("echo", "inproc", "process", "bringup", "deployed")
 
 
 def _print_rows(rows, rate: float) -> None:
-    print("\n/joint_states publish -> effort command received (driver publish interval p99 in the last column)")
-    print(f"{'':58s} {'median ms':>10s} {'p99 ms':>8s} {'max ms':>8s} {'cmd Hz':>8s} {'answered':>13s} {'gap p99':>8s}")
+    print("\n/joint_states publish -> effort command received (gap: the driver's publish interval; CPU: the "
+          "node process's CPU time per state)")
+    print(f"{'':58s} {'median ms':>10s} {'p99 ms':>8s} {'max ms':>8s} {'cmd Hz':>8s} {'answered':>13s} "
+          f"{'gap p99':>8s} {'CPU µs':>6s}")
     for name, r in rows:
         for mode, x in (("ping-pong (max rate)", r["pingpong"]), (f"stream {rate:.0f} Hz", r)):
             print(f"{name + ', ' + mode:58s} {x['median_ms']:10.3f} {x['p99_ms']:8.3f} {x['max_ms']:8.3f} "
-                  f"{x['command_rate_hz']:8.0f} {x['answered']:>6d}/{x['sent']:<6d} {x['gap_p99_ms']:8.3f}")
+                  f"{x['command_rate_hz']:8.0f} {x['answered']:>6d}/{x['sent']:<6d} {x['gap_p99_ms']:8.3f}"
+                  + (f" {x['cpu_us_per_state']:6.0f}" if x.get("cpu_us_per_state", np.nan) == x.get("cpu_us_per_state")
+                     else ""))
 
 
 def own_process_rows(states, rate: float, seconds: float, rounds: int) -> list:
@@ -321,7 +335,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternating echo/controller rounds of 'process'")
     ap.add_argument("--config", default=CONFIG, help="ROS 2 parameters file (default config/panda_table.yaml)")
     ap.add_argument("--deployed-seconds", type=float, default=60.0, help="length of the three-process run")
+    ap.add_argument("--set", action="append", default=[], metavar="NODE:PARAM:=VALUE",
+                    help="a parameter for a node process, e.g. qv_controller:raw_joint_states:=false")
     args = ap.parse_args(argv)
+    OVERRIDES[:] = args.set
     parts = set(args.parts.split(","))
     if not parts <= set(PARTS):
         ap.error(f"--parts: unknown {sorted(parts - set(PARTS))}")

@@ -1,0 +1,65 @@
+"""The serialized-message fast path of the 1 kHz topics (qv_dynamics/ros/raw.py) against rclpy's own
+``serialize_message``/``deserialize_message`` (the reference): every field equal for random messages
+(frame_id and name lengths that move every alignment, empty and partial sequences, a name list that
+changes between messages), and any truncation or foreign encapsulation refused with a DimensionError.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+
+from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+
+from qv_dynamics.errors import DimensionError  # noqa: E402
+from qv_dynamics.ros.raw import JointStateDecoder  # noqa: E402
+
+
+def _random_state(rng, k: int) -> JointState:
+    js = JointState()
+    js.header.frame_id = "f" * int(rng.integers(0, 9))
+    js.header.stamp.sec = int(rng.integers(0, 2**31 - 1))
+    js.header.stamp.nanosec = int(rng.integers(0, 10**9))
+    n = int(rng.integers(0, 9))
+    # every third message keeps the Panda's names (the decoder's cached path), the others change them
+    js.name = [f"panda_joint{i}" for i in range(n)] if k % 3 == 0 else \
+        ["j" * int(rng.integers(1, 7)) + str(i) for i in range(n)]
+    js.position = rng.normal(size=n).tolist()
+    js.velocity = rng.normal(size=int(rng.choice([0, n]))).tolist()
+    js.effort = rng.normal(size=int(rng.choice([0, n, 1]))).tolist()
+    return js
+
+
+def test_joint_state_decoder_equals_deserialize_message():
+    rng = np.random.default_rng(11)
+    dec = JointStateDecoder()
+    for k in range(400):
+        data = serialize_message(_random_state(rng, k))
+        ref, got = deserialize_message(data, JointState), dec.decode(data)
+        assert (got.header.stamp.sec, got.header.stamp.nanosec) == (ref.header.stamp.sec, ref.header.stamp.nanosec)
+        assert got.header.frame_id == ref.header.frame_id
+        assert list(got.name) == list(ref.name)
+        for field in ("position", "velocity", "effort"):
+            np.testing.assert_array_equal(getattr(got, field), np.asarray(getattr(ref, field)))
+
+
+def test_truncated_or_foreign_bytes_are_refused():
+    js = JointState(name=[f"panda_joint{i}" for i in range(1, 8)], position=[0.1] * 7, velocity=[0.2] * 7,
+                    effort=[0.3] * 7)
+    data = serialize_message(js)
+    warm = JointStateDecoder()
+    warm.decode(data)  # the name list cached: truncations past it are caught by the sequence bounds
+    for cut in range(len(data)):
+        for dec in (warm, JointStateDecoder()):
+            with pytest.raises(DimensionError):
+                dec.decode(data[:cut])
+    with pytest.raises(DimensionError):  # not XCDR1 little-endian: handed to rclpy, which cannot read it
+        JointStateDecoder().decode(b"\x00\x07" + data[2:40])
+    # a name that is not NUL-terminated inside the message
+    bad = bytearray(data)
+    first_name = data.index(b"panda_joint1")
+    bad[first_name + len("panda_joint1")] = ord("x")
+    with pytest.raises(DimensionError):
+        JointStateDecoder().decode(bytes(bad))
