@@ -1,4 +1,5 @@
-"""The serialized-message fast path of the 1 kHz topics (qv_dynamics/ros/raw.py) against rclpy's own
+"""The serialized-message fast path of the 1 kHz topics (qv_dynamics/ros/raw.py: joint states, effort
+commands, wrenches) against rclpy's own
 ``serialize_message``/``deserialize_message`` (the reference): every field equal for random messages
 (frame_id and name lengths that move every alignment, empty and partial sequences, a name list that
 changes between messages), and any truncation or foreign encapsulation refused with a DimensionError.
@@ -10,11 +11,13 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
 from qv_dynamics.errors import DimensionError  # noqa: E402
-from qv_dynamics.ros.raw import JointStateDecoder  # noqa: E402
+from qv_dynamics.ros.raw import JointStateDecoder, float64_array, wrench_values  # noqa: E402
 
 
 def _random_state(rng, k: int) -> JointState:
@@ -63,3 +66,28 @@ def test_truncated_or_foreign_bytes_are_refused():
     bad[first_name + len("panda_joint1")] = ord("x")
     with pytest.raises(DimensionError):
         JointStateDecoder().decode(bytes(bad))
+
+
+def test_float64_array_and_wrench_equal_deserialize_message():
+    """Effort commands with and without layout dimensions (the latter through rclpy), and force/torque
+    wrenches with frame ids of every length modulo 8: the values equal rclpy's; truncations refused."""
+    rng = np.random.default_rng(12)
+    for n in range(0, 9):
+        msg = Float64MultiArray(data=rng.normal(size=n).tolist())
+        if n % 3 == 2:
+            msg.layout.dim = [MultiArrayDimension(label="joints", size=n, stride=n)]
+        data = serialize_message(msg)
+        np.testing.assert_array_equal(float64_array(data).data, np.asarray(deserialize_message(data, type(msg)).data))
+        for cut in range(len(data) if n else 16):  # an empty array ends at byte 16 (then CDR padding)
+            with pytest.raises(DimensionError):
+                float64_array(data[:cut])
+    for k in range(16):
+        msg = WrenchStamped()
+        msg.header.frame_id = "t" * k
+        w = rng.normal(size=6)
+        (msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z,
+         msg.wrench.torque.x, msg.wrench.torque.y, msg.wrench.torque.z) = w.tolist()
+        data = serialize_message(msg)
+        np.testing.assert_array_equal(wrench_values(data), w)
+        with pytest.raises(DimensionError):
+            wrench_values(data[:-1])

@@ -38,7 +38,6 @@ from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -57,7 +56,7 @@ from qv_dynamics.ros.messages import (
 )
 from qv_dynamics.ros.odometry import odometry_to_base
 from qv_dynamics.ros.params import declare, load_model_config
-from qv_dynamics.ros.raw import subscribe_joint_states
+from qv_dynamics.ros.raw import subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
@@ -125,7 +124,7 @@ class ControllerNode(ControllerParameters, Node):
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states,
-                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_joint_states").value),
+                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_messages").value),
                                lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
             if gp("publish_stamped_command").value else None
@@ -138,8 +137,8 @@ class ControllerNode(ControllerParameters, Node):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
         for topic, cname in zip(topics, cons):
             c = system.constraint(cname)
-            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
-                                     qos_profile_sensor_data)  # best effort: matches any publisher
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
+                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
         # steady clock: the watchdog must fire even when (simulated) ROS time stands still
         self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog,
                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))

@@ -18,7 +18,7 @@ from qv_dynamics.ros.messages import CommandMap
 from qv_dynamics.ros.params import (
     MODEL_IO,
     ODOMETRY,
-    RAW_JOINT_STATES,
+    RAW_MESSAGES,
     Param,
     finite_list,
     non_negative,
@@ -34,7 +34,7 @@ SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
-    RAW_JOINT_STATES,
+    RAW_MESSAGES,
     Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
           "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
           "a depth of at least the burst length counts every bad message"),

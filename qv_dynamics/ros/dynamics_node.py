@@ -30,7 +30,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Point, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
@@ -50,7 +49,7 @@ from .messages import (
 from .odometry import odometry_to_base
 from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
-from .raw import subscribe_joint_states
+from .raw import subscribe_joint_states, subscribe_wrench
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -100,7 +99,7 @@ class DynamicsNode(Node):
         self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states,
-                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_joint_states").value),
+                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_messages").value),
                                lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
         if self.floating:
             self.create_subscription(Odometry, gp("odom_topic").value, self.on_odometry, 10)
@@ -116,8 +115,8 @@ class DynamicsNode(Node):
         self.wrench_rejects = EpisodeCounter(self.get_logger(), "wrench")
         for topic, cname in zip(topics, cons):
             c = system.constraint(cname)  # UnknownNameError if absent
-            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
-                                     qos_profile_sensor_data)  # best effort: matches any publisher
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
+                             lambda exc: self.wrench_rejects.reject(reject_kind(exc), str(exc)))
         period = float(gp("diagnostics_period").value)
         if period > 0:
             self.create_timer(period, self.publish_diagnostics)

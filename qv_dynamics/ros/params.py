@@ -83,8 +83,8 @@ def finite_list(name: str) -> Callable[[Any], None]:
 
 
 # ------------------------------------------------------------------------------------------ tables
-RAW_JOINT_STATES = Param("raw_joint_states", True, "read /joint_states from the serialized message (ros/raw.py: "
-                         "no Python message built per sample); false: rclpy's message")
+RAW_MESSAGES = Param("raw_messages", True, "read the 1 kHz topics (joint states, effort commands, wrenches) from "
+                     "the serialized message (ros/raw.py: no Python message per sample); false: rclpy's messages")
 PLANT_MODES = ("realtime", "lockstep")
 
 # the model and the two topics of the effort-command contract (controller and plant nodes)
@@ -112,6 +112,7 @@ PLANT = MODEL_IO + (
           positive("real_time_factor")),
     Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep)"),
     Param("publish_clock", True, "publish /clock with the simulated time"),
+    RAW_MESSAGES,
     Param("clock_period", 0.0, "simulated time between /clock messages [s]; 0: every step. Every use_sim_time node "
           "receives each one; ROS time then advances in steps of clock_period (state stamps stay exact)",
           non_negative("clock_period")),
@@ -151,7 +152,7 @@ DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
-    RAW_JOINT_STATES,
+    RAW_MESSAGES,
     Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
           "counted (1 evaluates the freshest state only, but the middleware drops a burst unseen)"),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",

@@ -22,6 +22,7 @@ from ..errors import QVError
 from .health import EpisodeCounter, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .params import declare, load_model_config
+from .raw import subscribe_commands
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
 
@@ -77,8 +78,13 @@ class PlantNodeMixin:
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self._subscribe_commands(topic)
         return topic
+
+    def _subscribe_commands(self, topic: str) -> None:
+        """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
+        subscribe_commands(self, topic, self.on_command, bool(self.get_parameter("raw_messages").value),
+                           lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
 
     @property
     def t(self) -> float:

@@ -19,7 +19,9 @@ import struct
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 
 from ..errors import DimensionError
 
@@ -59,12 +61,7 @@ class JointStateDecoder:
 
     def decode(self, data: bytes) -> JointStateView | JointState:
         if data[:2] != CDR_LE:  # not XCDR1 little-endian: rclpy's own (slow, general) path
-            from rclpy.serialization import deserialize_message
-
-            try:
-                return deserialize_message(data, JointState)
-            except Exception as exc:  # noqa: BLE001 - rclpy raises its RMWError: one kind for the node's count
-                raise DimensionError(f"serialized sensor_msgs/JointState not readable: {exc}") from None
+            return _deserialize(data, JointState)
         try:
             return self._decode(data)
         except (struct.error, ValueError, UnicodeDecodeError) as exc:
@@ -133,14 +130,81 @@ def subscribe_joint_states(node, topic: str, callback, qos, raw: bool, on_error)
     read go to ``on_error(exc)`` (drop and count). Else rclpy builds the message and ``callback`` gets it."""
     if not raw:
         return node.create_subscription(JointState, topic, callback, qos)
-    decoder = JointStateDecoder()
+    return subscribe_raw(node, JointState, topic, JointStateDecoder().decode, callback, qos, on_error)
+
+
+class ArrayView:
+    """The field of a std_msgs/Float64MultiArray the plants read: ``data`` (read-only float64 array)."""
+
+    __slots__ = ("data",)
+
+
+def float64_array(data: bytes) -> ArrayView | Float64MultiArray:
+    """A serialized std_msgs/Float64MultiArray with an empty layout (what effort controllers send) read with
+    numpy; one with layout dimensions, or another encapsulation, through rclpy's ``deserialize_message``."""
+    if data[:2] == CDR_LE and data[4:8] == b"\x00\x00\x00\x00":  # no layout.dim
+        try:
+            view = ArrayView()
+            view.data, _ = _doubles(data, 12)  # after dim count and data_offset
+            return view
+        except (struct.error, ValueError) as exc:
+            raise DimensionError(f"malformed serialized std_msgs/Float64MultiArray ({len(data)} bytes): {exc}") \
+                from None
+    return _deserialize(data, Float64MultiArray)
+
+
+def wrench_values(data: bytes) -> np.ndarray:
+    """(fx, fy, fz, tx, ty, tz) of a serialized geometry_msgs/WrenchStamped (read-only array)."""
+    if data[:2] != CDR_LE:
+        w = _deserialize(data, WrenchStamped).wrench
+        return np.array([w.force.x, w.force.y, w.force.z, w.torque.x, w.torque.y, w.torque.z])
+    try:
+        (flen,) = _U32.unpack_from(data, 12)
+        p = _align(16 + flen, 8)
+        if p + 48 > len(data):
+            raise ValueError("the wrench runs beyond the end")
+        return np.frombuffer(data, "<f8", 6, p)
+    except (struct.error, ValueError) as exc:
+        raise DimensionError(f"malformed serialized geometry_msgs/WrenchStamped ({len(data)} bytes): {exc}") from None
+
+
+def subscribe_wrench(node, topic: str, callback, raw: bool, on_error):
+    """A force/torque sensor's geometry_msgs/WrenchStamped, best effort (matches any publisher); ``callback``
+    gets the message, or with ``raw`` its six values (:func:`wrench_values`)."""
+    from rclpy.qos import qos_profile_sensor_data
+
+    if not raw:
+        return node.create_subscription(WrenchStamped, topic, callback, qos_profile_sensor_data)
+    return subscribe_raw(node, WrenchStamped, topic, wrench_values, callback, qos_profile_sensor_data, on_error)
+
+
+def subscribe_commands(node, topic: str, callback, raw: bool, on_error):
+    """Effort commands (std_msgs/Float64MultiArray, reliable, depth 10 as ros2_control's controllers
+    publish them); ``callback`` gets the message, or with ``raw`` an :class:`ArrayView`."""
+    if not raw:
+        return node.create_subscription(Float64MultiArray, topic, callback, 10)
+    return subscribe_raw(node, Float64MultiArray, topic, float64_array, callback, 10, on_error)
+
+
+def _deserialize(data: bytes, msg_type):
+    from rclpy.serialization import deserialize_message
+
+    try:
+        return deserialize_message(data, msg_type)
+    except Exception as exc:  # noqa: BLE001 - rclpy raises its RMWError: one kind for the node's count
+        raise DimensionError(f"serialized {msg_type.__name__} not readable: {exc}") from None
+
+
+def subscribe_raw(node, msg_type, topic: str, read, callback, qos, on_error):
+    """``node.create_subscription(msg_type, ..., raw=True)`` whose bytes go through ``read`` (e.g.
+    :func:`float64_array`) to ``callback``; a DimensionError of ``read`` goes to ``on_error(exc)``."""
 
     def on_bytes(data: bytes) -> None:
         try:
-            msg = decoder.decode(data)
+            value = read(data)
         except DimensionError as exc:
             on_error(exc)
             return
-        callback(msg)
+        callback(value)
 
-    return node.create_subscription(JointState, topic, on_bytes, qos, raw=True)
+    return node.create_subscription(msg_type, topic, on_bytes, qos, raw=True)

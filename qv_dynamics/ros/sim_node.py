@@ -37,7 +37,6 @@ from rclpy.clock import ClockType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ..errors import ConvergenceError, ModelError, NonFiniteError, QVError
 from ..robots import scale_inertias
@@ -153,7 +152,7 @@ class SimNode(PlantNodeMixin, Node):
                 self.pub_wrench[c.name] = self.create_publisher(
                     WrenchStamped, f"~/{topic_token(c.name)}/wrench", 10)
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self._subscribe_commands(topic)
         # pacing is wall-clock, whatever use_sim_time says
         self._start_pacing(clock=RosClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
