@@ -11,13 +11,14 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+from builtin_interfaces.msg import Time  # noqa: E402
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
 from qv_dynamics.errors import DimensionError  # noqa: E402
-from qv_dynamics.ros.raw import JointStateDecoder, float64_array, wrench_values  # noqa: E402
+from qv_dynamics.ros.raw import JointStateDecoder, JointStateEncoder, float64_array, wrench_values  # noqa: E402
 
 
 def _random_state(rng, k: int) -> JointState:
@@ -91,3 +92,18 @@ def test_float64_array_and_wrench_equal_deserialize_message():
         np.testing.assert_array_equal(wrench_values(data), w)
         with pytest.raises(DimensionError):
             wrench_values(data[:-1])
+
+
+def test_joint_state_encoder_equals_serialize_message():
+    """States written into the kept bytes read back by rclpy as the message serialize_message would send."""
+    rng = np.random.default_rng(13)
+    for n in (1, 3, 7):
+        names = [f"joint_{'x' * i}{i}" for i in range(n)]
+        enc = JointStateEncoder.create(names)
+        for _ in range(5):
+            stamp = Time(sec=int(rng.integers(0, 2**31 - 1)), nanosec=int(rng.integers(0, 10**9)))
+            p, v, e = rng.normal(size=(3, n))
+            got = deserialize_message(enc.encode(stamp, p, v, e), JointState)
+            ref = JointState(name=names, position=p.tolist(), velocity=v.tolist(), effort=e.tolist())
+            ref.header.stamp = stamp
+            assert serialize_message(got) == serialize_message(ref)

@@ -83,8 +83,8 @@ def finite_list(name: str) -> Callable[[Any], None]:
 
 
 # ------------------------------------------------------------------------------------------ tables
-RAW_MESSAGES = Param("raw_messages", True, "read the 1 kHz topics (joint states, effort commands, wrenches) from "
-                     "the serialized message (ros/raw.py: no Python message per sample); false: rclpy's messages")
+RAW_MESSAGES = Param("raw_messages", True, "1 kHz topics (joint states, effort commands, wrenches) read from and "
+                     "/joint_states written to serialized messages (ros/raw.py); false: rclpy's messages")
 PLANT_MODES = ("realtime", "lockstep")
 
 # the model and the two topics of the effort-command contract (controller and plant nodes)

@@ -1,4 +1,4 @@
-"""sensor_msgs/JointState read straight from its serialized form (issue 11: the 1 kHz receive path).
+"""The 1 kHz topics read from (and /joint_states written to) their serialized form (issue 11).
 
 rclpy builds a Python message for every sample it delivers (a Header, a Time, a list of name strings, three
 arrays); at 1 kHz on a loaded machine that costs each subscriber more than the middleware itself (measured
@@ -112,16 +112,59 @@ class JointStateDecoder:
 
 def _doubles(data: bytes, p: int) -> tuple[np.ndarray, int]:
     """A sequence<double> at ``p``: (read-only array on the bytes, offset after it)."""
+    count, start, end = _sequence(data, p)
+    return (np.frombuffer(data, "<f8", count, start) if count else np.empty(0)), end
+
+
+def _sequence(data: bytes, p: int) -> tuple[int, int, int]:
+    """(count, offset of the first double, offset after the last) of the sequence<double> at ``p``."""
     p = _align(p, 4)
     (count,) = _U32.unpack_from(data, p)
     p += 4
     if count == 0:
-        return np.empty(0), p
+        return 0, p, p
     p = _align(p, 8)
     end = p + 8 * count
     if end > len(data):
         raise ValueError(f"a sequence of {count} doubles runs beyond the end")
-    return np.frombuffer(data, "<f8", count, p), end
+    return count, p, end
+
+
+class JointStateEncoder:
+    """Serialized sensor_msgs/JointState for a fixed name list (a plant's /joint_states): one message is
+    serialized by rclpy at construction, then each state is written into its stamp and its three arrays,
+    and the bytes are published (``Publisher.publish`` takes serialized messages) — no Python message is
+    built and converted per sample. ``None`` from :meth:`create` where the rmw does not serialize as XCDR1
+    little-endian (the caller then builds messages)."""
+
+    def __init__(self, template: bytes, n: int):
+        self._buf = bytearray(template)
+        p = _align(16 + _U32.unpack_from(template, 12)[0], 4)
+        p = JointStateDecoder()._read_names(template, p)
+        arrays = []
+        for _ in range(3):
+            count, start, p = _sequence(template, p)
+            if count != n:
+                raise ValueError(f"template has {count} values, expected {n}")
+            arrays.append(np.frombuffer(self._buf, "<f8", n, start))
+        self.position, self.velocity, self.effort = arrays
+
+    @classmethod
+    def create(cls, names) -> JointStateEncoder | None:
+        from rclpy.serialization import serialize_message
+
+        n = len(names)
+        zeros = [0.0] * n
+        template = serialize_message(JointState(name=list(names), position=zeros, velocity=zeros, effort=zeros))
+        return cls(template, n) if template[:2] == CDR_LE else None
+
+    def encode(self, stamp: Time, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray) -> bytes:
+        """The message's bytes with this stamp and these values (in the order of the names)."""
+        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
+        self.position[:] = position
+        self.velocity[:] = velocity
+        self.effort[:] = effort
+        return bytes(self._buf)
 
 
 def subscribe_joint_states(node, topic: str, callback, qos, raw: bool, on_error):

@@ -46,6 +46,7 @@ from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench
 from .odometry import base_to_odometry
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
+from .raw import JointStateEncoder
 
 SUBSTEPS = (2, 4, 8)  # a failed step of dt is retried with dt/2, dt/4, dt/8
 
@@ -143,6 +144,7 @@ class SimNode(PlantNodeMixin, Node):
         if period > 0:
             self.create_timer(period, self.publish_diagnostics)
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        self._js_encoder = JointStateEncoder.create(self.layout.names) if gp("raw_messages").value else None
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10) if self.floating else None
         self.odom_frames = (gp("odom_frame").value, gp("base_frame").value)
@@ -178,7 +180,11 @@ class SimNode(PlantNodeMixin, Node):
             self._publish_wrenches(stamp)  # before the joint state: a controller reacting to it has λ_meas
         if self.pub_odom is not None:
             self.pub_odom.publish(base_to_odometry(stamp, *self.odom_frames, self.q, self.qdot))
-        self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.q, self.qdot, self.tau))
+        enc, lay = self._js_encoder, self.layout
+        if enc is None:
+            self.pub_js.publish(arrays_to_joint_state(stamp, lay, self.q, self.qdot, self.tau))
+        else:  # the same message, written into kept bytes (raw_messages)
+            self.pub_js.publish(enc.encode(stamp, lay.from_q(self.q), self.qdot[lay.v_index], self.tau[lay.v_index]))
 
     def _publish_wrenches(self, stamp) -> None:
         lam = self.stepper.lam
