@@ -96,3 +96,31 @@ def test_outputs_only_while_subscribed():
         assert stamp_to_sec(got[0].header.stamp) == 1.5
         assert set(dyn._msgs) == {"v"}
         retire(ex, dyn)
+
+
+def test_inputs_best_effort_outputs_reliable():
+    """The 1 kHz inputs are read best-effort (keep-last) and every output stays reliable, so a reliable
+    ros2_control subscriber (forward_command_controller) still matches the controller's commands: a
+    reliable subscription here receives one."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from qv_control.ros.controller_node import ControllerNode
+
+    with ros_session(DOMAIN, "qos_probe") as (ctx, ex, probe):
+        ctrl = ControllerNode(context=ctx, parameter_overrides=_params("qv_controller"))
+        ex.add_node(ctrl)
+        js_sub = next(s for s in ctrl.subscriptions if s.topic_name == "/joint_states")
+        assert js_sub.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+        assert js_sub.qos_profile.depth == 1
+        assert ctrl.pub_cmd.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+        got = []
+        probe.create_subscription(Float64MultiArray, ctrl.pub_cmd.topic_name, got.append,
+                                  QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        pub = probe.create_publisher(JointState, "/joint_states", 10)  # reliable, as joint_state_broadcaster
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1 and ctrl.pub_cmd.get_subscription_count() >= 1)
+        msg = JointState(name=ctrl.layout.names, position=[1.0, -1.0, -1.0], velocity=[0.0, 0.0, 0.0])
+        msg.header.stamp.sec = 1
+        pub.publish(msg)
+        assert spin_until(ex, lambda: got)
+        assert len(got[0].data) == 3
+        retire(ex, ctrl)

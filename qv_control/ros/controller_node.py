@@ -56,7 +56,7 @@ from qv_dynamics.ros.messages import (
 )
 from qv_dynamics.ros.odometry import odometry_to_base
 from qv_dynamics.ros.params import declare, load_model_config
-from qv_dynamics.ros.raw import subscribe_joint_states, subscribe_wrench
+from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
@@ -123,8 +123,9 @@ class ControllerNode(ControllerParameters, Node):
                       "compute_ms_sum": 0.0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states,
-                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_messages").value),
+        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
+        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos,
+                               bool(gp("raw_messages").value),
                                lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
             if gp("publish_stamped_command").value else None

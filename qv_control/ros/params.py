@@ -16,6 +16,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros.messages import CommandMap
 from qv_dynamics.ros.params import (
+    BEST_EFFORT_INPUTS,
     MODEL_IO,
     ODOMETRY,
     RAW_MESSAGES,
@@ -35,6 +36,7 @@ LAW_PREFIX = "law_params."
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
     RAW_MESSAGES,
+    BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
           "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
           "a depth of at least the burst length counts every bad message"),

@@ -49,7 +49,7 @@ from .messages import (
 from .odometry import odometry_to_base
 from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
-from .raw import subscribe_joint_states, subscribe_wrench
+from .raw import input_qos, subscribe_joint_states, subscribe_wrench
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -98,8 +98,9 @@ class DynamicsNode(Node):
         self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES}
         self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states,
-                               max(1, int(gp("joint_states_queue").value)), bool(gp("raw_messages").value),
+        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
+        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos,
+                               bool(gp("raw_messages").value),
                                lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
         if self.floating:
             self.create_subscription(Odometry, gp("odom_topic").value, self.on_odometry, 10)

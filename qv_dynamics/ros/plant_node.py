@@ -22,7 +22,7 @@ from ..errors import QVError
 from .health import EpisodeCounter, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .params import declare, load_model_config
-from .raw import subscribe_commands
+from .raw import input_qos, subscribe_commands
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
 
@@ -83,8 +83,9 @@ class PlantNodeMixin:
 
     def _subscribe_commands(self, topic: str) -> None:
         """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
-        subscribe_commands(self, topic, self.on_command, bool(self.get_parameter("raw_messages").value),
-                           lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
+        gp = self.get_parameter
+        subscribe_commands(self, topic, self.on_command, input_qos(10, bool(gp("best_effort_inputs").value)),
+                           bool(gp("raw_messages").value), lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
 
     @property
     def t(self) -> float:

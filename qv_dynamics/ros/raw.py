@@ -167,6 +167,16 @@ class JointStateEncoder:
         return bytes(self._buf)
 
 
+def input_qos(depth: int, best_effort: bool):
+    """Keep-last ``depth``, best effort or reliable: the QoS of a node's 1 kHz inputs (``best_effort_inputs``).
+    A best-effort reader matches reliable writers too (ros2_control's joint_state_broadcaster and effort
+    controllers are reliable), so only the readers choose; every publisher of this package stays reliable."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort
+                      else ReliabilityPolicy.RELIABLE)
+
+
 def subscribe_joint_states(node, topic: str, callback, qos, raw: bool, on_error):
     """``node.create_subscription`` for sensor_msgs/JointState. ``raw``: the serialized message is decoded
     here (:class:`JointStateDecoder`) and ``callback`` gets a :class:`JointStateView`; bytes that cannot be
@@ -221,12 +231,12 @@ def subscribe_wrench(node, topic: str, callback, raw: bool, on_error):
     return subscribe_raw(node, WrenchStamped, topic, wrench_values, callback, qos_profile_sensor_data, on_error)
 
 
-def subscribe_commands(node, topic: str, callback, raw: bool, on_error):
-    """Effort commands (std_msgs/Float64MultiArray, reliable, depth 10 as ros2_control's controllers
-    publish them); ``callback`` gets the message, or with ``raw`` an :class:`ArrayView`."""
+def subscribe_commands(node, topic: str, callback, qos, raw: bool, on_error):
+    """Effort commands (std_msgs/Float64MultiArray); ``callback`` gets the message, or with ``raw`` an
+    :class:`ArrayView`."""
     if not raw:
-        return node.create_subscription(Float64MultiArray, topic, callback, 10)
-    return subscribe_raw(node, Float64MultiArray, topic, float64_array, callback, 10, on_error)
+        return node.create_subscription(Float64MultiArray, topic, callback, qos)
+    return subscribe_raw(node, Float64MultiArray, topic, float64_array, callback, qos, on_error)
 
 
 def _deserialize(data: bytes, msg_type):
