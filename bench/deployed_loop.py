@@ -88,7 +88,7 @@ class Monitor:
 
         self.js: list[tuple[float, bytes]] = []    # (arrival, serialized message)
         self.diag: dict[str, dict] = {}
-        self.sim_counts: list[tuple[float, int, int]] = []  # (arrival, commands_received, states_published)
+        self.counts: dict[str, list] = {"sim": [], "ctrl": []}  # (arrival, count[, states_published])
         node.create_subscription(JointState, "/joint_states", self.on_js, 100, raw=True)
         node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 100)
 
@@ -100,9 +100,11 @@ class Monitor:
         for s in m.status:
             name = s.name.split(":")[0]
             self.diag[name] = {kv.key: kv.value for kv in s.values} | {"_message": s.message}
-            if name == "qv_sim" and "commands_received" in self.diag[name]:
-                d = self.diag[name]
-                self.sim_counts.append((now, int(d["commands_received"]), int(d["states_published"])))
+            d = self.diag[name]
+            if name == "qv_sim" and "commands_received" in d:
+                self.counts["sim"].append((now, int(d["commands_received"]), int(d["states_published"])))
+            elif name == "qv_controller":
+                self.counts["ctrl"].append((now, int(d["commands"])))
 
     def states(self) -> tuple[np.ndarray, np.ndarray, list]:
         """(arrival times, stamps, messages) of the recorded joint states."""
@@ -213,7 +215,10 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
     wend = arr[-1]
     sel = arr >= w0
     js_rate = np.count_nonzero(sel) / (wend - w0)
-    counts = np.array([c for c in mon.sim_counts if w0 <= c[0] <= wend])  # the simulator's own counts
+    # the command rate at the plant (its own count); a plant that does not count: the controller's commands sent
+    counts = np.array([c for c in mon.counts["sim"] if w0 <= c[0] <= wend]).reshape(-1, 3)
+    if len(counts) < 2:
+        counts = np.array([c + (np.nan,) for c in mon.counts["ctrl"] if w0 <= c[0] <= wend]).reshape(-1, 3)
     span = counts[-1, 0] - counts[0, 0] if len(counts) > 1 else float("nan")
     cmd_rate = (counts[-1, 1] - counts[0, 1]) / span if len(counts) > 1 else float("nan")
     rtf = (stamps[sel][-1] - stamps[sel][0]) / (arr[sel][-1] - arr[sel][0])

@@ -42,7 +42,8 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           "a depth of at least the burst length counts every bad message"),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
-    Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
+    Param("publish_stamped_command", True, "publish ~/command_stamped (τ with joint names and the state's stamp) "
+          "while it has a subscriber"),
     Param("velocity_observer_hz", 0.0, "bandwidth [Hz] of the model-based q̇ observer (qv_dynamics.observer: "
           "constrained-dynamics prediction under the last command, corrected by the measured q̇); 0: the law "
           "reads the measured q̇ as is", non_negative("velocity_observer_hz")),
