@@ -1,26 +1,22 @@
 """ROS latency and control rate of the qv nodes (issue 5 target: 1 kHz, p99 ≤ 1 ms; issue 11: the Panda
 table task, controller as its own process with the dynamics node beside it, and the deployed loop).
 
-Measured side by side in one run (2 shared cores: use the medians):
+Measured side by side in one run (2 shared cores: use the medians); ``--parts`` picks them:
 
-1. ``latency``: a driver node publishes /joint_states at ``--rate`` Hz (states of a library closed-loop
-   run of the arm, so the law sees realistic inputs) and timestamps the matching effort command coming
-   back from the controller node (matched by the stamp of ``~/command_stamped``; the controller keeps only
-   the freshest state, so when it is slower than the stream it skips states instead of building a
-   backlog). Reported: median / p99 / max of publish -> answer received, the answered fraction and the
-   achieved command rate, in ping-pong (next state when the answer is back) and stream modes, for
-   (a) the controller in the same process (one executor), (b) the controller as its own process
-   (``qv_controller_node`` as ``ros2 launch`` would start it, ``qv_dynamics_node`` as a third process on
-   the same stream), and (c) an empty echo node instead of the
-   controller (the rclpy/DDS floor). The law's compute time alone is printed for the ratio.
-2. ``rate``: the sustained closed-loop rate of the in-process bringup (sim + dynamics + controller,
-   lock-step, each tick = sim step + /joint_states + control law + command), with and without the
-   dynamics node, and the real-time factor of ``--realtime`` mode at dt = 1 ms.
+``echo``/``inproc``/``process``: a driver node publishes /joint_states at ``--rate`` Hz (states of a library
+   closed-loop run of the arm, so the law sees realistic inputs; a late publish is never followed by a
+   catch-up burst) and timestamps the answer (matched by the stamp of ``~/command_stamped``; the controller
+   keeps only the freshest state, so when it is slower than the stream it skips states instead of queueing).
+   Reported: median / p99 / max of publish -> answer received, answered fraction, command rate, in
+   ping-pong (next state when the answer is back) and stream modes, for the echo node (bench/echo_node.py,
+   the rclpy/DDS floor) and the controller in the driver's process, and for the controller and the echo
+   each as its own process (as ``ros2 launch`` starts them, ``qv_dynamics_node`` as a third process on the
+   same stream), alternating for ``--rounds`` (same load for both), with each node process's CPU per state.
+``bringup``: the in-process bringup's closed-loop rate (lock-step, with and without the dynamics node) and
+   the real-time factor of ``--realtime`` mode at dt = 1 ms.
+``deployed``: sim + controller + dynamics as three processes, realtime (bench/deployed_loop.py).
 
-3. ``deployed``: sim + controller + dynamics as three processes, realtime, for ``--deployed-seconds``
-   (bench/deployed_loop.py): rates, real-time factor, watchdog episodes, tracking vs lock-step.
-
-    PYTHONPATH=. .venv/bin/python bench/ros_latency.py [--seconds 3] [--rate 1000] [--config ...]
+    PYTHONPATH=. .venv/bin/python bench/ros_latency.py --parts echo,inproc,process --seconds 5 --rounds 2
 """
 from __future__ import annotations
 
