@@ -18,7 +18,13 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
 from qv_dynamics.errors import DimensionError  # noqa: E402
-from qv_dynamics.ros.raw import JointStateDecoder, JointStateEncoder, float64_array, wrench_values  # noqa: E402
+from qv_dynamics.ros.raw import (  # noqa: E402
+    JointStateDecoder,
+    JointStateEncoder,
+    WrenchEncoder,
+    float64_array,
+    wrench_values,
+)
 
 
 def _random_state(rng, k: int) -> JointState:
@@ -107,3 +113,16 @@ def test_joint_state_encoder_equals_serialize_message():
             ref = JointState(name=names, position=p.tolist(), velocity=v.tolist(), effort=e.tolist())
             ref.header.stamp = stamp
             assert serialize_message(got) == serialize_message(ref)
+
+
+def test_wrench_encoder_equals_serialize_message():
+    rng = np.random.default_rng(14)
+    for k in range(9):  # every frame-id length modulo 8
+        enc = WrenchEncoder.create("s" * k)
+        stamp = Time(sec=int(rng.integers(0, 2**31 - 1)), nanosec=int(rng.integers(0, 10**9)))
+        w = rng.normal(size=6)
+        ref = WrenchStamped()
+        ref.header.stamp, ref.header.frame_id = stamp, "s" * k
+        (ref.wrench.force.x, ref.wrench.force.y, ref.wrench.force.z,
+         ref.wrench.torque.x, ref.wrench.torque.y, ref.wrench.torque.z) = w.tolist()
+        assert enc.encode(stamp, w[:3], w[3:]) == serialize_message(ref)

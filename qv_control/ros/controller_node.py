@@ -123,23 +123,11 @@ class ControllerNode(ControllerParameters, Node):
                       "compute_ms_sum": 0.0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
-        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos,
-                               bool(gp("raw_messages").value),
-                               lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
             if gp("publish_stamped_command").value else None
+        self._subscribe_measurements(odom_topic)
         self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
         self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
-        if odom_topic:
-            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
-        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
-        if len(topics) != len(cons):
-            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
-        for topic, cname in zip(topics, cons):
-            c = system.constraint(cname)
-            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
-                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
         # steady clock: the watchdog must fire even when (simulated) ROS time stands still
         self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog,
                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -150,6 +138,23 @@ class ControllerNode(ControllerParameters, Node):
             f"law '{type(self.law).__name__}' on '{system.name}': commands {self.cmd_map.joints} -> "
             f"{self.pub_cmd.topic_name}; θ coordinates {self.theta_names}; λ rows {system.row_labels}; "
             f"watchdog {self.watchdog_timeout} s -> {self.safe_mode}")
+
+    def _subscribe_measurements(self, odom_topic: str) -> None:
+        """/joint_states (``best_effort_inputs``, ``raw_messages``), the odometry and the wrench sensors."""
+        gp = self.get_parameter
+        raw = bool(gp("raw_messages").value)
+        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
+        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos, raw,
+                               lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
+        if odom_topic:
+            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
+        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
+        if len(topics) != len(cons):
+            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
+        for topic, cname in zip(topics, cons):
+            c = self.system.constraint(cname)
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw,
+                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
 
     # ------------------------------------------------------------------ parameters
     def _str_list(self, name: str) -> list[str]:

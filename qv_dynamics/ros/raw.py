@@ -177,6 +177,31 @@ def input_qos(depth: int, best_effort: bool):
                       else ReliabilityPolicy.RELIABLE)
 
 
+class WrenchEncoder:
+    """Serialized geometry_msgs/WrenchStamped of one sensor frame, written into kept bytes (as
+    :class:`JointStateEncoder`); ``None`` from :meth:`create` where the rmw is not XCDR1 little-endian."""
+
+    def __init__(self, template: bytes):
+        self._buf = bytearray(template)
+        start = _align(16 + _U32.unpack_from(template, 12)[0], 8)
+        self.values = np.frombuffer(self._buf, "<f8", 6, start)
+
+    @classmethod
+    def create(cls, frame_id: str) -> WrenchEncoder | None:
+        from rclpy.serialization import serialize_message
+
+        msg = WrenchStamped()
+        msg.header.frame_id = frame_id
+        template = serialize_message(msg)
+        return cls(template) if template[:2] == CDR_LE else None
+
+    def encode(self, stamp: Time, force: np.ndarray, torque: np.ndarray) -> bytes:
+        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
+        self.values[:3] = force
+        self.values[3:] = torque
+        return bytes(self._buf)
+
+
 def subscribe_joint_states(node, topic: str, callback, qos, raw: bool, on_error):
     """``node.create_subscription`` for sensor_msgs/JointState. ``raw``: the serialized message is decoded
     here (:class:`JointStateDecoder`) and ``callback`` gets a :class:`JointStateView`; bytes that cannot be
