@@ -124,3 +124,31 @@ def test_inputs_best_effort_outputs_reliable():
         assert spin_until(ex, lambda: got)
         assert len(got[0].data) == 3
         retire(ex, ctrl)
+
+
+def test_sim_wrench_written_into_bytes_is_the_contact_force():
+    """Panda tool on the table, lock-step, one zero-effort command (the arm rests on the table): the
+    WrenchStamped read by rclpy
+    from the simulator's kept bytes, rotated back to world axes with the tool frame's orientation, is
+    (0, 0, λ_z) with λ the simulator's multiplier (a point contact with one row: no tangential force)."""
+    from geometry_msgs.msg import WrenchStamped
+
+    p = load_params_file(str(ROOT / "config" / "panda_table.yaml"))["qv_sim"]
+    p.update(mode="lockstep", lockstep_resend=0.0, diagnostics_period=0.0, publish_clock=False)
+    with ros_session(DOMAIN, "wrench_probe") as (ctx, ex, probe):
+        sim = SimNode(context=ctx, parameter_overrides=to_parameters(p),
+                      automatically_declare_parameters_from_overrides=False)
+        ex.add_node(sim)
+        got = []
+        pub_w = sim.pub_wrench["contact"]
+        probe.create_subscription(WrenchStamped, pub_w.topic_name, got.append, 10)
+        cmd = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+        assert spin_until(ex, lambda: cmd.get_subscription_count() >= 1 and pub_w.get_subscription_count() >= 1)
+        cmd.publish(Float64MultiArray(data=[0.0] * 7))
+        assert spin_until(ex, lambda: got)
+        w = got[-1].wrench
+        frame = next(c for c in sim.system.constraints if c.name == "contact").frame_id
+        f_world = sim.system.data.oMf[frame].rotation @ [w.force.x, w.force.y, w.force.z]
+        np.testing.assert_allclose(f_world, [0.0, 0.0, sim.stepper.lam[0]], rtol=0, atol=1e-9)
+        assert abs(sim.stepper.lam[0]) > 1.0  # the arm rests on the table: a real force, not zero
+        retire(ex, sim)
