@@ -2,11 +2,13 @@
 processes, as ``ros2 launch qv_ros bringup.launch.py`` starts them, the simulator in realtime mode at
 dt = 1 ms. A monitor node in this process records /joint_states, the effort commands and /diagnostics.
 
-Printed: /joint_states and effort-command rates (Hz, after a 1 s warm-up), the real-time factor (simulated
-time of the stamps / wall time), the controller's watchdog episodes, the simulator's overruns, the
-dynamics node's decimation and missed deadlines, and the RMS tracking error of the minimal coordinates θ
-against θ_d(t) next to the same figure of a lock-step run (the library's ``simulate``: same model, law,
-gains, reference and duration; the controller counts t from its first state, so does this figure).
+Printed (after a 1 s warm-up): /joint_states published and effort commands received, counted by the
+simulator over the wall-clock stamps of its diagnostics, and /joint_states received here; the real-time
+factor (simulated per wall second, same source), each node's CPU use, the controller's watchdog episodes,
+the simulator's overruns, the dynamics node's decimation and missed deadlines, and the RMS tracking error
+of the minimal coordinates θ against θ_d(t) next to the same figure of a lock-step run (the library's
+``simulate``: same model, law, gains, reference and duration; the controller counts t from its first
+state, so does this figure).
 
     PYTHONPATH=. .venv/bin/python bench/deployed_loop.py [--config config/panda_table.yaml] [--seconds 60]
 """
@@ -88,8 +90,10 @@ class Monitor:
 
         self.js: list[tuple[float, bytes]] = []    # (arrival, serialized message)
         self.diag: dict[str, dict] = {}
-        self.counts: dict[str, list] = {"sim": [], "ctrl": []}  # (arrival, count[, states_published])
-        node.create_subscription(JointState, "/joint_states", self.on_js, 100, raw=True)
+        # (arrival, stamp, count[, states_published, simulated t]); the stamp is the node's wall clock when it
+        # published, so rates over these do not depend on how late this monitor took the messages
+        self.counts: dict[str, list] = {"sim": [], "ctrl": []}
+        node.create_subscription(JointState, "/joint_states", self.on_js, 1000, raw=True)
         node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 100)
 
     def on_js(self, data: bytes) -> None:
@@ -97,14 +101,16 @@ class Monitor:
 
     def on_diag(self, m) -> None:
         now = time.perf_counter()
+        stamp = m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
         for s in m.status:
             name = s.name.split(":")[0]
             self.diag[name] = {kv.key: kv.value for kv in s.values} | {"_message": s.message}
             d = self.diag[name]
             if name == "qv_sim" and "commands_received" in d:
-                self.counts["sim"].append((now, int(d["commands_received"]), int(d["states_published"])))
+                self.counts["sim"].append((now, stamp, int(d["commands_received"]), int(d["states_published"]),
+                                           float(d["t"])))
             elif name == "qv_controller":
-                self.counts["ctrl"].append((now, int(d["commands"])))
+                self.counts["ctrl"].append((now, stamp, int(d["commands"]), np.nan, np.nan))
 
     def states(self) -> tuple[np.ndarray, np.ndarray, list]:
         """(arrival times, stamps, messages) of the recorded joint states."""
@@ -216,19 +222,22 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
     sel = arr >= w0
     js_rate = np.count_nonzero(sel) / (wend - w0)
     # the command rate at the plant (its own count); a plant that does not count: the controller's commands sent
-    counts = np.array([c for c in mon.counts["sim"] if w0 <= c[0] <= wend]).reshape(-1, 3)
+    counts = np.array([c for c in mon.counts["sim"] if w0 <= c[0] <= wend]).reshape(-1, 5)
     if len(counts) < 2:
-        counts = np.array([c + (np.nan,) for c in mon.counts["ctrl"] if w0 <= c[0] <= wend]).reshape(-1, 3)
-    span = counts[-1, 0] - counts[0, 0] if len(counts) > 1 else float("nan")
-    cmd_rate = (counts[-1, 1] - counts[0, 1]) / span if len(counts) > 1 else float("nan")
-    rtf = (stamps[sel][-1] - stamps[sel][0]) / (arr[sel][-1] - arr[sel][0])
+        counts = np.array([c for c in mon.counts["ctrl"] if w0 <= c[0] <= wend]).reshape(-1, 5)
+    rate = (counts[-1] - counts[0]) / (counts[-1, 1] - counts[0, 1]) if len(counts) > 1 else np.full(5, np.nan)
+    cmd_rate = rate[2]
+    # real-time factor: simulated time per wall second from the simulator's own diagnostics; else from the
+    # recorded stamps over their arrival (which a starved monitor stretches)
+    rtf_monitor = (stamps[sel][-1] - stamps[sel][0]) / (arr[sel][-1] - arr[sel][0])
+    rtf = rate[4] if np.isfinite(rate[4]) else rtf_monitor
     layout = JointLayout.from_system(system)
     order = [list(msgs[0].name).index(n) for n in layout.names]
     q = np.array([layout.to_q(np.asarray(m.position)[order]) for m in msgs])
     rms = theta_rms(system, coords, ref, stamps - stamps[0], q, skip=1.0)
     d = mon.diag
     return {"js_hz": js_rate, "cmd_hz": cmd_rate, "rtf": rtf, "theta_rms": rms, "samples": len(msgs),
-            "js_published_hz": (counts[-1, 2] - counts[0, 2]) / span if len(counts) > 1 else float("nan"),
+            "js_published_hz": rate[3], "rtf_monitor": rtf_monitor,
             "watchdog_episodes": int(d.get("qv_controller", {}).get("watchdog_episodes", -1)),
             "sim_overruns": int(d.get("qv_sim", {}).get("overruns", -1)),
             "sim_rtf_last": float(d.get("qv_sim", {}).get("real_time_factor", "nan")),
@@ -246,7 +255,8 @@ def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
           f"({Path(config).name})")
     print(f"  /joint_states {r['js_hz']:.1f} Hz received here ({r['js_published_hz']:.1f} Hz published), effort "
           f"commands {r['cmd_hz']:.1f} Hz received by the simulator, real-time factor "
-          f"{r['rtf']:.4f} (sim diagnostics: last window {r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']})")
+          f"{r['rtf']:.4f} (states as received here: {r['rtf_monitor']:.4f}; simulator's last window "
+          f"{r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']})")
     print(f"  controller: watchdog episodes {r['watchdog_episodes']}, law compute {r['ctrl_compute_ms']:.3f} ms mean; "
           f"dynamics node: decimation {r['dyn_decimation']}, missed deadlines {r['dyn_missed']}, "
           f"tick {r['dyn_tick_ms']:.3f} ms")
