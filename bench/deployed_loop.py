@@ -2,11 +2,13 @@
 processes, as ``ros2 launch qv_ros bringup.launch.py`` starts them, the simulator in realtime mode at
 dt = 1 ms. A monitor node in this process records /joint_states, the effort commands and /diagnostics.
 
-Printed: /joint_states and effort-command rates (Hz, after a 1 s warm-up), the real-time factor (simulated
-time of the stamps / wall time), the controller's watchdog episodes, the simulator's overruns, the
-dynamics node's decimation and missed deadlines, and the RMS tracking error of the minimal coordinates θ
-against θ_d(t) next to the same figure of a lock-step run (the library's ``simulate``: same model, law,
-gains, reference and duration; the controller counts t from its first state, so does this figure).
+Printed (after a 1 s warm-up): /joint_states published and effort commands received, counted by the
+simulator over the wall-clock stamps of its diagnostics, and /joint_states received here; the real-time
+factor (simulated per wall second, same source), each node's CPU use, the controller's watchdog episodes,
+the simulator's overruns, the dynamics node's decimation and missed deadlines, and the RMS tracking error
+of the minimal coordinates θ against θ_d(t) next to the same figure of a lock-step run (the library's
+``simulate``: same model, law, gains, reference and duration; the controller counts t from its first
+state, so does this figure).
 
     PYTHONPATH=. .venv/bin/python bench/deployed_loop.py [--config config/panda_table.yaml] [--seconds 60]
 """
@@ -78,34 +80,55 @@ def lockstep_rms(config: str, seconds: float) -> float:
 
 
 class Monitor:
-    def __init__(self, node, names: list[str]):
+    """Records /joint_states (serialized: the monitor must not cost the loop more than any other subscriber,
+    deserialized afterwards) and /diagnostics. It does not subscribe to the effort commands: their rate is
+    the simulator's count of the commands it received (``commands_received`` in its diagnostics)."""
+
+    def __init__(self, node):
         from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
 
-        self.names = names
-        self.js: list[tuple[float, float, list]] = []    # (arrival, stamp, positions)
-        self.cmd: list[float] = []
+        self.js: list[tuple[float, bytes]] = []    # (arrival, serialized message)
         self.diag: dict[str, dict] = {}
-        node.create_subscription(JointState, "/joint_states", self.on_js, 100)
-        node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                 lambda m: self.cmd.append(time.perf_counter()), 100)
+        # (arrival, stamp, count[, states_published, simulated t]); the stamp is the node's wall clock when it
+        # published, so rates over these do not depend on how late this monitor took the messages
+        self.counts: dict[str, list] = {"sim": [], "ctrl": []}
+        node.create_subscription(JointState, "/joint_states", self.on_js, 1000, raw=True)
         node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 100)
 
-    def on_js(self, m) -> None:
-        self.js.append((time.perf_counter(), m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, list(m.position),
-                        list(m.name)))
+    def on_js(self, data: bytes) -> None:
+        self.js.append((time.perf_counter(), data))
 
     def on_diag(self, m) -> None:
+        now = time.perf_counter()
+        stamp = m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec
         for s in m.status:
-            self.diag[s.name.split(":")[0]] = {kv.key: kv.value for kv in s.values} | {"_message": s.message}
+            name = s.name.split(":")[0]
+            self.diag[name] = {kv.key: kv.value for kv in s.values} | {"_message": s.message}
+            d = self.diag[name]
+            if name == "qv_sim" and "commands_received" in d:
+                self.counts["sim"].append((now, stamp, int(d["commands_received"]), int(d["states_published"]),
+                                           float(d["t"])))
+            elif name == "qv_controller":
+                self.counts["ctrl"].append((now, stamp, int(d["commands"]), np.nan, np.nan))
+
+    def states(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """(arrival times, stamps, messages) of the recorded joint states."""
+        from rclpy.serialization import deserialize_message
+        from sensor_msgs.msg import JointState
+
+        msgs = [deserialize_message(b, JointState) for _, b in self.js]
+        return (np.array([a for a, _ in self.js]),
+                np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs]), msgs)
 
 
-def _start(name: str, config: str, env: dict) -> subprocess.Popen:
-    """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock)."""
+def _start(name: str, config: str, env: dict, overrides=()) -> subprocess.Popen:
+    """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock);
+    ``overrides``: "node:param:=value" strings, those of this node are passed as ``-p param:=value``."""
     sim_time = [] if name == "qv_sim" else ["-p", "use_sim_time:=true"]
+    extra = [a for o in overrides if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
     return subprocess.Popen([sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
-                             "--params-file", config, *sim_time], env=env, stdout=subprocess.PIPE,
+                             "--params-file", config, *sim_time, *extra], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -127,7 +150,7 @@ def _wait_line(proc: subprocess.Popen, text: str, timeout: float = 60.0) -> None
     raise TimeoutError(text)
 
 
-def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
+def run_deployed(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
     import rclpy
     from rclpy.context import Context
 
@@ -142,19 +165,22 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
     ex = make_executor(ctx)
     ex.add_node(node)
     system, _, ref, coords, _ = controller_setup(config)
-    mon = Monitor(node, [])
+    mon = Monitor(node)
     try:
         for name, ready in (("qv_controller", "law '"), ("qv_dynamics", "model '")):
-            procs[name] = _start(name, config, env)
+            procs[name] = _start(name, config, env, overrides)
             _wait_line(procs[name], ready)
-        procs["qv_sim"] = _start("qv_sim", config, env)
+        procs["qv_sim"] = _start("qv_sim", config, env, overrides)
         _wait_line(procs["qv_sim"], "simulating")
         end = time.monotonic() + 60.0
         while not mon.js and time.monotonic() < end:
             ex.spin_once(timeout_sec=0.01)
-        t_end = time.perf_counter() + seconds
+        cpu0, wall0, own0 = cpu_seconds(procs), time.perf_counter(), time.process_time()
+        t_end = wall0 + seconds
         while time.perf_counter() < t_end:
             ex.spin_once(timeout_sec=0.01)
+        cpu = {k: (c - cpu0[k]) / (time.perf_counter() - wall0) for k, c in cpu_seconds(procs).items()}
+        cpu["monitor"] = (time.process_time() - own0) / (time.perf_counter() - wall0)
         for _ in range(150):  # the last diagnostics (1 s period)
             ex.spin_once(timeout_sec=0.01)
     finally:
@@ -172,27 +198,46 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
         node.destroy_node()
         ex.shutdown()
         rclpy.try_shutdown(context=ctx)
-    return summarize(mon, system, coords, ref, codes)
+    out = summarize(mon, system, coords, ref, codes)
+    out["cpu"] = cpu
+    return out
+
+
+def cpu_seconds(procs: dict) -> dict:
+    """CPU time (user + system, all threads) each node process has used so far [s]."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for k, p in procs.items():
+        fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out[k] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat)
+    return out
 
 
 def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
     from qv_dynamics.ros.messages import JointLayout
 
-    arr = np.array([j[0] for j in mon.js])
-    stamps = np.array([j[1] for j in mon.js])
+    arr, stamps, msgs = mon.states()
     w0 = arr[0] + 1.0  # warm-up: the first second after the first state
     wend = arr[-1]
-    js_rate = np.count_nonzero(arr >= w0) / (wend - w0)
-    cmd = np.array(mon.cmd)
-    cmd_rate = np.count_nonzero((cmd >= w0) & (cmd <= wend)) / (wend - w0)
     sel = arr >= w0
-    rtf = (stamps[sel][-1] - stamps[sel][0]) / (arr[sel][-1] - arr[sel][0])
+    js_rate = np.count_nonzero(sel) / (wend - w0)
+    # the command rate at the plant (its own count); a plant that does not count: the controller's commands sent
+    counts = np.array([c for c in mon.counts["sim"] if w0 <= c[0] <= wend]).reshape(-1, 5)
+    if len(counts) < 2:
+        counts = np.array([c for c in mon.counts["ctrl"] if w0 <= c[0] <= wend]).reshape(-1, 5)
+    rate = (counts[-1] - counts[0]) / (counts[-1, 1] - counts[0, 1]) if len(counts) > 1 else np.full(5, np.nan)
+    cmd_rate = rate[2]
+    # real-time factor: simulated time per wall second from the simulator's own diagnostics; else from the
+    # recorded stamps over their arrival (which a starved monitor stretches)
+    rtf_monitor = (stamps[sel][-1] - stamps[sel][0]) / (arr[sel][-1] - arr[sel][0])
+    rtf = rate[4] if np.isfinite(rate[4]) else rtf_monitor
     layout = JointLayout.from_system(system)
-    order = [mon.js[0][3].index(n) for n in layout.names]
-    q = np.array([layout.to_q(np.asarray(j[2])[order]) for j in mon.js])
+    order = [list(msgs[0].name).index(n) for n in layout.names]
+    q = np.array([layout.to_q(np.asarray(m.position)[order]) for m in msgs])
     rms = theta_rms(system, coords, ref, stamps - stamps[0], q, skip=1.0)
     d = mon.diag
-    return {"js_hz": js_rate, "cmd_hz": cmd_rate, "rtf": rtf, "theta_rms": rms, "samples": len(mon.js),
+    return {"js_hz": js_rate, "cmd_hz": cmd_rate, "rtf": rtf, "theta_rms": rms, "samples": len(msgs),
+            "js_published_hz": rate[3], "rtf_monitor": rtf_monitor,
             "watchdog_episodes": int(d.get("qv_controller", {}).get("watchdog_episodes", -1)),
             "sim_overruns": int(d.get("qv_sim", {}).get("overruns", -1)),
             "sim_rtf_last": float(d.get("qv_sim", {}).get("real_time_factor", "nan")),
@@ -203,16 +248,20 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
             "exit_codes": codes}
 
 
-def report(config: str, seconds: float, domain_id: int) -> dict:
-    r = run_deployed(config, seconds, domain_id)
+def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
+    r = run_deployed(config, seconds, domain_id, overrides)
     r["lockstep_theta_rms"] = lockstep_rms(config, seconds)
     print(f"\ndeployed loop: sim + controller + dynamics as three processes, realtime, dt = 1 ms, {seconds:g} s "
           f"({Path(config).name})")
-    print(f"  /joint_states {r['js_hz']:.1f} Hz, effort commands {r['cmd_hz']:.1f} Hz, real-time factor "
-          f"{r['rtf']:.4f} (sim diagnostics: last window {r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']})")
+    print(f"  /joint_states {r['js_hz']:.1f} Hz received here ({r['js_published_hz']:.1f} Hz published), effort "
+          f"commands {r['cmd_hz']:.1f} Hz received by the simulator, real-time factor "
+          f"{r['rtf']:.4f} (states as received here: {r['rtf_monitor']:.4f}; simulator's last window "
+          f"{r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']})")
     print(f"  controller: watchdog episodes {r['watchdog_episodes']}, law compute {r['ctrl_compute_ms']:.3f} ms mean; "
           f"dynamics node: decimation {r['dyn_decimation']}, missed deadlines {r['dyn_missed']}, "
           f"tick {r['dyn_tick_ms']:.3f} ms")
+    print("  CPU use (cores): " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items())
+          + f"; machine load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min)")
     ratio = r["theta_rms"] / r["lockstep_theta_rms"]
     print(f"  θ tracking RMS {r['theta_rms']:.3e} vs lock-step {r['lockstep_theta_rms']:.3e} ({ratio:.2f}x); "
           f"exit codes on SIGTERM {r['exit_codes']}")
@@ -227,8 +276,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "config" / "panda_table.yaml"))
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--set", action="append", default=[], metavar="NODE:PARAM:=VALUE",
+                    help="a parameter for one node on top of the config, e.g. qv_sim:publish_wrench:=false")
     args = ap.parse_args(argv)
-    report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 7) % 200)
+    report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 7) % 200, args.set)
     return 0
 
 

@@ -17,7 +17,8 @@ Topics
       an odometry with stamps within ``sync_tolerance`` have both arrived
   out ``/<controller_name>/commands`` (or ``command_topic``) std_msgs/Float64MultiArray
   out ``~/command_stamped`` sensor_msgs/JointState: the same τ (``effort``) with the joint names and the
-      stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``
+      stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``; sent
+      only while a subscriber is matched (each message costs the 1 kHz path a publish)
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
@@ -37,7 +38,6 @@ from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -56,6 +56,7 @@ from qv_dynamics.ros.messages import (
 )
 from qv_dynamics.ros.odometry import odometry_to_base
 from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
@@ -122,21 +123,11 @@ class ControllerNode(ControllerParameters, Node):
                       "compute_ms_sum": 0.0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states,
-                                 max(1, int(gp("joint_states_queue").value)))
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
             if gp("publish_stamped_command").value else None
+        self._subscribe_measurements(odom_topic)
         self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
         self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
-        if odom_topic:
-            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
-        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
-        if len(topics) != len(cons):
-            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
-        for topic, cname in zip(topics, cons):
-            c = system.constraint(cname)
-            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
-                                     qos_profile_sensor_data)  # best effort: matches any publisher
         # steady clock: the watchdog must fire even when (simulated) ROS time stands still
         self.watchdog_timer = self.create_timer(float(gp("watchdog_period").value), self.on_watchdog,
                                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -147,6 +138,23 @@ class ControllerNode(ControllerParameters, Node):
             f"law '{type(self.law).__name__}' on '{system.name}': commands {self.cmd_map.joints} -> "
             f"{self.pub_cmd.topic_name}; θ coordinates {self.theta_names}; λ rows {system.row_labels}; "
             f"watchdog {self.watchdog_timeout} s -> {self.safe_mode}")
+
+    def _subscribe_measurements(self, odom_topic: str) -> None:
+        """/joint_states (``best_effort_inputs``, ``raw_messages``), the odometry and the wrench sensors."""
+        gp = self.get_parameter
+        raw = bool(gp("raw_messages").value)
+        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
+        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos, raw,
+                               lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
+        if odom_topic:
+            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
+        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
+        if len(topics) != len(cons):
+            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
+        for topic, cname in zip(topics, cons):
+            c = self.system.constraint(cname)
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw,
+                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
 
     # ------------------------------------------------------------------ parameters
     def _str_list(self, name: str) -> list[str]:
@@ -312,7 +320,7 @@ class ControllerNode(ControllerParameters, Node):
         data = cmd_map.to_array(tau)
         out[1].data = data
         self.pub_cmd.publish(out[1])
-        if self.pub_stamped is not None:
+        if self.pub_stamped is not None and self.pub_stamped.get_subscription_count():  # no reader: no cost
             cmd = out[2]
             cmd.header.stamp = stamp
             cmd.effort = data

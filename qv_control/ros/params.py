@@ -15,7 +15,18 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
 from qv_dynamics.ros.messages import CommandMap
-from qv_dynamics.ros.params import MODEL_IO, ODOMETRY, Param, finite_list, non_negative, one_of, positive, validate
+from qv_dynamics.ros.params import (
+    BEST_EFFORT_INPUTS,
+    MODEL_IO,
+    ODOMETRY,
+    RAW_MESSAGES,
+    Param,
+    finite_list,
+    non_negative,
+    one_of,
+    positive,
+    validate,
+)
 
 from ..laws.registry import LAWS, make_law
 from .sizes import labelled_vector
@@ -24,12 +35,15 @@ SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
+    RAW_MESSAGES,
+    BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
           "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
           "a depth of at least the burst length counts every bad message"),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
-    Param("publish_stamped_command", True, "publish ~/command_stamped: τ with joint names and the state's stamp"),
+    Param("publish_stamped_command", True, "publish ~/command_stamped (τ with joint names and the state's stamp) "
+          "while it has a subscriber"),
     Param("velocity_observer_hz", 0.0, "bandwidth [Hz] of the model-based q̇ observer (qv_dynamics.observer: "
           "constrained-dynamics prediction under the last command, corrected by the measured q̇); 0: the law "
           "reads the measured q̇ as is", non_negative("velocity_observer_hz")),

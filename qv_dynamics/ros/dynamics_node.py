@@ -10,7 +10,8 @@ Subscribes
       twist in the base frame, REP 105; the latest one completes each joint state)
   ``command_topic`` (std_msgs/Float64MultiArray, optional: τ when /joint_states carries no effort)
   ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
-Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp)
+Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp; each
+topic only while it has a subscriber, so an unwatched node costs the loop its input messages only)
   ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``  ``~/lambda_measured``
   ``~/scalars`` (rank, m, n, kinetic_energy, condition, phi_norm, eval_time_ms, basis_reseeded)
   ``~/markers`` (visualization_msgs/MarkerArray: constrained frames and constraint-force arrows)
@@ -29,7 +30,6 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Point, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
@@ -49,6 +49,7 @@ from .messages import (
 from .odometry import odometry_to_base
 from .pacing import Pacer
 from .params import DYNAMICS_NODE, declare, load_model_config
+from .raw import input_qos, subscribe_joint_states, subscribe_wrench
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
 SCALARS = ("rank", "m", "n", "kinetic_energy", "condition", "phi_norm", "eval_time_ms", "basis_reseeded")
@@ -97,8 +98,10 @@ class DynamicsNode(Node):
         self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES}
         self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, gp("joint_states_topic").value, self.on_joint_states,
-                                 max(1, int(gp("joint_states_queue").value)))
+        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
+        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos,
+                               bool(gp("raw_messages").value),
+                               lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
         if self.floating:
             self.create_subscription(Odometry, gp("odom_topic").value, self.on_odometry, 10)
         cmd_topic = gp("command_topic").value
@@ -113,8 +116,8 @@ class DynamicsNode(Node):
         self.wrench_rejects = EpisodeCounter(self.get_logger(), "wrench")
         for topic, cname in zip(topics, cons):
             c = system.constraint(cname)  # UnknownNameError if absent
-            self.create_subscription(WrenchStamped, topic, lambda m, c=c: self.on_wrench(c, m),
-                                     qos_profile_sensor_data)  # best effort: matches any publisher
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
+                             lambda exc: self.wrench_rejects.reject(reject_kind(exc), str(exc)))
         period = float(gp("diagnostics_period").value)
         if period > 0:
             self.create_timer(period, self.publish_diagnostics)
@@ -218,7 +221,7 @@ class DynamicsNode(Node):
             out("u_v", stamp, self._labels("u_v", n - r), qs.u_v)
             out("u_xi", stamp, self._labels("u_xi", r), qs.u_xi)
             out("lambda", stamp, terms.row_labels, qs.lambda_)
-        if self.lam_meas:
+        if self.lam_meas and pubs["lambda_measured"].get_subscription_count():
             labels, vals = [], []
             data = self.system.data  # frame placements of this joint state (updated by evaluate)
             for c in self.system.active_constraints:
@@ -232,7 +235,8 @@ class DynamicsNode(Node):
         out("scalars", stamp, SCALARS,
             [r, terms.m, n, qs.kinetic_energy, qs.condition, phi_norm, dt_ms, float(qs.rank_changed)])
         t = self.last["stamp"]
-        if self.publish_markers and (t - self._t_markers >= self.markers_period or t < self._t_markers):
+        due = t - self._t_markers >= self.markers_period or t < self._t_markers
+        if self.publish_markers and due and self.pub_markers.get_subscription_count():
             self._t_markers = t
             self.pub_markers.publish(self.markers(stamp, terms, qs))
 
@@ -244,7 +248,10 @@ class DynamicsNode(Node):
         return lab
 
     def _out(self, key: str, stamp, labels, values) -> None:
-        """Publish a labelled vector, reusing one message object per topic (the 1 kHz path)."""
+        """Publish a labelled vector, reusing one message object per topic (the 1 kHz path); nothing is built
+        or sent on a topic without a subscriber (a publish costs ~20 µs even then)."""
+        if not self.pubs[key].get_subscription_count():
+            return
         msg = self._msgs.get(key)
         if msg is None or list(msg.name) != list(labels):
             msg = self._msgs[key] = labelled(stamp, labels, values)

@@ -294,8 +294,11 @@ def lambda_desired_from_message(msg: Float64MultiArray, row_labels: Sequence[str
 # ----------------------------------------------------------------------------------------------- wrench
 
 
-def wrench_to_array(msg: WrenchStamped) -> np.ndarray:
-    """(fx, fy, fz, tx, ty, tz); NonFiniteError on NaN/Inf."""
+def wrench_to_array(msg: WrenchStamped | np.ndarray) -> np.ndarray:
+    """(fx, fy, fz, tx, ty, tz) of the message, or of its six values as read from the serialized message
+    (:func:`qv_dynamics.ros.raw.wrench_values`); NonFiniteError on NaN/Inf."""
+    if isinstance(msg, np.ndarray):
+        return as_vector("wrench", msg, 6)
     f, t = msg.wrench.force, msg.wrench.torque
     return as_vector("wrench", [f.x, f.y, f.z, t.x, t.y, t.z], 6)
 

@@ -83,6 +83,11 @@ def finite_list(name: str) -> Callable[[Any], None]:
 
 
 # ------------------------------------------------------------------------------------------ tables
+BEST_EFFORT_INPUTS = Param("best_effort_inputs", True, "subscribe to joint states and effort commands best-effort "
+                           "(keep-last): matches reliable publishers too, a lost sample is superseded by the next "
+                           "instead of re-sent, and the publisher keeps no acknowledgement state for this reader")
+RAW_MESSAGES = Param("raw_messages", True, "1 kHz topics (joint states, effort commands, wrenches) read from and "
+                     "/joint_states written to serialized messages (ros/raw.py); false: rclpy's messages")
 PLANT_MODES = ("realtime", "lockstep")
 
 # the model and the two topics of the effort-command contract (controller and plant nodes)
@@ -110,6 +115,11 @@ PLANT = MODEL_IO + (
           positive("real_time_factor")),
     Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep)"),
     Param("publish_clock", True, "publish /clock with the simulated time"),
+    RAW_MESSAGES,
+    BEST_EFFORT_INPUTS,
+    Param("clock_period", 0.0, "simulated time between /clock messages [s]; 0: every step. Every use_sim_time node "
+          "receives each one; ROS time then advances in steps of clock_period (state stamps stay exact)",
+          non_negative("clock_period")),
     Param("q0", None, "initial joint positions (one per joint), else the model config's initial.q", finite_list("q0")),
     Param("qdot0", None, "initial joint velocities, else the model config's initial.qdot", finite_list("qdot0")),
     Param("wait_for_command", True, "realtime: the clock starts at the first valid effort command (the initial "
@@ -146,6 +156,8 @@ DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
+    RAW_MESSAGES,
+    BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
           "counted (1 evaluates the freshest state only, but the middleware drops a burst unseen)"),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",

@@ -22,6 +22,7 @@ from ..errors import QVError
 from .health import EpisodeCounter, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .params import declare, load_model_config
+from .raw import input_qos, subscribe_commands
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
 
@@ -59,6 +60,10 @@ class PlantNodeMixin:
         self.overruns = 0               # realtime ticks that could not catch up (real time dropped)
         self.dropped_time = 0.0         # wall seconds of real time dropped by those ticks
         self._overrun_logged = -float("inf")
+        self.clock_period = float(gp("clock_period").value)
+        self._clock_due = -float("inf")  # simulated time of the next /clock message
+        self.commands_received = 0      # valid effort commands (diagnostics: the command rate at the plant)
+        self.states_published = 0       # /joint_states messages (diagnostics: the state rate)
 
     def _plant_topics(self, on_step) -> str:
         """What the MuJoCo plant nodes set up alike: the ``on_step`` list, the held τ, the command reject
@@ -73,8 +78,14 @@ class PlantNodeMixin:
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self._subscribe_commands(topic)
         return topic
+
+    def _subscribe_commands(self, topic: str) -> None:
+        """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
+        gp = self.get_parameter
+        subscribe_commands(self, topic, self.on_command, input_qos(10, bool(gp("best_effort_inputs").value)),
+                           bool(gp("raw_messages").value), lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
 
     @property
     def t(self) -> float:
@@ -82,10 +93,14 @@ class PlantNodeMixin:
         return self.plant.time
 
     def _stamp(self):
-        """The stamp of the current state, first published on /clock when ``publish_clock``."""
-        stamp = sec_to_stamp(self.t)
-        if self.pub_clock is not None:
+        """The stamp of the current state, first published on /clock when ``publish_clock`` and at least
+        ``clock_period`` of simulated time has passed since the last /clock message (or time went back)."""
+        t = self.t
+        stamp = sec_to_stamp(t)
+        if self.pub_clock is not None and (t >= self._clock_due or t < self._clock_due - self.clock_period - self.dt):
+            self._clock_due = t + self.clock_period - 0.5 * self.dt  # half a step: no rounding skips a message
             self.pub_clock.publish(Clock(clock=stamp))
+        self.states_published += 1
         return stamp
 
     def _start_pacing(self, clock=None) -> None:
@@ -142,6 +157,7 @@ class PlantNodeMixin:
             self.rejects.reject(reject_kind(exc), str(exc))
             return
         self.rejects.ok()
+        self.commands_received += 1
         self.tau = self._clip(tau)
         if not self.started:  # real time starts now, from the state the controller has answered
             self.started = True

@@ -37,7 +37,6 @@ from rclpy.clock import ClockType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ..errors import ConvergenceError, ModelError, NonFiniteError, QVError
 from ..robots import scale_inertias
@@ -47,6 +46,7 @@ from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench
 from .odometry import base_to_odometry
 from .params import SIM_NODE
 from .plant_node import PlantNodeMixin
+from .raw import JointStateEncoder, WrenchEncoder
 
 SUBSTEPS = (2, 4, 8)  # a failed step of dt is retried with dt/2, dt/4, dt/8
 
@@ -144,6 +144,8 @@ class SimNode(PlantNodeMixin, Node):
         if period > 0:
             self.create_timer(period, self.publish_diagnostics)
         self.pub_js = self.create_publisher(JointState, gp("joint_states_topic").value, 10)
+        raw = bool(gp("raw_messages").value)
+        self._js_encoder = JointStateEncoder.create(self.layout.names) if raw else None
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         self.pub_odom = self.create_publisher(Odometry, gp("odom_topic").value, 10) if self.floating else None
         self.odom_frames = (gp("odom_frame").value, gp("base_frame").value)
@@ -152,8 +154,10 @@ class SimNode(PlantNodeMixin, Node):
             if c.frame_id >= 0:
                 self.pub_wrench[c.name] = self.create_publisher(
                     WrenchStamped, f"~/{topic_token(c.name)}/wrench", 10)
+        frames = {c.name: system.model.frames[c.frame_id].name for c in system.constraints if c.frame_id >= 0}
+        self._wrench_encoders = {k: WrenchEncoder.create(f) for k, f in frames.items()} if raw else {}
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
-        self.create_subscription(Float64MultiArray, topic, self.on_command, 10)
+        self._subscribe_commands(topic)
         # pacing is wall-clock, whatever use_sim_time says
         self._start_pacing(clock=RosClock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
@@ -179,7 +183,11 @@ class SimNode(PlantNodeMixin, Node):
             self._publish_wrenches(stamp)  # before the joint state: a controller reacting to it has λ_meas
         if self.pub_odom is not None:
             self.pub_odom.publish(base_to_odometry(stamp, *self.odom_frames, self.q, self.qdot))
-        self.pub_js.publish(arrays_to_joint_state(stamp, self.layout, self.q, self.qdot, self.tau))
+        enc, lay = self._js_encoder, self.layout
+        if enc is None:
+            self.pub_js.publish(arrays_to_joint_state(stamp, lay, self.q, self.qdot, self.tau))
+        else:  # the same message, written into kept bytes (raw_messages)
+            self.pub_js.publish(enc.encode(stamp, lay.from_q(self.q), self.qdot[lay.v_index], self.tau[lay.v_index]))
 
     def _publish_wrenches(self, stamp) -> None:
         lam = self.stepper.lam
@@ -188,11 +196,16 @@ class SimNode(PlantNodeMixin, Node):
         data = self.system.data
         row = 0
         for c in self.system.active_constraints:
-            if c.name in self.pub_wrench:
+            pub = self.pub_wrench.get(c.name)
+            if pub is not None and pub.get_subscription_count():  # a wrench nobody reads is not computed
                 w = constraint_wrench(c, lam[row:row + c.size])
-                R = data.oMf[c.frame_id].rotation  # world-aligned -> frame axes (sensor convention)
-                w = np.concatenate([R.T @ w[:3], R.T @ w[3:]])
-                self.pub_wrench[c.name].publish(array_to_wrench(stamp, self.system.model.frames[c.frame_id].name, w))
+                Rt = data.oMf[c.frame_id].rotation.T  # world-aligned -> frame axes (sensor convention)
+                enc = self._wrench_encoders.get(c.name)
+                if enc is None:
+                    frame = self.system.model.frames[c.frame_id].name
+                    pub.publish(array_to_wrench(stamp, frame, np.concatenate([Rt @ w[:3], Rt @ w[3:]])))
+                else:  # the same message, written into kept bytes (raw_messages)
+                    pub.publish(enc.encode(stamp, Rt @ w[:3], Rt @ w[3:]))
             row += c.size
 
     def step_once(self, tau: np.ndarray | None = None) -> None:
@@ -229,6 +242,7 @@ class SimNode(PlantNodeMixin, Node):
         self._diag_prev = (now, self.steps)
         st = self.stepper.stepper
         values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
+                  "states_published": self.states_published, "commands_received": self.commands_received,
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
                   "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
                   "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
