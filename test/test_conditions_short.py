@@ -7,9 +7,10 @@ by the controller. Thresholds are the issue's acceptance: force RMS error ≤ 2 
 peak contact force ≤ 1.5 × commanded at the planned approach, no lift-off after contact, peak |τ| within
 the limits. Measured now (seed 0): force RMS 0.99 % (qv) / 0.99 % (osc) (seeds 0-3: 0.90-1.04 % for
 both; with a 200 Hz low-pass on q̇ instead of the observer ~2.1 %), peak 1.09x / 1.09x, no lift-off,
-path 0.023 / 0.023 mm, |τ| 0.56 (qv's motion integral took the measured θ̇ before: 1.03 %, 0.031 mm). Before the integral actions were carried across the contact
-switch (controller masses +10 % on Drake: the motion integral that had learned the 6 N model error was
-dropped at touch-down) it was 80 % with ~90 lift-offs; that cause is checked on its own below (0.8 s).
+path 0.023 / 0.023 mm, |τ| 0.56 (qv's motion integral took the measured θ̇ before: 1.03 %, 0.031 mm).
+Before the integral actions were carried across the contact switch (controller masses +10 % on Drake: the
+motion integral that had learned the 6 N model error was dropped at touch-down) it was 80 % with ~90
+lift-offs; that cause is checked on its own below (0.8 s).
 """
 from __future__ import annotations
 
