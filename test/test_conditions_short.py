@@ -70,15 +70,19 @@ def test_model_error_survives_touch_down(kind):
 
 
 def test_friction_alone_meets_the_single_condition_targets():
-    """Drake, μ = 0.8 only: force RMS ≤ 1 %, path ≤ 0.2 mm, normal force within ±10 % after the transient."""
+    """Drake, μ = 0.8 only: force RMS ≤ 1 %, path ≤ 0.2 mm, normal force within ±10 % after the transient.
+    The force settles within 5 % 0.020 s after the touch and stays there through the breakaway when the
+    circle starts (compensation along the reference direction from a prior μ̂ = 0.5; 0.51 s before)."""
     r = run_condition(CONDITIONS["friction_0.8"], "qv", CFG)
     f = r["figures"]
     print(f"\n[friction_0.8] qv: force {100 * f['force_rms_error_rel']:.3f} %, path "
-          f"{1e3 * f['path_rms_error_m']:.4f} mm, band {f['force_band_rel']}, peak {f['peak_force_ratio']:.2f}x")
+          f"{1e3 * f['path_rms_error_m']:.4f} mm, band {f['force_band_rel']}, peak {f['peak_force_ratio']:.2f}x, "
+          f"settle {f['settle_time_s']:.3f} s")
     assert f["force_rms_error_rel"] <= 0.01
     assert f["path_rms_error_m"] <= 0.2e-3
     assert 0.9 <= f["force_band_rel"][0] and f["force_band_rel"][1] <= 1.1
     assert f["contact_lost"] == 0 and f["peak_force_ratio"] <= 1.5
+    assert f["settle_time_s"] <= 0.05
 
 
 def test_conditions_document_reports_the_fixed_20cm_s_touch_down():

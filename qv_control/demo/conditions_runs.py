@@ -39,6 +39,12 @@ FRICTION_COMPENSATION = "measured"
 #: low-pass of the sliding direction in the friction compensation (Hz; see laws/friction.py): with q̇ noise a
 #: raw direction injects the noise into the tangential force (Drake μ = 0.8 + q̇ noise: 1.9 % -> 0.97 %)
 FRICTION_DIRECTION_HZ = 5.0
+#: the friction compensation's sliding direction: "reference" (the desired tool velocity: no noise, no lag,
+#: compensates while the tool still sticks when the circle starts) or "measured" (laws/friction.py)
+FRICTION_DIRECTION = "reference"
+#: μ̂ before the tool first slides: a user's prior, the same for every surface (neither condition's true μ:
+#: 0.3 / 0.8). Drake μ = 0.8, settle 0.51 s -> 0.020 s; prior 0.8 on μ = 0.3: 0.40 s, 0.3 on μ = 0.8: 0.48 s
+FRICTION_PRIOR = 0.5
 G = 9.81
 #: surface estimates for the touch-down plan (stiffness N/m, damping factor c of :func:`touch_speed`), what a
 #: user would measure once by a static press: MuJoCo solref 0.002 s and 0.02 s (critically damped, c = 2),
@@ -53,7 +59,8 @@ def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0)
         from ..laws.friction import FrictionCompensation
 
         return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION,
-                                    direction_hz=FRICTION_DIRECTION_HZ)
+                                    direction_hz=FRICTION_DIRECTION_HZ, direction=FRICTION_DIRECTION,
+                                    mu=FRICTION_PRIOR)
     return law
 
 
