@@ -10,7 +10,7 @@ import pinocchio as pin
 
 from qv_control.laws.friction import FrictionCompensation
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.state import State
+from qv_dynamics.state import Reference, State
 
 TCP = "panda_hand_tcp"
 Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
@@ -80,3 +80,23 @@ def test_direction_filter_removes_velocity_noise_from_the_compensation():
     print(f"\ncompensated friction force error RMS: raw {errs[0.0]:.3f} N, 5 Hz {errs[5.0]:.4f} N")
     assert errs[0.0] > 0.3                       # measured 0.61 N: the noise reaches the torque
     assert errs[5.0] < 0.2                       # measured 0.084 N
+
+
+def test_reference_direction_compensates_from_the_prior_while_the_tool_sticks():
+    """direction="reference": while the tool sticks (q̇ = 0) and the reference moves, f̂_t = −μ_prior|λ|v̂_d
+    along the desired direction (closed form); once the tool slides the measured μ replaces the prior."""
+    sysm, J, qd = _setup()
+    fc = FrictionCompensation(_Zero(), sysm, TCP, mode="measured", mu=0.5, direction="reference")
+    v_d = np.array([0.03, -0.04])
+    ref = Reference(theta=np.zeros(6), theta_dot=np.array([*v_d, 0.0, 0.0, 0.0, 0.0]))
+    tau = fc.compute(State(t=0.0, q=Q0, qdot=np.zeros(7), lambda_meas=np.array([-10.0])), ref)
+    f_t = np.zeros(3)
+    f_t[:2] = -0.5 * 10.0 * v_d / np.linalg.norm(v_d)
+    assert np.allclose(tau, -J.T @ f_t, atol=1e-12)
+    v = (J @ qd)[:2]
+    fc.measure(np.array([*(-0.7 * 10.0 * v / np.linalg.norm(v)), 10.0]))     # sliding at μ = 0.7
+    fc.compute(State(t=0.001, q=Q0, qdot=qd, lambda_meas=np.array([-10.0])), ref)
+    assert abs(fc.mu - 0.7) < 1e-12 and np.allclose(fc.last_f_t[:2], -7.0 * v_d / np.linalg.norm(v_d))
+    still = fc.compute(State(t=0.002, q=Q0, qdot=qd, lambda_meas=np.array([-10.0])),
+                       Reference(theta=np.zeros(6), theta_dot=np.zeros(6)))
+    assert np.all(still == 0.0)                  # the reference holds: nothing to compensate

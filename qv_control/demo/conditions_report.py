@@ -91,7 +91,8 @@ def markdown_table(doc: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="qv conditions", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/conditions", help="folder for conditions.json and conditions.md")
-    ap.add_argument("--only", nargs="*", default=None, help=f"condition names (default: all): {list(CONDITIONS)}")
+    names = ", ".join(CONDITIONS).replace("%", "%%")     # argparse %-formats help ("mass_+10%")
+    ap.add_argument("--only", nargs="*", default=None, help=f"condition names (default: all): {names}")
     ap.add_argument("--controllers", nargs="*", default=list(KINDS), choices=list(KINDS))
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     unknown = sorted(set(args.only or ()) - set(CONDITIONS))

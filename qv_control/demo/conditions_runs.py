@@ -39,6 +39,14 @@ FRICTION_COMPENSATION = "measured"
 #: low-pass of the sliding direction in the friction compensation (Hz; see laws/friction.py): with q̇ noise a
 #: raw direction injects the noise into the tangential force (Drake μ = 0.8 + q̇ noise: 1.9 % -> 0.97 %)
 FRICTION_DIRECTION_HZ = 5.0
+#: the friction compensation's sliding direction: "reference" (the desired tool velocity: no noise, no lag,
+#: compensates while the tool still sticks when the circle starts) or "measured" (laws/friction.py)
+FRICTION_DIRECTION = "reference"
+#: μ̂ before the tool first slides: a user's prior for a surface known to have friction, the same for every
+#: such surface (neither condition's true μ: 0.3 / 0.8), and 0 on the frictionless scenes (there 0.5 pushes
+#: 5 N ahead for the ~3 ms until the tool slides: +6.6 % normal force, settle 0.003 -> 0.399 s on table_-5mm).
+#: Drake μ = 0.8, settle 0.51 s -> 0.020 s; prior 0.8 on μ = 0.3: 0.40 s, 0.3 on μ = 0.8: 0.48 s
+FRICTION_PRIOR = 0.5
 G = 9.81
 #: surface estimates for the touch-down plan (stiffness N/m, damping factor c of :func:`touch_speed`), what a
 #: user would measure once by a static press: MuJoCo solref 0.002 s and 0.02 s (critically damped, c = 2),
@@ -53,7 +61,8 @@ def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0)
         from ..laws.friction import FrictionCompensation
 
         return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION,
-                                    direction_hz=FRICTION_DIRECTION_HZ)
+                                    direction_hz=FRICTION_DIRECTION_HZ, direction=FRICTION_DIRECTION,
+                                    mu=FRICTION_PRIOR if cond.friction > 0 else 0.0)
     return law
 
 

@@ -8,8 +8,9 @@ the coupling of the arm's inertia, the normal force. The compensation cancels Co
     τ = τ_law − J_pᵀ f̂_t,    f̂_t = −μ̂ |λ_meas| v̂_t
 
 with v̂_t the unit sliding direction of the tool point (measured q̇) and μ̂ either a fixed parameter
-(``mode="model"``, ``mu``) or **estimated** from the F/T sensor (``mode="measured"``): μ̂ is the
-low-passed (``filter_hz``) ratio −f_t·v̂_t / |λ_meas| of the measured tangential force along the sliding
+(``mode="model"``, ``mu``) or **estimated** from the F/T sensor (``mode="measured"``, ``mu`` the prior
+used until the tool first slides): μ̂ is the low-passed (``filter_hz``) ratio −f_t·v̂_t / |λ_meas| of the
+measured tangential force along the sliding
 direction to the measured normal force. Estimating the one constant μ rather than feeding the measured
 tangential force back keeps the F/T noise and the sensor's sample of delay out of the torque.
 The sliding direction v̂_t comes from the measured q̇; with joint-velocity noise (σ = 0.01 rad/s gives mm/s
@@ -21,6 +22,17 @@ velocity before v̂_t is taken (0.97 % at 5 Hz); its lag, 1/(2π f_c) ≈ 32 ms 
 motion integral removes. Both act only while the tool slides (tangential speed ≥ ``v_eps``): while it
 sticks the tangential force is a constraint reaction to the law's own push, and cancelling it would
 close a loop of gain one.
+
+``direction="reference"`` takes v̂_t from the reference instead, the tool's desired tangential velocity
+``reference.theta_dot[reference_axes]`` (the laws of the conditions start θ with the tool's x, y): no
+noise, no lag, and it compensates from the moment the reference moves, while the tool still sticks, with
+μ̂ = the prior ``mu`` until the tool slides and the estimate takes over (no loop: the magnitude is μ̂|λ|,
+never the measured reaction). Without it the motion loop winds up against static friction when a
+motion starts, the push lowers the normal force through the arm's inertia coupling and the breakaway
+adds the compensation on top of the wound-up push (Drake, μ = 0.8: −8 % then +11 %, 0.51 s before the
+force stays within 5 %; 0.020 s with the reference direction and a prior of 0.5). Above the true μ the
+prior pushes the tool ahead at the start (prior 0.8 on μ = 0.3: 0.40 s), far below it the wind-up remains
+(prior 0.3 on μ = 0.8: 0.48 s).
 In quasi-velocities the cancelled term has a motion part V₂ᵀQ⁻¹J_pᵀf_t (what drags the path) and a force
 part V₁ᵀQ⁻¹J_pᵀf_t (which the force PI would otherwise have to absorb); both are removed. Only while the
 law's contact constraint is active; ``law.peak_ratio``, ``law.saturation`` ... are forwarded.
@@ -40,10 +52,15 @@ class FrictionCompensation:
 
     def __init__(self, law, system, frame: str, contact: str = "contact", mode: str = "measured",
                  mu: float = 0.0, normal_axis: int = 2, v_eps: float = 1e-3, filter_hz: float = 2.0,
-                 direction_hz: float = 0.0):
+                 direction_hz: float = 0.0, direction: str = "measured", reference_axes=(0, 1)):
         if mode not in ("measured", "model"):
             raise DimensionError(f"friction compensation mode must be 'measured' or 'model', got {mode!r}")
-        self.law, self.system, self.mode = law, system, mode
+        if direction not in ("measured", "reference"):
+            raise DimensionError(f"friction direction must be 'measured' or 'reference', got {direction!r}")
+        self.law, self.system, self.mode, self.direction = law, system, mode, direction
+        self.reference_axes = [int(i) for i in reference_axes]
+        if len(self.reference_axes) != 2:
+            raise DimensionError(f"reference_axes must name the 2 tangential entries, got {reference_axes!r}")
         self.fid = system.frame_id(frame)
         self.contact = contact
         system.constraint(contact)
@@ -87,6 +104,12 @@ class FrictionCompensation:
             self._v = (t, self._v[1] + alpha * (v - self._v[1]))
         return self._v[1].copy()
 
+    def _reference_direction(self, reference: Reference | None) -> np.ndarray | None:
+        """Unit desired tangential velocity (``direction="reference"``), None below ``v_eps``."""
+        v = np.asarray(reference.theta_dot, float)[self.reference_axes]
+        speed = float(np.linalg.norm(v))
+        return v / speed if speed >= self.v_eps else None
+
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         tau = self.law.compute(state, reference)
         self.last_f_t = np.zeros(3)
@@ -97,10 +120,15 @@ class FrictionCompensation:
         J = pin.computeFrameJacobian(model, data, np.asarray(state.q, float), self.fid, LWA)[:3]
         v = self._velocity(float(state.t), (J @ np.asarray(state.qdot, float))[self.tangent])
         speed = float(np.linalg.norm(v))
-        if speed < self.v_eps:
-            return tau
         lam = float(np.ravel(state.lambda_meas)[0])
-        self.last_f_t[self.tangent] = -self._mu(float(state.t), v / speed, lam) * abs(lam) * v / speed
+        if speed >= self.v_eps:
+            self._mu(float(state.t), v / speed, lam)         # μ̂ is estimated only while the tool slides
+        d = v / speed if speed >= self.v_eps else None
+        if self.direction == "reference" and reference is not None and reference.theta_dot is not None:
+            d = self._reference_direction(reference)
+        if d is None:
+            return tau
+        self.last_f_t[self.tangent] = -self.mu * abs(lam) * d
         return tau - J.T @ self.last_f_t
 
 

@@ -49,7 +49,14 @@ class QuasiTrackingLaw(QuasiLawBase):
     Integral action (``ki_motion`` = k_I > 0, 1/s²): u_v −= k_I z, ż = ε, in the reduced velocity space, so
     ε̇ = −k_d ε − k_I z + d and a constant disturbance d (model error, unmodelled friction) leaves ε → 0, hence
     θ → θ_d; with Dε = ė + K_p e the error obeys (s + k_p)(s² + k_d s + k_I) = 0 per axis (k_I = k_d²/4:
-    a double pole at −k_d/2). Anti-windup: z is frozen while the limiter scales the motion channel and
+    a double pole at −k_d/2). The integrand takes ė from the positions, not from the measured velocity:
+    ż = D⁻¹(Δe/Δt + K_p e) with Δe the change of the measured θ − θ_d since the previous sample, so that
+    Σ D⁻¹Δe ≈ D⁻¹e (exact up to the O(‖e‖‖Ḋ‖) drift of D⁻¹ over a step) and z is a function of the measured
+    positions, as the operational-space law's K_I∫e is. Integrating the measured θ̇ instead would add the
+    random walk ∫(θ̇_meas − θ̇) of the velocity noise at gain k_I/s (above k_p + k_d below k_I/(k_p + k_d)
+    = 20 rad/s, where an observer's or filter's residual noise lives): q̇ noise σ = 0.01 rad/s through
+    the 5 Hz observer, path RMS 32 µm against 26 µm for OSC (34 / 34 µm for both without the integral).
+    Anti-windup: z is frozen while the limiter scales the motion channel and
     clamped to ‖k_I z‖ ≤ ``integral_limit``; it is reset when the contact rank changes (V₂ re-seeded).
     Bumpless transfer: what the integrals (motion k_I z and the force PI's k_i∫e) were applying at the last
     sample before a rank change, τ_I = Q(−V₂k_I z + V₁V₁ᵀΛᵀk_i∫e), is kept as a generalised-force bias b
@@ -84,12 +91,14 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_prev: tuple[float, np.ndarray] | None = None
         self._gvn_rate: np.ndarray | None = None
         self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
+        self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
 
     def reset(self) -> None:
         super().reset()
         self._gvn_prev = None
         self._gvn_rate = None
         self._integral.reset()
+        self._e_prev = None
         self._carry.reset()
         self._tau_int_pending = None
 
@@ -119,11 +128,18 @@ class QuasiTrackingLaw(QuasiLawBase):
             u = u + qs.V1 @ qs.xi_from_lambda(self.force_pi.ki * zf)
         return qs.Q @ u
 
-    def _motion_integral(self, t: float, qs, eps: np.ndarray) -> np.ndarray:
-        """k_I z with ż = ε (class docstring): reset on a rank change, frozen while the motion channel is
-        scaled by the limiter, clamped to ‖k_I z‖ ≤ integral_limit."""
+    def _motion_integral(self, t: float, qs, lu, e: np.ndarray, eps: np.ndarray) -> np.ndarray:
+        """k_I z with ż = D⁻¹(Δe/Δt + K_p e) (class docstring; ε of the measured θ̇ only where there is no
+        previous sample): reset on a rank change, frozen while the motion channel is scaled by the limiter,
+        clamped to ‖k_I z‖ ≤ integral_limit."""
         if qs.rank_changed:
             self._integral.reset()
+            self._e_prev = None
+        prev = self._e_prev
+        if prev is not None and prev[1].shape == e.shape and 0.0 < t - prev[0] <= self._integral.max_dt:
+            eps = lu.dot((e - prev[1]) / (t - prev[0]) + self.kp * e)
+        if prev is None or t > prev[0]:
+            self._e_prev = (t, e.copy())
         return self._integral.step(t, eps, freeze=self.saturation.motion_frozen)
 
     def _normal_terms(self, t, qs, kin, Dinv) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +198,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._carry.tick(t)
         z_motion = None
         if self.ki_motion > 0:
-            z_motion = self._motion_integral(t, qs, eps)
+            z_motion = self._motion_integral(t, qs, lu, e, eps)
             u_v = u_v - z_motion
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
         # the force PI replaces its z (never updates it in place): keeping the reference keeps this sample's
