@@ -102,7 +102,12 @@ from qv_dynamics.ros.runner import run_node
 
 def slow():
     print("building", flush=True)
-    time.sleep(5.0)  # a slow model load: the signal lands here
+    # a slow model load (Python work between C calls): the signal lands here. Not one time.sleep(5): the
+    # kernel may deliver the signal to one of the DDS threads, and Python runs its handler in the main thread
+    # at the next bytecode, which a single 5 s C sleep would postpone to its end
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end:
+        time.sleep(0.005)
     return Node("slow_start")
 
 sys.exit(run_node("slow", slow, []))

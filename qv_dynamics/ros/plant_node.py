@@ -163,9 +163,12 @@ class PlantNodeMixin:
             self.started = True
             self.wall0 = time.monotonic() - self.steps * self.dt / self.rtf
             self.get_logger().info("first effort command: real time starts")
-        self.last_cmd_wall = time.monotonic()
         if self.mode == "lockstep" and self._advance(1):
             self.publish_state()
+        # the resend clock starts when the answered state is out, not when the command came: a step that took
+        # longer than lockstep_resend (a loaded machine) must not make the node re-send the state the controller
+        # is answering right now (two answers to one state would step the plant twice with the same command)
+        self.last_cmd_wall = time.monotonic()
 
     def _clip(self, tau: np.ndarray) -> np.ndarray:
         """τ clipped to the URDF effort limits (an actuator cannot do more); counted, logged once per episode."""
