@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri
 
+from .compiled import load
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
 from .linalg import ATOL, RTOL, singular_values, svd_full
 from .model import DynamicsTerms
@@ -247,30 +248,10 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
                       _S=R[0].copy() if m == 1 else None, _R=R if m > 1 else None, _Vt=V.T, _V=V)
 
 
-_COMPILED: list = []   # [kernel or None]: loaded on first use
-
-
 def compiled_kernel():
-    """The compiled decomposition kernel, or None: ``QV_COMPILED=0`` in the environment, numba not installed,
-    or its disk cache unusable (e.g. a read-only install: numba refuses ``cache=True`` functions there).
-    Loaded once per process; why it is missing is in :data:`COMPILED_STATUS`."""
-    if not _COMPILED:
-        import os
-
-        kernel = None
-        if os.environ.get("QV_COMPILED", "1") == "0":
-            COMPILED_STATUS["reason"] = "disabled by QV_COMPILED=0"
-        else:
-            try:
-                from .quasi_kernel import decompose as kernel
-                COMPILED_STATUS["reason"] = "compiled"
-            except Exception as exc:  # ImportError, numba's RuntimeError for an unusable cache, ...
-                COMPILED_STATUS["reason"] = f"numpy path ({type(exc).__name__}: {exc})"
-        _COMPILED.append(kernel)
-    return _COMPILED[0]
-
-
-COMPILED_STATUS: dict = {"reason": "not loaded yet"}
+    """The compiled decomposition kernel (:func:`.quasi_kernel.decompose`), or None: numba missing, its cache
+    unusable, or ``QV_COMPILED=0`` (:func:`qv_dynamics.compiled.load`; the reason in ``compiled.STATUS``)."""
+    return load("qv_dynamics.quasi_kernel", "decompose")
 
 
 def torque_from_quasi_forces(terms: DynamicsTerms, qs: QuasiState, u_v: np.ndarray,

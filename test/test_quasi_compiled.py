@@ -13,7 +13,8 @@ import pytest
 from test_quasi_fast import CASES, FIELDS, _motion
 
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.quasi import COMPILED_STATUS, compiled_kernel
+from qv_dynamics.compiled import STATUS
+from qv_dynamics.quasi import compiled_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = FIELDS + ("Q", "Qinv", "Qdot", "Gamma", "Lambda", "v", "u", "S")
@@ -21,7 +22,7 @@ ALL = FIELDS + ("Q", "Qinv", "Qdot", "Gamma", "Lambda", "v", "u", "S")
 
 @pytest.mark.parametrize("case", ["panda_point", "panda_table", "ur5_weld_xyz_rz"])
 def test_compiled_equals_svd_gauge_along_a_motion(case):
-    assert compiled_kernel() is not None, COMPILED_STATUS
+    assert compiled_kernel() is not None, STATUS
     robot, cons, fb = CASES[case]
     system = ConstrainedSystem.from_urdf(robot, constraints=cons, floating_base=fb)
     at, rng = _motion(system, seed=3)
@@ -63,12 +64,12 @@ def test_compiled_declines_a_rank_change_and_a_jump():
 _FALLBACK = """
 import numpy as np
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.quasi import COMPILED_STATUS
+from qv_dynamics.compiled import STATUS
 s = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
 q = s.random_configuration(np.random.default_rng(0))
 t = s.evaluate(q, np.zeros(7))
 qs = quasi_decompose(t, prev=quasi_decompose(t))
-print(qs._V is None, COMPILED_STATUS["reason"])
+print(qs._V is None, STATUS["qv_dynamics.quasi_kernel"])
 """
 
 

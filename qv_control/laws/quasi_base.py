@@ -49,13 +49,17 @@ class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
-                 compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6):
+                 compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
+                 compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
                          cond_max=cond_max)
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
         self._prev = None
-        compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at the 2nd sample
+        # compiled=False: the reference path (SVD gauge, numpy products) that the compiled one must equal
+        self.compiled = bool(compiled)
+        if self.compiled:
+            compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
 
     def reset(self) -> None:
         super().reset()
@@ -63,7 +67,7 @@ class QuasiLawBase(ControlLaw):
 
     def _decompose(self, q, qdot):
         terms = self.system.evaluate(q, qdot, checked=True)  # _read_state validated q, q̇
-        qs = quasi_decompose(terms, prev=self._prev)
+        qs = quasi_decompose(terms, prev=self._prev, gauge="auto" if self.compiled else "svd")
         if qs.rank_changed:
             self.force_pi.reset()
         self._prev = qs

@@ -1,0 +1,132 @@
+"""Compiled (numba) products of the quasi-velocity tracking law (:class:`~.quasi_tracking.QuasiTrackingLaw`,
+eq. 35–38 with the normal-motion terms), one call instead of ~40 numpy calls per sample; the law keeps the
+same products in numpy as its reference path (``compiled=False``) and when the kernel cannot be loaded
+(:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by scripts/setup.sh.
+
+With N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe, ṡ_d = θ̈_d − K_p(θ̇ − θ̇_d)::
+
+    σ = D⁻¹s_d,  ε = v_r − σ [+ Gv_n],  Gv_n = D⁻¹JQ⁻ᵀV₁v_n,  v_n = V₁ᵀv
+    Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Q⁻¹(Ȧᵀz − Q̇Λᵀz)),  z = W₁ᵀv_n
+    w = Nσ,  y = Q̇ᵀw,  V̇₂σ = −V₁W₁(Ȧw − Λy),  Ḋσ = J̇w + JQ⁻ᵀ(V̇₂σ − y),  σ̇ = D⁻¹(ṡ_d − Ḋσ)
+    u_v = σ̇ + Γ_v v_r − k_d ε [+ Γ_vn v_n]
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
+_SIG = f"void({', '.join([_M] * 12)}, {', '.join(['float64[:]'] * 4)}, float64, int64, float64[:, ::1])"
+
+
+@njit(cache=True)
+def _mv(X, x, transpose):
+    """Xx (or Xᵀx) of a matrix of any layout, by loops (no BLAS call for a handful of entries)."""
+    p, q = X.shape
+    if transpose:
+        y = np.zeros(q)
+        for i in range(p):
+            xi = x[i]
+            for j in range(q):
+                y[j] += X[i, j] * xi
+        return y
+    y = np.empty(p)
+    for i in range(p):
+        s = 0.0
+        for j in range(q):
+            s += X[i, j] * x[j]
+        y[i] = s
+    return y
+
+
+@njit(cache=True)
+def _lu(D):
+    """LU factors of D with partial pivoting (dgetrf's order), as (LU, pivots); a zero pivot is left to
+    produce inf/NaN (the caller checked cond(D) first)."""
+    k = D.shape[0]
+    F = D.copy()
+    piv = np.arange(k)
+    for j in range(k):
+        p = j
+        for i in range(j + 1, k):
+            if abs(F[i, j]) > abs(F[p, j]):
+                p = i
+        if p != j:
+            for c in range(k):
+                F[j, c], F[p, c] = F[p, c], F[j, c]
+            piv[j], piv[p] = piv[p], piv[j]
+        for i in range(j + 1, k):
+            F[i, j] /= F[j, j]
+            f = F[i, j]
+            for c in range(j + 1, k):
+                F[i, c] -= f * F[j, c]
+    return F, piv
+
+
+@njit(cache=True)
+def _solve(F, piv, b):
+    """D⁻¹b from :func:`_lu`'s factors."""
+    k = F.shape[0]
+    x = np.empty(k)
+    for i in range(k):
+        s = b[piv[i]]
+        for j in range(i):
+            s -= F[i, j] * x[j]
+        x[i] = s
+    for i in range(k - 1, -1, -1):
+        s = x[i]
+        for j in range(i + 1, k):
+            s -= F[i, j] * x[j]
+        x[i] = s / F[i, i]
+    return x
+
+
+@njit(_SIG, cache=True)
+def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, N, D, v, vr, s_d, sd_dot, kd, normal, out) -> None:
+    """The law's products (module doc) for r = rows of W₁, with N = Q⁻ᵀV₂ (n × k), D = JN (checked by the
+    caller) and the basis V = [V₁ V₂] (n × n). ``out`` rows: u_v, ε, σ, Gv_n (k entries), v_n (r entries)."""
+    n = V.shape[0]
+    r = W1.shape[0]
+    k = n - r
+    V1 = V[:, :r]
+    V2 = V[:, r:]
+    F, piv = _lu(D)
+    sigma = _solve(F, piv, s_d)
+    eps = vr - sigma
+    u_v = np.zeros(k)
+    if normal and r:
+        v_n = _mv(V1, v, True)
+        out[4, :r] = v_n
+        V1vn = _mv(V1, v_n, False)
+        gvn = _solve(F, piv, _mv(J, _mv(Qi, V1vn, True), False))
+        out[3, :k] = gvn
+        z = _mv(W1, v_n, True)
+        u_v = _mv(V2, _mv(G, V1vn, False) + _mv(Qi, _mv(Ad, z, True) - _mv(Qd, _mv(Lam, z, True), False), False),
+                  True)
+        eps += gvn
+    else:
+        out[3, :k] = 0.0
+    w = _mv(N, sigma, False)
+    y = _mv(Qd, w, True)
+    a = -y
+    if r:
+        a -= _mv(V1, _mv(W1, _mv(Ad, w, False) - _mv(Lam, y, False), False), False)
+    Dd_sigma = _mv(Jd, w, False) + _mv(J, _mv(Qi, a, True), False)
+    u_v += _solve(F, piv, sd_dot - Dd_sigma) + _mv(Gv, vr, False) - kd * eps
+    out[0, :k] = u_v
+    out[1, :k] = eps
+    out[2, :k] = sigma
+
+
+def warm() -> None:
+    """Run the kernel once (compiles, or loads from the disk cache)."""
+    n, r = 3, 1
+    V, E = np.eye(n), np.eye(n)
+    z = np.zeros((r, n))
+    tracking(E, E, V, np.ones((r, r)), z, E, np.eye(n - r), np.eye(n - r, n, r), np.zeros((n - r, n)), z,
+             V[:, r:], np.eye(n - r), np.ones(n), np.ones(n - r), np.ones(n - r), np.ones(n - r), 1.0, 1,
+             np.empty((5, n)))
+
+
+if __name__ == "__main__":
+    warm()
