@@ -1,4 +1,4 @@
-"""The compiled law path (quasi_decompose's kernel + qv_control.laws.kernels) against the reference path of
+"""The compiled law path (quasi_decompose's kernel + qv_control.kernels) against the reference path of
 the same law (``compiled=False``: SVD gauge, numpy products) on the closed-loop states of the Panda table
 task (bench/law_tick.py): the torques and diagnostics agree to rounding, sample by sample."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ def closed_loop():
 
 @pytest.mark.parametrize("name", ["quasi_tracking", "quasi_setpoint"])
 def test_compiled_law_equals_reference_law(closed_loop, name):
-    assert load("qv_control.laws.kernels", "tracking") is not None, STATUS
+    assert load("qv_control.kernels", "tracking") is not None, STATUS
     system, states, ref = closed_loop
     fast = make_law(name, system, coordinates=lt.COORDS, **lt.PARAMS[name])
     slow = make_law(name, system, coordinates=lt.COORDS, compiled=False, **lt.PARAMS[name])
@@ -39,3 +39,25 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
                 worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
     assert fast._prev._V is not None  # the steady state went through the kernel
     assert max(worst.values()) < 1e-12, worst  # measured 4e-15
+
+
+def test_compiled_rotation_rows_equal_numpy():
+    """θ, J, J̇ of frame orientation coordinates (qv_control.kernels.rotation_rates vs the numpy products),
+    from the identity (series branch of c, c′) to 2.5 rad."""
+    from qv_control.coordinates import MinimalCoordinates
+    from qv_dynamics import ConstrainedSystem
+
+    system = ConstrainedSystem.from_urdf("panda")
+    spec = ["panda_hand.rx", "panda_hand.ry", "panda_hand.rz", "panda_hand.x"]
+    fast, slow = MinimalCoordinates(system, spec), MinimalCoordinates(system, spec, compiled=False)
+    assert fast._kernel is not None and slow._kernel is None
+    rng = np.random.default_rng(5)
+    q0 = system.random_configuration(rng)
+    fast.anchor(q0)
+    slow.anchor(q0)
+    for scale in (0.0, 1e-4, 0.01, 0.3, 1.0):
+        q, qdot = q0 + scale * rng.normal(size=7), rng.normal(size=7)
+        a, b = fast.evaluate(q, qdot), slow.evaluate(q, qdot)
+        for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot"):
+            x, y = getattr(a, f), getattr(b, f)
+            assert np.abs(x - y).max() <= 1e-14 * max(1.0, np.abs(y).max()), (scale, f)

@@ -52,13 +52,11 @@ class QuasiLawBase(ControlLaw):
                  compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
                  compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max)
+                         cond_max=cond_max, compiled=compiled)
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
         self._prev = None
-        # compiled=False: the reference path (SVD gauge, numpy products) that the compiled one must equal
-        self.compiled = bool(compiled)
-        if self.compiled:
+        if self.compiled:  # else the reference path: SVD gauge, numpy products
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
 
     def reset(self) -> None:

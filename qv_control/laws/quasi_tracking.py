@@ -93,7 +93,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate: np.ndarray | None = None
         self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
         self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
-        self._kernel = load("qv_control.laws.kernels", "tracking") if self.compiled else None
+        self._kernel = load("qv_control.kernels", "tracking") if self.compiled else None
 
     def reset(self) -> None:
         super().reset()
@@ -170,7 +170,7 @@ class QuasiTrackingLaw(QuasiLawBase):
 
     def _motion(self, t, qs, kin, N, D, s_d, sd_dot) -> tuple[np.ndarray, np.ndarray]:
         """(u_v, ε) before the integral action: eq. 35–38 with the normal-motion terms (class docstring),
-        by the compiled kernel (:mod:`.kernels`) or, as the reference, in numpy (:meth:`_motion_numpy`)."""
+        by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy (:meth:`_motion_numpy`)."""
         kernel = self._kernel
         if kernel is None:
             return self._motion_numpy(t, qs, kin, N, D, s_d, sd_dot)

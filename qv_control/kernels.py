@@ -1,9 +1,14 @@
-"""Compiled (numba) products of the quasi-velocity tracking law (:class:`~.quasi_tracking.QuasiTrackingLaw`,
-eq. 35–38 with the normal-motion terms), one call instead of ~40 numpy calls per sample; the law keeps the
-same products in numpy as its reference path (``compiled=False``) and when the kernel cannot be loaded
-(:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by scripts/setup.sh.
+"""Compiled (numba) numerics of the control side, one call each instead of tens of numpy calls per sample;
+the callers keep the same products in numpy as their reference path (``compiled=False``) and for when the
+kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
+scripts/setup.sh.
 
-With N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe, ṡ_d = θ̈_d − K_p(θ̇ − θ̇_d)::
+:func:`rotation_rates` (:meth:`qv_control.coordinates.MinimalCoordinates._rotation`): with φ = log₃(RR_refᵀ),
+P = [φ]×, G = I − ½P + cP², φ̇ = GJ_ωq̇, Ġ = −½[φ̇]× + c([φ̇]×P + P[φ̇]×) + k(φᵀφ̇)P²: GJ_ω and GJ̇_ω + ĠJ_ω.
+
+:func:`tracking` (:class:`~qv_control.laws.quasi_tracking.QuasiTrackingLaw`, eq. 35–38 with the
+normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe,
+ṡ_d = θ̈_d − K_p(θ̇ − θ̇_d)::
 
     σ = D⁻¹s_d,  ε = v_r − σ [+ Gv_n],  Gv_n = D⁻¹JQ⁻ᵀV₁v_n,  v_n = V₁ᵀv
     Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Q⁻¹(Ȧᵀz − Q̇Λᵀz)),  z = W₁ᵀv_n
@@ -118,8 +123,39 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, N, D, v, vr, s_d, sd_dot, kd,
     out[2, :k] = sigma
 
 
+@njit(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])", cache=True)
+def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
+    """GJ_ω into ``out[:3]`` and GJ̇_ω + ĠJ_ω into ``out[3:]`` (3 × n each; module doc)."""
+    n = qdot.shape[0]
+    P = np.zeros((3, 3))
+    P[0, 1], P[0, 2], P[1, 2] = -phi[2], phi[1], -phi[0]
+    P[1, 0], P[2, 0], P[2, 1] = phi[2], -phi[1], phi[0]
+    P2 = P.dot(P)
+    G = c * P2 - 0.5 * P
+    w = np.zeros(3)
+    for i in range(3):
+        G[i, i] += 1.0
+        for j in range(n):
+            w[i] += J6[3 + i, j] * qdot[j]
+    pd = G.dot(w)
+    Pd = np.zeros((3, 3))
+    Pd[0, 1], Pd[0, 2], Pd[1, 2] = -pd[2], pd[1], -pd[0]
+    Pd[1, 0], Pd[2, 0], Pd[2, 1] = pd[2], -pd[1], pd[0]
+    S = Pd.dot(P)
+    Gd = c * (S + S.T) - 0.5 * Pd + (k * (phi[0] * pd[0] + phi[1] * pd[1] + phi[2] * pd[2])) * P2
+    for i in range(3):
+        for j in range(n):
+            a = b = 0.0
+            for t in range(3):
+                a += G[i, t] * J6[3 + t, j]
+                b += G[i, t] * dJ6[3 + t, j] + Gd[i, t] * J6[3 + t, j]
+            out[i, j] = a
+            out[3 + i, j] = b
+
+
 def warm() -> None:
-    """Run the kernel once (compiles, or loads from the disk cache)."""
+    """Run the kernels once (compiles, or loads from the disk cache)."""
+    rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)
     z = np.zeros((r, n))
