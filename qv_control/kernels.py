@@ -17,6 +17,8 @@ normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -153,8 +155,140 @@ def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
             out[3 + i, j] = b
 
 
+@njit(cache=True)
+def _householder(At, Qf, R) -> None:
+    """Aᵀ = Q_f[:, :m]R with Q_f (n × n) orthogonal (Householder QR, the full factor accumulated)."""
+    n, m = At.shape
+    X = At.copy()
+    for i in range(n):
+        for j in range(n):
+            Qf[i, j] = 1.0 if i == j else 0.0
+    for j in range(m):
+        s = 0.0
+        for i in range(j, n):
+            s += X[i, j] * X[i, j]
+        alpha = -math.copysign(math.sqrt(s), X[j, j])
+        u = np.zeros(n)
+        for i in range(j, n):
+            u[i] = X[i, j]
+        u[j] -= alpha
+        uu = 0.0
+        for i in range(j, n):
+            uu += u[i] * u[i]
+        if uu > 0.0:
+            for c in range(j, m):  # X ← (I − 2uuᵀ/uᵀu)X
+                d = 0.0
+                for i in range(j, n):
+                    d += u[i] * X[i, c]
+                d *= 2.0 / uu
+                for i in range(j, n):
+                    X[i, c] -= d * u[i]
+            for r in range(n):  # Q_f ← Q_f(I − 2uuᵀ/uᵀu)
+                d = 0.0
+                for i in range(j, n):
+                    d += Qf[r, i] * u[i]
+                d *= 2.0 / uu
+                for i in range(j, n):
+                    Qf[r, i] -= d * u[i]
+        for c in range(m):
+            R[j, c] = X[j, c] if c >= j else 0.0
+
+
+@njit(cache=True)
+def _cond(D) -> float:
+    """σ₁/σ_k of a square D by one-sided Jacobi rotations (Hestenes), inf when D is singular."""
+    B = D.copy()
+    k = B.shape[1]
+    for _sweep in range(60):
+        rotated = False
+        for i in range(k - 1):
+            for j in range(i + 1, k):
+                a = b = g = 0.0
+                for t in range(k):
+                    a += B[t, i] * B[t, i]
+                    b += B[t, j] * B[t, j]
+                    g += B[t, i] * B[t, j]
+                if g == 0.0 or abs(g) <= 2.220446049250313e-16 * math.sqrt(a * b):
+                    continue
+                rotated = True
+                zeta = (b - a) / (2.0 * g)
+                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / math.sqrt(1.0 + tt * tt)
+                sn = c * tt
+                for t in range(k):
+                    bi, bj = B[t, i], B[t, j]
+                    B[t, i] = c * bi - sn * bj
+                    B[t, j] = sn * bi + c * bj
+        if not rotated:
+            break
+    hi, lo = 0.0, np.inf
+    for j in range(k):
+        s = 0.0
+        for t in range(k):
+            s += B[t, j] * B[t, j]
+        hi, lo = max(hi, s), min(lo, s)
+    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
+@njit(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
+      "float64[:, ::1])", cache=True)
+def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
+    """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
+    full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
+    decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
+    u_p = a⊥ + N D⁻¹(acc − J̇q̇ − Ja⊥) with acc = θ̈_d + G_D ė + G_P e. Out: ``mats`` rows P (n), A⁺ᵀ (m),
+    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]."""
+    m, n = A.shape
+    k = n - m
+    Qf = np.empty((n, n))
+    R = np.zeros((m, m))
+    _householder(np.ascontiguousarray(A.T), Qf, R)
+    af = 0.0
+    for i in range(m):
+        for j in range(n):
+            af += A[i, j] * A[i, j]
+    Ri = np.zeros((m, m))
+    rf = 0.0
+    for j in range(m - 1, -1, -1):  # R⁻¹ (upper) by back substitution
+        if R[j, j] == 0.0:
+            return 0
+        Ri[j, j] = 1.0 / R[j, j]
+        for i in range(j - 1, -1, -1):
+            s = 0.0
+            for t in range(i + 1, j + 1):
+                s += R[i, t] * Ri[t, j]
+            Ri[i, j] = -s / R[i, i]
+        for i in range(j + 1):
+            rf += Ri[i, j] * Ri[i, j]
+    if m and not 1.0 > math.sqrt(rf) * max(rtol * math.sqrt(af), atol):
+        return 0
+    Z = np.ascontiguousarray(Qf[:, :m])
+    N = np.ascontiguousarray(Qf[:, m:])
+    P = mats[:n]
+    P[:] = N.dot(N.T)
+    ApT = mats[n:n + m]
+    ApT[:] = Ri.T.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ
+    a_perp = vecs[1]
+    a_perp[:] = 0.0
+    for i in range(m):
+        for j in range(n):
+            a_perp[j] -= ApT[i, j] * ad[i]
+    Jc = np.ascontiguousarray(J)
+    D = Jc.dot(N)
+    mats[n + m:n + m + k, :k] = D
+    vecs[2, 0] = cond = _cond(D)
+    if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
+        return 1
+    F, piv = _lu(D)
+    x = _solve(F, piv, acc - Jdq - Jc.dot(a_perp))
+    vecs[0] = a_perp + N.dot(x)
+    return 1
+
+
 def warm() -> None:
     """Run the kernels once (compiles, or loads from the disk cache)."""
+    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
+         np.empty((3, 2)))
     rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)

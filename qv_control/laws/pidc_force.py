@@ -19,9 +19,9 @@ class PIDCForceLaw(ProjectionLawBase):
     name = "pidc_force"
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
-                 cond_max: float = 1e6):
+                 cond_max: float = 1e6, compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max)
+                         cond_max=cond_max, compiled=compiled)
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
