@@ -267,7 +267,7 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     P = mats[:n]
     P[:] = N.dot(N.T)
     ApT = mats[n:n + m]
-    ApT[:] = Ri.T.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ
+    ApT[:] = Ri.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ (A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)
     a_perp = vecs[1]
     a_perp[:] = 0.0
     for i in range(m):

@@ -36,7 +36,8 @@ def test_passive_law_with_every_joint_actuated_skips_the_identity_projector():
     """All joints actuated: I + H = I (eq. 61 with I − B = 0), so the law's channels are Ph and PMu_p; they
     equal (I + H)Ph and (I + H)PMu_p with I + H from passive_projector, bit for bit."""
     system, states, ref = closed_loop_states(0.1, 10)
-    law = make_law("passive", system, coordinates=COORDS, kp=400.0, kd=40.0, actuated=JOINTS)
+    # the numpy projection (compiled=False), so that projection(terms).P below is the law's own P
+    law = make_law("passive", system, coordinates=COORDS, kp=400.0, kd=40.0, actuated=JOINTS, compiled=False)
     for s in states:
         t, terms, base, motion, u_p = law.channels(s, ref(s.t))
         P = projection(terms).P                       # what the law computed from the same terms
