@@ -22,6 +22,8 @@ import math
 import numpy as np
 from numba import njit
 
+from qv_dynamics.quasi_kernel import full_rank
+
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"void({', '.join([_M] * 12)}, {', '.join(['float64[:]'] * 4)}, float64, int64, float64[:, ::1])"
 
@@ -248,19 +250,7 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
         for j in range(n):
             af += A[i, j] * A[i, j]
     Ri = np.zeros((m, m))
-    rf = 0.0
-    for j in range(m - 1, -1, -1):  # R⁻¹ (upper) by back substitution
-        if R[j, j] == 0.0:
-            return 0
-        Ri[j, j] = 1.0 / R[j, j]
-        for i in range(j - 1, -1, -1):
-            s = 0.0
-            for t in range(i + 1, j + 1):
-                s += R[i, t] * Ri[t, j]
-            Ri[i, j] = -s / R[i, i]
-        for i in range(j + 1):
-            rf += Ri[i, j] * Ri[i, j]
-    if m and not 1.0 > math.sqrt(rf) * max(rtol * math.sqrt(af), atol):
+    if not full_rank(R, Ri, math.sqrt(af), rtol, atol):
         return 0
     Z = np.ascontiguousarray(Qf[:, :m])
     N = np.ascontiguousarray(Qf[:, m:])

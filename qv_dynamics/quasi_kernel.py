@@ -99,6 +99,26 @@ def _lower_inverse(Q, Qi) -> None:
 
 
 @njit(cache=True)
+def full_rank(R, Ri, frob, rtol, atol) -> bool:
+    """R⁻¹ of an upper-triangular m × m R into Ri (back substitution) and the full-rank certificate of the
+    matrix whose R it is: σ_min ≥ 1/‖R⁻¹‖_F > max(rtol·‖·‖_F, atol) ≥ max(rtol·σ₁, atol), ``frob`` = ‖·‖_F."""
+    m = R.shape[0]
+    rf = 0.0
+    for j in range(m - 1, -1, -1):
+        if R[j, j] == 0.0:
+            return False
+        Ri[j, j] = 1.0 / R[j, j]
+        for i in range(j - 1, -1, -1):
+            s = 0.0
+            for k in range(i + 1, j + 1):
+                s += R[i, k] * Ri[k, j]
+            Ri[i, j] = -s / R[i, i]
+        for i in range(j + 1):
+            rf += Ri[i, j] * Ri[i, j]
+    return 1.0 > math.sqrt(rf) * max(rtol * frob, atol)
+
+
+@njit(cache=True)
 def _row_space(Lam, Z, R, Ri, rtol, atol) -> bool:
     """Λᵀ = ZR (Gram–Schmidt, each column orthogonalised twice), R⁻¹, and the full-rank certificate."""
     m, n = Lam.shape
@@ -125,17 +145,7 @@ def _row_space(Lam, Z, R, Ri, rtol, atol) -> bool:
         R[i, i] = d
         for j in range(n):
             Z[j, i] /= d
-    rf = 0.0
-    for j in range(m - 1, -1, -1):  # R⁻¹ (upper) by back substitution
-        Ri[j, j] = 1.0 / R[j, j]
-        for i in range(j - 1, -1, -1):
-            s = 0.0
-            for k in range(i + 1, j + 1):
-                s += R[i, k] * Ri[k, j]
-            Ri[i, j] = -s / R[i, i]
-        for i in range(j + 1):
-            rf += Ri[i, j] * Ri[i, j]
-    return 1.0 > math.sqrt(rf) * max(rtol * math.sqrt(lf), atol)
+    return full_rank(R, Ri, math.sqrt(lf), rtol, atol)
 
 
 @njit(cache=True)
