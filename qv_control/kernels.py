@@ -25,7 +25,7 @@ from numba import njit
 from qv_dynamics.quasi_kernel import full_rank
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
-_SIG = f"void({', '.join([_M] * 12)}, {', '.join(['float64[:]'] * 4)}, float64, int64, float64[:, ::1])"
+_SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
 
 
 @njit(cache=True)
@@ -90,13 +90,76 @@ def _solve(F, piv, b):
     return x
 
 
+@njit(cache=True)
+def _cond(D) -> float:
+    """σ₁/σ_k of a square D by one-sided Jacobi rotations (Hestenes), inf when D is singular."""
+    B = D.copy()
+    k = B.shape[1]
+    for _sweep in range(60):
+        rotated = False
+        for i in range(k - 1):
+            for j in range(i + 1, k):
+                a = b = g = 0.0
+                for t in range(k):
+                    a += B[t, i] * B[t, i]
+                    b += B[t, j] * B[t, j]
+                    g += B[t, i] * B[t, j]
+                if g == 0.0 or abs(g) <= 2.220446049250313e-16 * math.sqrt(a * b):
+                    continue
+                rotated = True
+                zeta = (b - a) / (2.0 * g)
+                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / math.sqrt(1.0 + tt * tt)
+                sn = c * tt
+                for t in range(k):
+                    bi, bj = B[t, i], B[t, j]
+                    B[t, i] = c * bi - sn * bj
+                    B[t, j] = sn * bi + c * bj
+        if not rotated:
+            break
+    hi, lo = 0.0, np.inf
+    for j in range(k):
+        s = 0.0
+        for t in range(k):
+            s += B[t, j] * B[t, j]
+        hi, lo = max(hi, s), min(lo, s)
+    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
 @njit(_SIG, cache=True)
-def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, N, D, v, vr, s_d, sd_dot, kd, normal, out) -> None:
-    """The law's products (module doc) for r = rows of W₁, with N = Q⁻ᵀV₂ (n × k), D = JN (checked by the
-    caller) and the basis V = [V₁ V₂] (n × n). ``out`` rows: u_v, ε, σ, Gv_n (k entries), v_n (r entries)."""
+def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
+             normal, out) -> int:
+    """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
+    θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
+    ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
+    entries), [cond(D)], D (k rows)."""
     n = V.shape[0]
     r = W1.shape[0]
     k = n - r
+    N = np.empty((n, k))
+    for i in range(n):
+        for j in range(k):
+            s = 0.0
+            for t in range(i, n):  # Q⁻¹ is lower triangular: (Q⁻ᵀ)_it = Q⁻¹_ti, t ≥ i
+                s += Qi[t, i] * V[t, r + j]
+            N[i, j] = s
+    D = out[7:7 + k, :k]
+    for i in range(k):
+        for j in range(k):
+            s = 0.0
+            for t in range(n):
+                s += J[i, t] * N[t, j]
+            D[i, j] = s
+    out[6, 0] = cond = _cond(D)
+    if not cond <= cond_max:
+        return 0
+    e = out[5, :k]
+    s_d = np.empty(k)
+    sd_dot = np.empty(k)
+    for i in range(k):
+        e[i] = th[i] - th_d[i]
+        s_d[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
+        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
     V1 = V[:, :r]
     V2 = V[:, r:]
     F, piv = _lu(D)
@@ -125,6 +188,7 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, N, D, v, vr, s_d, sd_dot, kd,
     out[0, :k] = u_v
     out[1, :k] = eps
     out[2, :k] = sigma
+    return 1
 
 
 @njit(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])", cache=True)
@@ -196,42 +260,6 @@ def _householder(At, Qf, R) -> None:
             R[j, c] = X[j, c] if c >= j else 0.0
 
 
-@njit(cache=True)
-def _cond(D) -> float:
-    """σ₁/σ_k of a square D by one-sided Jacobi rotations (Hestenes), inf when D is singular."""
-    B = D.copy()
-    k = B.shape[1]
-    for _sweep in range(60):
-        rotated = False
-        for i in range(k - 1):
-            for j in range(i + 1, k):
-                a = b = g = 0.0
-                for t in range(k):
-                    a += B[t, i] * B[t, i]
-                    b += B[t, j] * B[t, j]
-                    g += B[t, i] * B[t, j]
-                if g == 0.0 or abs(g) <= 2.220446049250313e-16 * math.sqrt(a * b):
-                    continue
-                rotated = True
-                zeta = (b - a) / (2.0 * g)
-                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                c = 1.0 / math.sqrt(1.0 + tt * tt)
-                sn = c * tt
-                for t in range(k):
-                    bi, bj = B[t, i], B[t, j]
-                    B[t, i] = c * bi - sn * bj
-                    B[t, j] = sn * bi + c * bj
-        if not rotated:
-            break
-    hi, lo = 0.0, np.inf
-    for j in range(k):
-        s = 0.0
-        for t in range(k):
-            s += B[t, j] * B[t, j]
-        hi, lo = max(hi, s), min(lo, s)
-    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
-
-
 @njit(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
       "float64[:, ::1])", cache=True)
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
@@ -298,9 +326,9 @@ def warm() -> None:
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)
     z = np.zeros((r, n))
+    k = np.ones(n - r)
     tracking(E, E, V, np.ones((r, r)), z, E, np.eye(n - r), np.eye(n - r, n, r), np.zeros((n - r, n)), z,
-             V[:, r:], np.eye(n - r), np.ones(n), np.ones(n - r), np.ones(n - r), np.ones(n - r), 1.0, 1,
-             np.empty((5, n)))
+             np.ones(n), k, k, k, k, k, k, k, 1.0, 1e6, 1, np.empty((7 + n, n)))
 
 
 if __name__ == "__main__":

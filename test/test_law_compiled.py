@@ -89,3 +89,22 @@ def test_compiled_law_equals_reference_with_three_contact_rows(name):
         a, b = fast.compute(s, r), slow.compute(s, r)
         worst = max(worst, float(np.abs(a - b).max() / np.abs(b).max()))
     assert worst < 1e-12, worst  # measured ≤ 9e-15
+
+
+@pytest.mark.parametrize("name", ["quasi_tracking", "pidc"])
+def test_compiled_law_refuses_singular_coordinates_as_the_reference(closed_loop, name):
+    """θ containing the constrained z of the table contact: D = JN has a zero row; both paths raise the same
+    RankDeficiencyError naming the coordinates."""
+    from qv_dynamics.errors import RankDeficiencyError
+
+    system, states, ref = closed_loop
+    coords = ["panda_hand_tcp.x", "panda_hand_tcp.y", "panda_hand_tcp.z", "panda_hand_tcp.rx", "panda_hand_tcp.ry",
+              "panda_hand_tcp.rz"]
+    msgs = []
+    for compiled in (True, False):
+        law = make_law(name, system, **dict(lt.PARAMS[name], coordinates=coords, compiled=compiled))
+        with pytest.raises(RankDeficiencyError) as err:
+            for s in states[:3]:
+                law.compute(s, None)
+        msgs.append(str(err.value).split(": cond(D)")[0])
+    assert msgs[0] == msgs[1] and "panda_hand_tcp.z" in msgs[0]

@@ -168,29 +168,40 @@ class QuasiTrackingLaw(QuasiLawBase):
             self._gvn_prev = (t, gvn)
         return self._gvn_rate
 
-    def _motion(self, t, qs, kin, N, D, s_d, sd_dot) -> tuple[np.ndarray, np.ndarray]:
-        """(u_v, ε) before the integral action: eq. 35–38 with the normal-motion terms (class docstring),
-        by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy (:meth:`_motion_numpy`)."""
+    def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """(u_v, ε, e = θ − θ_d, cond D) before the integral action: eq. 35–38 with the normal-motion terms
+        (class docstring), by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy
+        (:meth:`_motion_numpy`)."""
         kernel = self._kernel
-        if kernel is None:
-            return self._motion_numpy(t, qs, kin, N, D, s_d, sd_dot)
         n, r = qs.Q.shape[0], qs.rank
+        k = n - r
+        if kernel is None or kin.J.shape[0] != k:
+            return self._motion_numpy(t, qs, kin, ref)
         normal = self.normal_motion and r > 0
-        out = np.empty((5, n))
+        out = np.empty((7 + k, n))
         V = qs._V if qs._V is not None else qs._Vt.T
         Adot = kin.Adot if r else np.zeros((0, n))
-        kernel(qs.Qinv, qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, kin.J, kin.Jdot, Adot, N, D, qs.v,
-               qs.v_r, s_d, sd_dot, self.kd, int(normal), out)
-        u_v, eps = out[0, :n - r], out[1, :n - r]
+        if not kernel(qs.Qinv, qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, kin.J, kin.Jdot, Adot, qs.v,
+                      qs.v_r, kin.theta, ref.theta, kin.theta_dot, ref.theta_dot, ref.theta_ddot, self.kp, self.kd,
+                      self.cond_max, int(normal), out):
+            check_reduced_jacobian(out[7:, :k], self.coords.labels, n, r, self.cond_max)  # raises
+            return self._motion_numpy(t, qs, kin, ref)  # (rounding let the SVD's cond pass)
+        u_v, eps = out[0, :k], out[1, :k]
         if normal:
             self.last["v_n"] = out[4, :r]
-            rate = self._normal_rate(t, qs, out[3, :n - r])
+            rate = self._normal_rate(t, qs, out[3, :k])
             if rate is not None:
                 u_v -= rate
-        return u_v, eps
+        return u_v, eps, out[5, :k], float(out[6, 0])
 
-    def _motion_numpy(self, t, qs, kin, N, D, s_d, sd_dot) -> tuple[np.ndarray, np.ndarray]:
+    def _motion_numpy(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """:meth:`_motion` in numpy (the reference path)."""
+        N = qs.Qinv.T.dot(qs.V2)
+        D = kin.J.dot(N)
+        cond = check_reduced_jacobian(D, self.coords.labels, qs.Q.shape[0], qs.rank, self.cond_max)
+        e = kin.theta - ref.theta
+        s_d = ref.theta_dot - self.kp * e                      # Dσ
+        sd_dot = ref.theta_ddot - self.kp * (kin.theta_dot - ref.theta_dot)
         lu = inv(D)
         sigma = lu.dot(s_d)
         eps = qs.v_r - sigma
@@ -209,7 +220,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         u_v = sigma_dot + qs.Gamma_v.dot(qs.v_r) - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
-        return u_v, eps
+        return u_v, eps, e, cond
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
@@ -217,13 +228,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
         kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        N = qs.Qinv.T.dot(qs.V2)
-        D = kin.J.dot(N)
-        cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)
-        e = kin.theta - ref.theta
-        s_d = ref.theta_dot - self.kp * e                      # Dσ
-        sd_dot = ref.theta_ddot - self.kp * (kin.theta_dot - ref.theta_dot)
-        u_v, eps = self._motion(t, qs, kin, N, D, s_d, sd_dot)
+        u_v, eps, e, cond = self._motion(t, qs, kin, ref)
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
             self._tau_int()
             self._carry.switch()
