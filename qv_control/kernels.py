@@ -126,6 +126,32 @@ def _cond(D) -> float:
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf
 
 
+@njit(cache=True)
+def _reduced(Qi, V, r, J, N, D) -> None:
+    """N = Q⁻ᵀV₂ and D = JN (eq. 34), V₂ = the columns of V from r on, Q⁻¹ lower triangular."""
+    n, k = N.shape
+    for i in range(n):
+        for j in range(k):
+            s = 0.0
+            for t in range(i, n):  # (Q⁻ᵀ)_it = Q⁻¹_ti, zero for t < i
+                s += Qi[t, i] * V[t, r + j]
+            N[i, j] = s
+    for i in range(D.shape[0]):
+        for j in range(k):
+            s = 0.0
+            for t in range(n):
+                s += J[i, t] * N[t, j]
+            D[i, j] = s
+
+
+@njit(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])", cache=True)
+def reduced_jacobian(Qi, V, r, J, D) -> float:
+    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
+    n = V.shape[0]
+    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
+    return _cond(D)
+
+
 @njit(_SIG, cache=True)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
@@ -137,19 +163,8 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     r = W1.shape[0]
     k = n - r
     N = np.empty((n, k))
-    for i in range(n):
-        for j in range(k):
-            s = 0.0
-            for t in range(i, n):  # Q⁻¹ is lower triangular: (Q⁻ᵀ)_it = Q⁻¹_ti, t ≥ i
-                s += Qi[t, i] * V[t, r + j]
-            N[i, j] = s
     D = out[7:7 + k, :k]
-    for i in range(k):
-        for j in range(k):
-            s = 0.0
-            for t in range(n):
-                s += J[i, t] * N[t, j]
-            D[i, j] = s
+    _reduced(Qi, V, r, J, N, D)
     out[6, 0] = cond = _cond(D)
     if not cond <= cond_max:
         return 0
@@ -320,6 +335,7 @@ def coupled(M, P, x, y, out) -> None:
 def warm() -> None:
     """Run the kernels once (compiles, or loads from the disk cache)."""
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
+    reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
          np.empty((3, 2)))
     rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))

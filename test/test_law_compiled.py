@@ -91,7 +91,7 @@ def test_compiled_law_equals_reference_with_three_contact_rows(name):
     assert worst < 1e-12, worst  # measured ≤ 9e-15
 
 
-@pytest.mark.parametrize("name", ["quasi_tracking", "pidc"])
+@pytest.mark.parametrize("name", ["quasi_tracking", "quasi_setpoint", "pidc"])
 def test_compiled_law_refuses_singular_coordinates_as_the_reference(closed_loop, name):
     """θ containing the constrained z of the table contact: D = JN has a zero row; both paths raise the same
     RankDeficiencyError naming the coordinates."""
