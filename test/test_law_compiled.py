@@ -21,12 +21,14 @@ def closed_loop():
     return lt.closed_loop_states(0.6, 4)
 
 
-@pytest.mark.parametrize("name", list(lt.PARAMS))
+@pytest.mark.parametrize("name", [*lt.PARAMS, "quasi_tracking+ki_motion"])
 def test_compiled_law_equals_reference_law(closed_loop, name):
     assert load("qv_control.kernels", "tracking") is not None, STATUS
     system, states, ref = closed_loop
-    fast = make_law(name, system, coordinates=lt.COORDS, **lt.PARAMS[name])
-    slow = make_law(name, system, coordinates=lt.COORDS, compiled=False, **lt.PARAMS[name])
+    name, _, extra = name.partition("+")
+    gains = dict(lt.PARAMS[name], **({"ki_motion": 400.0} if extra else {}))
+    fast = make_law(name, system, coordinates=lt.COORDS, **gains)
+    slow = make_law(name, system, coordinates=lt.COORDS, compiled=False, **gains)
     assert fast.compiled and not slow.compiled
     if not name.startswith("quasi"):
         assert fast._kernel is not None and slow._kernel is None

@@ -130,7 +130,7 @@ class QuasiTrackingLaw(QuasiLawBase):
             u = u + qs.V1 @ qs.xi_from_lambda(self.force_pi.ki * zf)
         return qs.Q @ u
 
-    def _motion_integral(self, t: float, qs, lu, e: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    def _motion_integral(self, t: float, qs, D, e: np.ndarray, eps: np.ndarray) -> np.ndarray:
         """k_I z with ż = D⁻¹(Δe/Δt + K_p e) (class docstring; ε of the measured θ̇ only where there is no
         previous sample): reset on a rank change, frozen while the motion channel is scaled by the limiter,
         clamped to ‖k_I z‖ ≤ integral_limit."""
@@ -139,7 +139,7 @@ class QuasiTrackingLaw(QuasiLawBase):
             self._e_prev = None
         prev = self._e_prev
         if prev is not None and prev[1].shape == e.shape and 0.0 < t - prev[0] <= self._integral.max_dt:
-            eps = lu.dot((e - prev[1]) / (t - prev[0]) + self.kp * e)
+            eps = inv(D).dot((e - prev[1]) / (t - prev[0]) + self.kp * e)
         if prev is None or t > prev[0]:
             self._e_prev = (t, e.copy())
         return self._integral.step(t, eps, freeze=self.saturation.motion_frozen)
@@ -168,8 +168,8 @@ class QuasiTrackingLaw(QuasiLawBase):
             self._gvn_prev = (t, gvn)
         return self._gvn_rate
 
-    def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-        """(u_v, ε, e = θ − θ_d, cond D) before the integral action: eq. 35–38 with the normal-motion terms
+    def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
+        """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
         (class docstring), by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy
         (:meth:`_motion_numpy`)."""
         kernel = self._kernel
@@ -192,9 +192,9 @@ class QuasiTrackingLaw(QuasiLawBase):
             rate = self._normal_rate(t, qs, out[3, :k])
             if rate is not None:
                 u_v -= rate
-        return u_v, eps, out[5, :k], float(out[6, 0])
+        return u_v, eps, out[5, :k], float(out[6, 0]), out[7:, :k]
 
-    def _motion_numpy(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    def _motion_numpy(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """:meth:`_motion` in numpy (the reference path)."""
         N = qs.Qinv.T.dot(qs.V2)
         D = kin.J.dot(N)
@@ -220,7 +220,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         u_v = sigma_dot + qs.Gamma_v.dot(qs.v_r) - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
-        return u_v, eps, e, cond
+        return u_v, eps, e, cond, D
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
@@ -228,14 +228,14 @@ class QuasiTrackingLaw(QuasiLawBase):
         # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
         kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        u_v, eps, e, cond = self._motion(t, qs, kin, ref)
+        u_v, eps, e, cond, D = self._motion(t, qs, kin, ref)
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
             self._tau_int()
             self._carry.switch()
         self._carry.tick(t)
         z_motion = None
         if self.ki_motion > 0:
-            z_motion = self._motion_integral(t, qs, lu, e, eps)
+            z_motion = self._motion_integral(t, qs, D, e, eps)
             u_v = u_v - z_motion
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
         # the force PI replaces its z (never updates it in place): keeping the reference keeps this sample's
