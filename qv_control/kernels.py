@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
+from qv_dynamics.compiled import compile_kernel, kernel
 from qv_dynamics.quasi_kernel import full_rank
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
@@ -144,7 +145,7 @@ def _reduced(Qi, V, r, J, N, D) -> None:
             D[i, j] = s
 
 
-@njit(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])", cache=True)
+@kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
 def reduced_jacobian(Qi, V, r, J, D) -> float:
     """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
     n = V.shape[0]
@@ -152,7 +153,7 @@ def reduced_jacobian(Qi, V, r, J, D) -> float:
     return _cond(D)
 
 
-@njit(_SIG, cache=True)
+@kernel(_SIG)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
@@ -206,7 +207,7 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     return 1
 
 
-@njit(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])", cache=True)
+@kernel(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])")
 def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
     """GJ_ω into ``out[:3]`` and GJ̇_ω + ĠJ_ω into ``out[3:]`` (3 × n each; module doc)."""
     n = qdot.shape[0]
@@ -275,8 +276,8 @@ def _householder(At, Qf, R) -> None:
             R[j, c] = X[j, c] if c >= j else 0.0
 
 
-@njit(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
-      "float64[:, ::1])", cache=True)
+@kernel(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
+      "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
@@ -318,7 +319,7 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     return 1
 
 
-@njit(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])", cache=True)
+@kernel(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])")
 def coupled(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
     by one LU of M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
@@ -333,7 +334,9 @@ def coupled(M, P, x, y, out) -> None:
 
 
 def warm() -> None:
-    """Run the kernels once (compiles, or loads from the disk cache)."""
+    """Compile the kernels into numba's disk cache (or load them) and run each once."""
+    for fn in (tracking, rotation_rates, pidc, coupled, reduced_jacobian):
+        compile_kernel(fn)
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),

@@ -14,9 +14,9 @@ The kernel returns a status instead of raising: OK, or FALLBACK when the numpy p
 positive definite, full rank not certified by σ_min(R) ≥ 1/‖R⁻¹‖_F > max(rtol·‖Λ‖_F, atol), or the bases
 moved too far for Newton–Schulz); the caller then runs the reference path, which raises or re-seeds.
 
-Compiled eagerly for its one signature at import, loaded from numba's disk cache (``cache=True``) that
-:func:`warm` fills at install (scripts/setup.sh); :mod:`qv_dynamics.quasi` imports this module lazily and
-keeps the numpy path when numba is missing or its cache cannot be used (:func:`load`).
+Compiled for its one signature into numba's disk cache by :func:`warm` at install (scripts/setup.sh);
+:mod:`qv_dynamics.quasi` loads it through :func:`qv_dynamics.compiled.load` and keeps the numpy path when numba
+is missing, its cache unusable or not warmed.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from .compiled import compile_kernel, kernel
 
 OK, FALLBACK = 0, 1
 NS_START, NS_DONE, NS_MAX_ITER = 0.5, 1e-8, 8  # as qv_dynamics.quasi_basis.near_polar
@@ -190,7 +192,7 @@ def _basis(Lam, Vp, rtol, atol, Z, R, V, W1) -> bool:
     return True
 
 
-@njit(_SIG, cache=True)
+@kernel(_SIG)
 def decompose(M, C, A, ad, qdot, Vp, m, rtol, atol, out, vec) -> int:
     """One steady-state sample. In: M, C (n × n), A (m × n), Ȧq̇, q̇, Vp = [V₁ V₂]_prev (n × n, rank m).
     Out, by rows of ``out`` ((6n + 3m) × n): Q, Q⁻¹, Q̇, Γ, V = [V₁ V₂], Γ_v (top-left (n − m)²), Λ (m rows),
@@ -240,7 +242,8 @@ def decompose(M, C, A, ad, qdot, Vp, m, rtol, atol, out, vec) -> int:
 
 
 def warm() -> None:
-    """Run the kernel once for each row count the laws meet (compiles, or loads from the disk cache)."""
+    """Compile the kernel into numba's disk cache (or load it) and run it for each row count the laws meet."""
+    compile_kernel(decompose)
     n = 4
     for m in (0, 1, 2):
         A = np.zeros((m, n))
