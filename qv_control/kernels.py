@@ -24,107 +24,34 @@ from numba import njit
 
 from qv_dynamics.compiled import compile_kernel, kernel
 from qv_dynamics.quasi_kernel import full_rank
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
 
 
 @njit(cache=True)
-def _mv(X, x, transpose):
-    """Xx (or Xᵀx) of a matrix of any layout, by loops (no BLAS call for a handful of entries)."""
-    p, q = X.shape
-    if transpose:
-        y = np.zeros(q)
-        for i in range(p):
-            xi = x[i]
-            for j in range(q):
-                y[j] += X[i, j] * xi
-        return y
-    y = np.empty(p)
-    for i in range(p):
-        s = 0.0
-        for j in range(q):
-            s += X[i, j] * x[j]
-        y[i] = s
-    return y
-
-
-@njit(cache=True)
-def _lu(D):
-    """LU factors of D with partial pivoting (dgetrf's order), as (LU, pivots); a zero pivot is left to
-    produce inf/NaN (the caller checked cond(D) first)."""
-    k = D.shape[0]
-    F = D.copy()
-    piv = np.arange(k)
-    for j in range(k):
-        p = j
-        for i in range(j + 1, k):
-            if abs(F[i, j]) > abs(F[p, j]):
-                p = i
-        if p != j:
-            for c in range(k):
-                F[j, c], F[p, c] = F[p, c], F[j, c]
-            piv[j], piv[p] = piv[p], piv[j]
-        for i in range(j + 1, k):
-            F[i, j] /= F[j, j]
-            f = F[i, j]
-            for c in range(j + 1, k):
-                F[i, c] -= f * F[j, c]
-    return F, piv
-
-
-@njit(cache=True)
-def _solve(F, piv, b):
-    """D⁻¹b from :func:`_lu`'s factors."""
-    k = F.shape[0]
-    x = np.empty(k)
-    for i in range(k):
-        s = b[piv[i]]
-        for j in range(i):
-            s -= F[i, j] * x[j]
-        x[i] = s
-    for i in range(k - 1, -1, -1):
-        s = x[i]
-        for j in range(i + 1, k):
-            s -= F[i, j] * x[j]
-        x[i] = s / F[i, i]
-    return x
-
-
-@njit(cache=True)
 def _cond(D) -> float:
-    """σ₁/σ_k of a square D by one-sided Jacobi rotations (Hestenes), inf when D is singular."""
+    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
+    of the rotated D are its singular values), inf when D is singular."""
+    k = D.shape[0]
     B = D.copy()
-    k = B.shape[1]
-    for _sweep in range(60):
-        rotated = False
-        for i in range(k - 1):
-            for j in range(i + 1, k):
-                a = b = g = 0.0
-                for t in range(k):
-                    a += B[t, i] * B[t, i]
-                    b += B[t, j] * B[t, j]
-                    g += B[t, i] * B[t, j]
-                if g == 0.0 or abs(g) <= 2.220446049250313e-16 * math.sqrt(a * b):
-                    continue
-                rotated = True
-                zeta = (b - a) / (2.0 * g)
-                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                c = 1.0 / math.sqrt(1.0 + tt * tt)
-                sn = c * tt
-                for t in range(k):
-                    bi, bj = B[t, i], B[t, j]
-                    B[t, i] = c * bi - sn * bj
-                    B[t, j] = sn * bi + c * bj
-        if not rotated:
-            break
+    jacobi(B, np.eye(k))
     hi, lo = 0.0, np.inf
-    for j in range(k):
+    for i in range(k):
         s = 0.0
-        for t in range(k):
-            s += B[t, j] * B[t, j]
+        for t in range(B.shape[1]):
+            s += B[i, t] * B[i, t]
         hi, lo = max(hi, s), min(lo, s)
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
+@njit(cache=True)
+def _solve(D, b):
+    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`; D checked first)."""
+    x = np.empty(b.shape[0])
+    lu_solve(D, b, x)
+    return x
 
 
 @njit(cache=True)
@@ -178,29 +105,27 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
         sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
     V1 = V[:, :r]
     V2 = V[:, r:]
-    F, piv = _lu(D)
-    sigma = _solve(F, piv, s_d)
+    sigma = _solve(D, s_d)
     eps = vr - sigma
     u_v = np.zeros(k)
     if normal and r:
-        v_n = _mv(V1, v, True)
+        v_n = mv(V1.T, v)
         out[4, :r] = v_n
-        V1vn = _mv(V1, v_n, False)
-        gvn = _solve(F, piv, _mv(J, _mv(Qi, V1vn, True), False))
+        V1vn = mv(V1, v_n)
+        gvn = _solve(D, mv(J, mv(Qi.T, V1vn)))
         out[3, :k] = gvn
-        z = _mv(W1, v_n, True)
-        u_v = _mv(V2, _mv(G, V1vn, False) + _mv(Qi, _mv(Ad, z, True) - _mv(Qd, _mv(Lam, z, True), False), False),
-                  True)
+        z = mv(W1.T, v_n)
+        u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
         eps += gvn
     else:
         out[3, :k] = 0.0
-    w = _mv(N, sigma, False)
-    y = _mv(Qd, w, True)
+    w = mv(N, sigma)
+    y = mv(Qd.T, w)
     a = -y
     if r:
-        a -= _mv(V1, _mv(W1, _mv(Ad, w, False) - _mv(Lam, y, False), False), False)
-    Dd_sigma = _mv(Jd, w, False) + _mv(J, _mv(Qi, a, True), False)
-    u_v += _solve(F, piv, sd_dot - Dd_sigma) + _mv(Gv, vr, False) - kd * eps
+        a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
+    Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
+    u_v += _solve(D, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
     out[0, :k] = u_v
     out[1, :k] = eps
     out[2, :k] = sigma
@@ -313,8 +238,7 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     vecs[2, 0] = cond = _cond(D)
     if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
         return 1
-    F, piv = _lu(D)
-    x = _solve(F, piv, acc - Jdq - Jc.dot(a_perp))
+    x = _solve(D, acc - Jdq - Jc.dot(a_perp))
     vecs[0] = a_perp + N.dot(x)
     return 1
 
@@ -322,14 +246,13 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
 @kernel(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])")
 def coupled(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
-    by one LU of M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
+    by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
     n = M.shape[0]
     Pc = np.ascontiguousarray(P)
     PM = Pc.dot(M)
     Mc = M + PM - M.dot(Pc)
-    F, piv = _lu(Mc)
     for row, b in ((0, x), (1, y)):
-        w = M.dot(_solve(F, piv, b))
+        w = M.dot(_solve(Mc, b))
         out[row, :n] = w - Pc.dot(w)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from .compiled import compile_kernel, kernel
+from .sim.kernel_linalg import cholesky
 
 OK, FALLBACK = 0, 1
 NS_START, NS_DONE, NS_MAX_ITER = 0.5, 1e-8, 8  # as qv_dynamics.quasi_basis.near_polar
@@ -65,26 +66,6 @@ def _newton_schulz(X) -> bool:
         if e < NS_DONE:
             return True
     return False
-
-
-@njit(cache=True)
-def _cholesky(M, Q) -> bool:
-    """Lower Q with M = QQᵀ (dpotf2's order); False when M is not positive definite."""
-    n = M.shape[0]
-    for j in range(n):
-        d = M[j, j]
-        for k in range(j):
-            d -= Q[j, k] * Q[j, k]
-        if not d > 0.0:
-            return False
-        q = math.sqrt(d)
-        Q[j, j] = q
-        for i in range(j + 1, n):
-            s = M[i, j]
-            for k in range(j):
-                s -= Q[i, k] * Q[j, k]
-            Q[i, j] = s / q
-    return True
 
 
 @njit(cache=True)
@@ -204,7 +185,7 @@ def decompose(M, C, A, ad, qdot, Vp, m, rtol, atol, out, vec) -> int:
     Q[:] = 0.0
     Qi[:] = 0.0
     R[:] = 0.0
-    if not _cholesky(M, Q):
+    if not cholesky(M, Q):
         return FALLBACK
     _lower_inverse(Q, Qi)
     v = vec[:n]
