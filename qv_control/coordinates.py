@@ -30,6 +30,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dgesdd as _dgesdd
 
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 
@@ -142,8 +143,10 @@ def _parse(system, spec) -> list[CoordinateItem]:
 class MinimalCoordinates:
     """θ(q) chosen by the user (eq. 33): selected joints and/or world-axis components of frames."""
 
-    def __init__(self, system, spec: Sequence | str | dict):
+    def __init__(self, system, spec: Sequence | str | dict, compiled: bool = True):
         self.system = system
+        # the rotation rows' G, Ġ products in one compiled call (qv_control.kernels); None: numpy (reference)
+        self._kernel = load("qv_control.kernels", "rotation_rates") if compiled else None
         self.model = system.model
         self.data = self.model.createData()  # private: never clobbers the system's Data
         self.spec = spec
@@ -274,6 +277,10 @@ class MinimalCoordinates:
                 "from its orientation reference; rotation-vector coordinates are singular near pi "
                 "(choose a rotation_reference closer to the working orientation)")
         c, k = _left_jacobian_coefficients(th2)
+        if self._kernel is not None:
+            out = np.empty((6, qdot.shape[0]))
+            self._kernel(phi, c, k, J6, dJ6, qdot, out)
+            return phi, out[:3], out[3:]
         P = pin.skew(phi)
         P2 = P.dot(P)
         G = c * P2
@@ -365,10 +372,16 @@ def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int,
     return cond
 
 
-def as_coordinates(system, coordinates) -> MinimalCoordinates:
+def as_coordinates(system, coordinates, compiled: bool = True) -> MinimalCoordinates:
     if isinstance(coordinates, MinimalCoordinates):
-        return coordinates if coordinates.system is system else MinimalCoordinates(system, coordinates.spec)
-    return MinimalCoordinates(system, coordinates)
+        if coordinates.system is system and (coordinates._kernel is not None) == (compiled and _has_kernel()):
+            return coordinates
+        coordinates = coordinates.spec
+    return MinimalCoordinates(system, coordinates, compiled)
+
+
+def _has_kernel() -> bool:
+    return load("qv_control.kernels", "rotation_rates") is not None
 
 
 __all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES"]

@@ -41,6 +41,12 @@ def _vec(name: str, x, size: int | None) -> np.ndarray:
     return as_vector(name, arr, size)
 
 
+class CheckedReference(Reference):
+    """A :class:`Reference` whose fields were checked where they were made (finite float vectors, θ's of one
+    length): :class:`SplineReference` output. :func:`validate_reference` then checks only the lengths and
+    the joint range (a quintic between waypoints may overshoot them)."""
+
+
 @dataclass
 class ReferenceValues:
     theta: np.ndarray | None
@@ -54,6 +60,12 @@ def validate_reference(ref: Reference | None, k: int, m: int, coordinates=None,
     """Check sizes, finiteness and the joint range; None fields become zeros (θ_d: ``theta_hold``)."""
     if ref is None:
         ref = Reference()
+    lam = ref.lambda_ if type(ref) is CheckedReference else None
+    if type(ref) is CheckedReference and ref.theta.shape[0] == k and (lam is None or lam.shape[0] == m):
+        if coordinates is not None:
+            coordinates.check_range(ref.theta, "reference.theta (theta_d)")
+        return ReferenceValues(ref.theta, ref.theta_dot, ref.theta_ddot,
+                               np.zeros(m) if lam is None else lam)
     if not isinstance(ref, Reference):
         raise DimensionError(f"reference: expected qv_control.Reference, got {type(ref).__name__}")
     theta = theta_hold if ref.theta is None else _vec("reference.theta (theta_d)", ref.theta, k)
@@ -190,7 +202,7 @@ class SplineReference(TrajectoryReference):
         if self.coordinates is not None:
             self.coordinates.check_range(th, f"theta_d({t:.6g})")
         lam = None if self._lambda is None else _vec("lambda_d(t)", self._lambda(t), self.lambda_size)
-        return Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
+        return CheckedReference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
 
 
 class _PiecewisePoly:
@@ -251,5 +263,5 @@ def as_reference_fn(reference) -> Callable[[float], Reference]:
                          f"{type(reference).__name__}")
 
 
-__all__ = ["ReferenceRangeError", "ReferenceValues", "validate_reference", "TrajectoryReference",
+__all__ = ["CheckedReference", "ReferenceRangeError", "ReferenceValues", "validate_reference", "TrajectoryReference",
            "SplineReference", "as_reference_fn"]

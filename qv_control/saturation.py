@@ -89,7 +89,7 @@ def _max_scale(c: np.ndarray, d: np.ndarray, L: np.ndarray) -> float | None:
 class _LimitInfo:
     """Per-limits-array constants of the fast path (the laws keep one limits array for their life)."""
 
-    __slots__ = ("ref", "key", "simple", "idx", "L")
+    __slots__ = ("ref", "key", "simple", "idx", "L", "pairs")
 
     def __init__(self, limits: np.ndarray):
         self.ref = limits
@@ -98,6 +98,7 @@ class _LimitInfo:
         self.simple = bool(np.all(limits[fin] > 0))   # no zero limit: |τ|/L needs no inf/nan handling
         self.idx = np.flatnonzero(fin)
         self.L = np.ascontiguousarray(limits[self.idx])
+        self.pairs = list(zip(self.idx.tolist(), self.L.tolist()))
 
 
 _INFO: dict[int, _LimitInfo] = {}
@@ -124,12 +125,14 @@ def saturate(base: np.ndarray, force: np.ndarray | None, motion: np.ndarray,
         return tau, SaturationStatus()
     info = _limit_info(limits)
     if info.simple:  # fast path (every limit > 0): peak = max over the finite limits of |τ_i|/L_i
-        if info.idx.size == tau.size:
-            peak = float((np.abs(tau) / info.L).max())
-        else:
-            peak = float((np.abs(tau[info.idx]) / info.L).max()) if info.idx.size else 0.0
-        if peak != peak:  # NaN in τ counts as an infinite ratio (as nan_to_num below)
-            peak = np.inf
+        tl = tau.tolist()  # plain floats: the same IEEE divisions without numpy's per-call overhead
+        peak = 0.0
+        for i, li in info.pairs:
+            x = abs(tl[i]) / li
+            if not x <= peak:  # larger, or NaN: a NaN in τ counts as an infinite ratio (as nan_to_num below)
+                peak = x if x == x else np.inf
+                if peak == np.inf:
+                    break
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(np.isinf(limits), 0.0, np.abs(tau) / limits)

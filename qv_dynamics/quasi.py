@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri
 
+from .compiled import load
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
 from .linalg import ATOL, RTOL, singular_values, svd_full
 from .model import DynamicsTerms
@@ -58,6 +59,8 @@ class QuasiState:
     _U1: np.ndarray | None = field(default=None, repr=False)
     _S: np.ndarray | None = field(default=None, repr=False)
     _R: np.ndarray | None = field(default=None, repr=False)   # Λᵀ = ZR (aligned bases): S from R
+    _Vt: np.ndarray | None = field(default=None, repr=False)  # [V₁ᵀ; V₂ᵀ]
+    _V: np.ndarray | None = field(default=None, repr=False)   # [V₁ V₂], C-contiguous (the kernel's input)
 
     @property
     def S(self) -> np.ndarray:
@@ -147,11 +150,17 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     ``"aligned"`` without an SVD (QR + Newton–Schulz) whenever ``prev`` has full row rank, ``"svd"`` by the
     SVD of Λ and SVD polar factors (the reference), ``"auto"`` the first for n ≥ ALIGNED_MIN_N (where the
     (n − r)² polar SVD dominates) or one row (closed form), the second otherwise (a 7-DoF arm with a 3-D
-    contact: a few µs either way)."""
+    contact: a few µs either way); and with ``"auto"`` a steady-state sample of a model with at most
+    COMPILED_MAX_N velocities goes through one compiled call (:func:`compiled_decompose`, the aligned
+    gauge's equations) when numba and its cache are usable."""
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)
     _require_coriolis(terms)
+    if prev is not None and gauge == "auto":
+        fast = compiled_decompose(terms, qdot, prev, rtol, atol)
+        if fast is not None:
+            return _with_forces(fast, terms, tau)
     Q, Qinv = cholesky_factor(M)
     QinvT = Qinv.T
     v = qdot.dot(Q)                    # Qᵀq̇ (eq. 6a)
@@ -182,11 +191,19 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     qs = QuasiState(Q=Q, Qinv=Qinv, Qdot=Qdot, v=v, Lambda=Lam, V1=V1, V2=V2, rank=r,
                     rank_changed=bool(rank_changed), Gamma=Gamma, Gamma_v=Gamma_v, Gamma_xi_vr=Gamma_xi_vr,
                     v_r=v_r, kinetic_energy=0.5 * float(v.dot(v)), W1=W1,
-                    _U1=U1, _S=S, _R=R)
+                    _U1=U1, _S=S, _R=R, _Vt=Vt)
+    return _with_forces(qs, terms, tau)
+
+
+def _with_forces(qs: QuasiState, terms: DynamicsTerms, tau) -> QuasiState:
+    """The quasi-forces of ``tau`` (eq. 6b, 18b, 20, 21): u, u_v, u_ξ, ξ, λ, Aᵀλ, v̇_r; ``qs`` unchanged
+    when ``tau`` is None."""
     if tau is not None:
+        n, r, Vt = qs.Q.shape[0], qs.rank, qs._Vt
         tau = as_vector("tau", tau, n)
-        u = Qinv.dot(tau - terms.g)
+        u = qs.Qinv.dot(tau - terms.g)
         Vu = Vt.dot(u)
+        Gamma_xi_vr, W1, Q, Gamma_v, v_r = qs.Gamma_xi_vr, qs.W1, qs.Q, qs.Gamma_v, qs.v_r
         xi = Vu[:r] + Gamma_xi_vr
         qs.u = u
         qs.u_xi = Vu[:r]
@@ -196,6 +213,45 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
         qs.constraint_force = Q.dot(xi.dot(Vt[:r]))
         qs.vr_dot = Vu[r:] - Gamma_v.dot(v_r)
     return qs
+
+
+#: the compiled steady-state path serves models up to this many velocities (a robot arm; for a humanoid's
+#: n = 38 LAPACK's blocked products beat the kernel's loops)
+COMPILED_MAX_N = 16
+
+
+def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState, rtol: float, atol: float
+                       ) -> QuasiState | None:
+    """The steady-state sample (``prev`` of full row rank m, same n) by :func:`.quasi_kernel.decompose`;
+    None when the kernel is unavailable or declines (the numpy path then decides, raises or re-seeds)."""
+    A = terms.A
+    m, n = A.shape
+    if prev.rank != m or prev.V2.shape[0] != n or n > COMPILED_MAX_N:
+        return None
+    kernel = compiled_kernel()
+    if kernel is None:
+        return None
+    Vp = prev._V
+    if Vp is None:
+        Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
+    out = np.empty((6 * n + 3 * m, n))
+    vec = np.empty(2 * n)
+    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, m, rtol, atol, out, vec):
+        return None
+    V = out[4 * n:5 * n]
+    R = out[6 * n + 2 * m:, :m]
+    v = vec[:n]
+    return QuasiState(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=v, Lambda=out[6 * n:6 * n + m],
+                      V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
+                      Gamma_v=out[5 * n:6 * n - m, :n - m], Gamma_xi_vr=vec[2 * n - m:], v_r=vec[n:2 * n - m],
+                      kinetic_energy=0.5 * float(v.dot(v)), W1=out[6 * n + m:6 * n + 2 * m, :m],
+                      _S=R[0].copy() if m == 1 else None, _R=R if m > 1 else None, _Vt=V.T, _V=V)
+
+
+def compiled_kernel():
+    """The compiled decomposition kernel (:func:`.quasi_kernel.decompose`), or None: numba missing, its cache
+    unusable, or ``QV_COMPILED=0`` (:func:`qv_dynamics.compiled.load`; the reason in ``compiled.STATUS``)."""
+    return load("qv_dynamics.quasi_kernel", "decompose")
 
 
 def torque_from_quasi_forces(terms: DynamicsTerms, qs: QuasiState, u_v: np.ndarray,

@@ -31,3 +31,5 @@ fi
 "$VENV/bin/python" -c "from qv_dynamics.sim.kernels import warm; warm()"
 "$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"
 "$VENV/bin/qv" --help >/dev/null
+# the law/decomposition kernels into numba's on-disk cache too (qv_dynamics.compiled; ~30 s once, else at first use)
+"$VENV/bin/python" -c "from qv_dynamics.quasi_kernel import warm; warm(); from qv_control.kernels import warm; warm()"

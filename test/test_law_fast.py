@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from law_tick import COORDS, JOINTS, closed_loop_states  # noqa: E402
@@ -35,7 +36,8 @@ def test_passive_law_with_every_joint_actuated_skips_the_identity_projector():
     """All joints actuated: I + H = I (eq. 61 with I − B = 0), so the law's channels are Ph and PMu_p; they
     equal (I + H)Ph and (I + H)PMu_p with I + H from passive_projector, bit for bit."""
     system, states, ref = closed_loop_states(0.1, 10)
-    law = make_law("passive", system, coordinates=COORDS, kp=400.0, kd=40.0, actuated=JOINTS)
+    # the numpy projection (compiled=False), so that projection(terms).P below is the law's own P
+    law = make_law("passive", system, coordinates=COORDS, kp=400.0, kd=40.0, actuated=JOINTS, compiled=False)
     for s in states:
         t, terms, base, motion, u_p = law.channels(s, ref(s.t))
         P = projection(terms).P                       # what the law computed from the same terms
@@ -43,3 +45,31 @@ def test_passive_law_with_every_joint_actuated_skips_the_identity_projector():
         assert resid == 0.0 and np.array_equal(IH, np.eye(system.nv))
         assert np.array_equal(base, IH.dot(P.dot(terms.h)))
         assert np.array_equal(motion, IH.dot(P.dot(terms.M.dot(u_p))))
+
+
+def test_spline_output_is_checked_once_and_still_range_checked():
+    """SplineReference output (CheckedReference) skips the finiteness checks it passed where it was made,
+    yields the same values as a plain Reference, and still gets the joint-range check and size checks."""
+    from qv_control.coordinates import MinimalCoordinates
+    from qv_control.references import CheckedReference, ReferenceRangeError, SplineReference, validate_reference
+    from qv_dynamics import ConstrainedSystem
+    from qv_dynamics.errors import DimensionError
+    from qv_dynamics.state import Reference
+
+    system = ConstrainedSystem.from_urdf("panda")
+    coords = MinimalCoordinates(system, ["panda_joint2", "panda_joint4"])
+    ok = SplineReference([0, 1, 2], [[0, -2], [1.7, -2], [0, -2]], lambda_=[1.0, 2.0])
+    r = ok(0.7)
+    assert type(r) is CheckedReference
+    fast = validate_reference(r, 2, 2, coords)
+    slow = validate_reference(Reference(*(np.array(x) for x in (r.theta, r.theta_dot, r.theta_ddot, r.lambda_))),
+                              2, 2, coords)
+    for f in ("theta", "theta_dot", "theta_ddot", "lambda_"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f))
+    with pytest.raises(DimensionError):
+        validate_reference(r, 3, 2, coords)   # wrong k: the full checks run and name the field
+    with pytest.raises(DimensionError):
+        validate_reference(r, 2, 1, coords)   # wrong m
+    over = SplineReference([0, 1], [[1.9, -2], [1.0, -2]], kind="cubic")  # joint 2 beyond its 1.7628 rad
+    with pytest.raises(ReferenceRangeError):
+        validate_reference(over(0.0), 2, 0, coords)

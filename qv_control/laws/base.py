@@ -139,9 +139,11 @@ class ControlLaw(ABC):
     name = "base"
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
-                 cond_max: float = 1e6):
+                 cond_max: float = 1e6, compiled: bool = True):
         self.system = system
-        self.coords: MinimalCoordinates = as_coordinates(system, coordinates)
+        # compiled=False: the numpy reference path everywhere (qv_control.kernels, qv_dynamics.quasi_kernel)
+        self.compiled = bool(compiled)
+        self.coords: MinimalCoordinates = as_coordinates(system, coordinates, self.compiled)
         self.k = self.coords.size
         check_coordinate_count(self.coords.labels, system.nv, system.m)
         self.kp = vector_gain("kp", kp, self.k)

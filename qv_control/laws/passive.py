@@ -95,9 +95,9 @@ class PassiveJointLaw(ProjectionLawBase):
 
     def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
                  q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
-                 internal_tol: float = 1e-6, internal_chooser=None):
+                 internal_tol: float = 1e-6, internal_chooser=None, compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max)
+                         cond_max=cond_max, compiled=compiled)
         self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
                                              check_rtol=internal_tol, check_atol=internal_tol)
         self.actuated = list(actuated)

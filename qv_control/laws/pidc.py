@@ -23,8 +23,10 @@ class PIDCLaw(ProjectionLawBase):
     name = "pidc"
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, W=None, kappa: float | None = None,
-                 translational: Sequence[str] = (), effort_limits="urdf", cond_max: float = 1e6):
-        super().__init__(system, coordinates, kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max)
+                 translational: Sequence[str] = (), effort_limits="urdf", cond_max: float = 1e6,
+                 compiled: bool = True):
+        super().__init__(system, coordinates, kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max,
+                         compiled=compiled)
         n = system.nv
         if W is None and kappa is not None:
             mask = np.zeros(n, bool)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qv_dynamics.compiled import load
 from qv_dynamics.projection import coupling
 from qv_dynamics.state import Reference, State
 
@@ -19,20 +20,30 @@ class PIDCForceLaw(ProjectionLawBase):
     name = "pidc_force"
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
-                 cond_max: float = 1e6):
+                 cond_max: float = 1e6, compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max)
+                         cond_max=cond_max, compiled=compiled)
+        self._coupling = load("qv_control.kernels", "coupled") if self.compiled else None
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
         M, A = terms.M, terms.A
-        mu = coupling(M, P)                                 # (I−P)MM_c⁻¹ (eq. 32)
         F_d = ref.lambda_.dot(A)
         corr = self._force_correction(t, F_d, None if lam_meas is None else lam_meas.dot(A))
         u_F = F_d if corr is None else F_d + corr
         u_F = u_F - P.dot(u_F)                              # keep it impotent: (I−P)u_F
         PMu = P.dot(M.dot(u_p))
-        base = terms.h + mu.dot(M.dot(a_perp))
-        motion = PMu + mu.dot(PMu)
+        mu_Ma, mu_PMu = self._coupled(M, P, M.dot(a_perp), PMu)   # μ = (I−P)MM_c⁻¹ (eq. 32)
+        base = terms.h + mu_Ma
+        motion = PMu + mu_PMu
         self.last.update(F_d=F_d, u_F=u_F, force_feedback=corr is not None)
         return self._finish(base, u_F, motion)
+
+    def _coupled(self, M, P, x, y) -> tuple[np.ndarray, np.ndarray]:
+        """(μx, μy), μ = (I−P)MM_c⁻¹: by :func:`qv_control.kernels.coupled`, or numpy (the reference)."""
+        if self._coupling is None:
+            mu = coupling(M, P)
+            return mu.dot(x), mu.dot(y)
+        out = np.empty((2, M.shape[0]))
+        self._coupling(M, P, x, y, out)
+        return out[0], out[1]

@@ -19,8 +19,11 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
 """
 from __future__ import annotations
 
+import numpy as np
+
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import RankDeficiencyError
-from qv_dynamics.linalg import inv
+from qv_dynamics.linalg import ATOL, RTOL, inv
 from qv_dynamics.projection import projection
 from qv_dynamics.state import State
 
@@ -35,20 +38,46 @@ class UncontrollableError(RankDeficiencyError):
 class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
+    def __init__(self, system, coordinates, **kw):
+        super().__init__(system, coordinates, **kw)
+        # the projection and u_p in one compiled call (qv_control.kernels.pidc); None: numpy (the reference)
+        self._kernel = load("qv_control.kernels", "pidc") if self.compiled else None
+
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)
         terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuses evaluate's kinematics at (q, q̇)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        pr = projection(terms)                                         # P, A⁺, a⊥ (eq. 15-16)
-        P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
-        JN = kin.J.dot(V2)
-        cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
-        Lam = V2.dot(inv(JN))                                   # Λ = ∂ψ/∂θ (eq. 40)
         e = ref.theta - kin.theta
         edot = ref.theta_dot - kin.theta_dot
         acc = ref.theta_ddot + self.kd * edot + self.kp * e
-        u_p = a_perp + Lam.dot(acc - kin.Jdot_qdot - kin.J.dot(a_perp))  # eq. 46
+        fast = self._compiled_motion(terms, kin, acc)
+        if fast is not None:
+            P, Apinv, a_perp, u_p, cond = fast
+        else:
+            pr = projection(terms)                                     # P, A⁺, a⊥ (eq. 15-16)
+            P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
+            JN = kin.J.dot(V2)
+            cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
+            Lam = V2.dot(inv(JN))                                   # Λ = ∂ψ/∂θ (eq. 40)
+            u_p = a_perp + Lam.dot(acc - kin.Jdot_qdot - kin.J.dot(a_perp))  # eq. 46
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=cond, u_p=u_p,
                          lambda_d=ref.lambda_)
         return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas
+
+    def _compiled_motion(self, terms, kin, acc):
+        """(P, A⁺, a⊥, u_p, cond D) by :func:`qv_control.kernels.pidc` when A has full row rank and θ has
+        n − m coordinates; None for the numpy path (which decides the rank and raises on a bad θ)."""
+        m, n = terms.A.shape
+        if self._kernel is None or kin.J.shape[0] != n - m:
+            return None
+        k = n - m
+        mats = np.empty((n + m + k, n))
+        vecs = np.empty((3, n))
+        if not self._kernel(terms.A, terms.Adot_qdot, kin.J, kin.Jdot_qdot, acc, RTOL, ATOL, mats, vecs):
+            return None
+        cond = float(vecs[2, 0])
+        if not cond <= self.cond_max:
+            check_reduced_jacobian(mats[n + m:, :k], self.coords.labels, n, m, self.cond_max)  # raises
+            return None  # (rounding let the SVD's cond pass: the numpy path decides)
+        return mats[:n], mats[n:n + m].T, vecs[1], vecs[0], cond

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.quasi import quasi_decompose
+from qv_dynamics.compiled import load
+from qv_dynamics.quasi import compiled_kernel, quasi_decompose
 
+from ..coordinates import check_reduced_jacobian
 from .base import ControlLaw
 
 
@@ -49,12 +51,16 @@ class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
-                 compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6):
+                 compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
+                 compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max)
+                         cond_max=cond_max, compiled=compiled)
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
         self._prev = None
+        self._reduced = load("qv_control.kernels", "reduced_jacobian") if self.compiled else None
+        if self.compiled:  # else the reference path: SVD gauge, numpy products
+            compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
 
     def reset(self) -> None:
         super().reset()
@@ -62,11 +68,25 @@ class QuasiLawBase(ControlLaw):
 
     def _decompose(self, q, qdot):
         terms = self.system.evaluate(q, qdot, checked=True)  # _read_state validated q, q̇
-        qs = quasi_decompose(terms, prev=self._prev)
+        qs = quasi_decompose(terms, prev=self._prev, gauge="auto" if self.compiled else "svd")
         if qs.rank_changed:
             self.force_pi.reset()
         self._prev = qs
         return terms, qs
+
+    def _reduced_jacobian(self, qs, J: np.ndarray) -> tuple[np.ndarray, float]:
+        """D = JQ⁻ᵀV₂ (eq. 34) and cond(D), checked (:func:`~qv_control.coordinates.check_reduced_jacobian`);
+        compiled when available (:func:`qv_control.kernels.reduced_jacobian`)."""
+        n, r = qs.Q.shape[0], qs.rank
+        k = n - r
+        if self._reduced is not None and J.shape[0] == k > 0:
+            D = np.empty((k, k))
+            cond = self._reduced(qs.Qinv, qs._V if qs._V is not None else qs._Vt.T, r, J, D)
+            if cond <= self.cond_max:
+                return D, cond
+        else:
+            D = J.dot(qs.Qinv.T.dot(qs.V2))
+        return D, check_reduced_jacobian(D, self.coords.labels, n, r, self.cond_max)
 
     def _force_channel(self, t, qs, lam_d, lam_meas) -> tuple[np.ndarray, np.ndarray]:
         """u_ξ (eq. 42/47 + PI) and ξ_d."""

@@ -6,7 +6,6 @@ import numpy as np
 
 from qv_dynamics.state import Reference, State
 
-from ..coordinates import check_reduced_jacobian
 from .base import GainError
 from .quasi_base import QuasiLawBase
 
@@ -35,8 +34,7 @@ class QuasiSetpointLaw(QuasiLawBase):
         terms, qs = self._decompose(q, qdot)
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuse evaluate's kinematics
         ref = self._read_reference(reference, t, kin.theta, terms.m)
-        D = kin.J.dot(qs.Qinv.T.dot(qs.V2))
-        cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)
+        D, cond = self._reduced_jacobian(qs, kin.J)
         e = kin.theta - ref.theta
         Kpe = self.kp * e
         u_v = -self.kd * qs.v_r - (Kpe.dot(D) if self.form == "lyapunov" else Kpe)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qv_dynamics.compiled import load
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
@@ -92,6 +93,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate: np.ndarray | None = None
         self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
         self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
+        self._kernel = load("qv_control.kernels", "tracking") if self.compiled else None
 
     def reset(self) -> None:
         super().reset()
@@ -128,7 +130,7 @@ class QuasiTrackingLaw(QuasiLawBase):
             u = u + qs.V1 @ qs.xi_from_lambda(self.force_pi.ki * zf)
         return qs.Q @ u
 
-    def _motion_integral(self, t: float, qs, lu, e: np.ndarray, eps: np.ndarray) -> np.ndarray:
+    def _motion_integral(self, t: float, qs, D, e: np.ndarray, eps: np.ndarray) -> np.ndarray:
         """k_I z with ż = D⁻¹(Δe/Δt + K_p e) (class docstring; ε of the measured θ̇ only where there is no
         previous sample): reset on a rank change, frozen while the motion channel is scaled by the limiter,
         clamped to ‖k_I z‖ ≤ integral_limit."""
@@ -137,40 +139,66 @@ class QuasiTrackingLaw(QuasiLawBase):
             self._e_prev = None
         prev = self._e_prev
         if prev is not None and prev[1].shape == e.shape and 0.0 < t - prev[0] <= self._integral.max_dt:
-            eps = lu.dot((e - prev[1]) / (t - prev[0]) + self.kp * e)
+            eps = inv(D).dot((e - prev[1]) / (t - prev[0]) + self.kp * e)
         if prev is None or t > prev[0]:
             self._e_prev = (t, e.copy())
         return self._integral.step(t, eps, freeze=self.saturation.motion_frozen)
 
     def _normal_terms(self, t, qs, kin, Dinv) -> tuple[np.ndarray, np.ndarray]:
         """(Gv_n, Γ_vn v_n − (Gv_n)˙) of the normal-motion extension (class docstring, items 1-2)."""
-        if qs.rank_changed:
-            self._gvn_prev = self._gvn_rate = None
         v_n = qs.v.dot(qs.V1)
         self.last["v_n"] = v_n
         gvn = Dinv.dot(kin.J.dot(qs.Qinv.T.dot(qs.V1.dot(v_n))))                  # G v_n = D⁻¹D₁v_n
         comp = normal_coupling(qs, kin.Adot, v_n)                              # Γ_vn v_n
-        if self.normal_rate:
-            prev = self._gvn_prev
-            if prev is not None and prev[1].shape == gvn.shape and 0.0 < t - prev[0] <= self.rate_max_dt:
-                self._gvn_rate = (gvn - prev[1]) / (t - prev[0])
-            elif prev is None or t != prev[0]:
-                self._gvn_rate = None
-            if prev is None or t != prev[0]:  # follows the stamps both ways: one bad stamp cannot freeze it
-                self._gvn_prev = (t, gvn)
-            if self._gvn_rate is not None:
-                comp = comp - self._gvn_rate
-        return gvn, comp
+        rate = self._normal_rate(t, qs, gvn)
+        return gvn, comp if rate is None else comp - rate
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        t, q, qdot, lam_meas = self._read_state(state)
-        terms, qs = self._decompose(q, qdot)
-        # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
-        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
-        ref = self._read_reference(reference, t, kin.theta, terms.m)
+    def _normal_rate(self, t: float, qs, gvn: np.ndarray) -> np.ndarray | None:
+        """(Gv_n)˙ by the backward difference of the measured Gv_n (None: not available or not wanted)."""
+        if qs.rank_changed:
+            self._gvn_prev = self._gvn_rate = None
+        if not self.normal_rate:
+            return None
+        prev = self._gvn_prev
+        if prev is not None and prev[1].shape == gvn.shape and 0.0 < t - prev[0] <= self.rate_max_dt:
+            self._gvn_rate = (gvn - prev[1]) / (t - prev[0])
+        elif prev is None or t != prev[0]:
+            self._gvn_rate = None
+        if prev is None or t != prev[0]:  # follows the stamps both ways: one bad stamp cannot freeze it
+            self._gvn_prev = (t, gvn)
+        return self._gvn_rate
+
+    def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
+        """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
+        (class docstring), by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy
+        (:meth:`_motion_numpy`)."""
+        kernel = self._kernel
+        n, r = qs.Q.shape[0], qs.rank
+        k = n - r
+        if kernel is None or kin.J.shape[0] != k:
+            return self._motion_numpy(t, qs, kin, ref)
+        normal = self.normal_motion and r > 0
+        out = np.empty((7 + k, n))
+        V = qs._V if qs._V is not None else qs._Vt.T
+        Adot = kin.Adot if r else np.zeros((0, n))
+        if not kernel(qs.Qinv, qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, kin.J, kin.Jdot, Adot, qs.v,
+                      qs.v_r, kin.theta, ref.theta, kin.theta_dot, ref.theta_dot, ref.theta_ddot, self.kp, self.kd,
+                      self.cond_max, int(normal), out):
+            check_reduced_jacobian(out[7:, :k], self.coords.labels, n, r, self.cond_max)  # raises
+            return self._motion_numpy(t, qs, kin, ref)  # (rounding let the SVD's cond pass)
+        u_v, eps = out[0, :k], out[1, :k]
+        if normal:
+            self.last["v_n"] = out[4, :r]
+            rate = self._normal_rate(t, qs, out[3, :k])
+            if rate is not None:
+                u_v -= rate
+        return u_v, eps, out[5, :k], float(out[6, 0]), out[7:, :k]
+
+    def _motion_numpy(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
+        """:meth:`_motion` in numpy (the reference path)."""
         N = qs.Qinv.T.dot(qs.V2)
         D = kin.J.dot(N)
-        cond = check_reduced_jacobian(D, self.coords.labels, terms.n, qs.rank, self.cond_max)
+        cond = check_reduced_jacobian(D, self.coords.labels, qs.Q.shape[0], qs.rank, self.cond_max)
         e = kin.theta - ref.theta
         s_d = ref.theta_dot - self.kp * e                      # Dσ
         sd_dot = ref.theta_ddot - self.kp * (kin.theta_dot - ref.theta_dot)
@@ -192,13 +220,22 @@ class QuasiTrackingLaw(QuasiLawBase):
         u_v = sigma_dot + qs.Gamma_v.dot(qs.v_r) - self.kd * eps
         if normal is not None:
             u_v = u_v + normal
+        return u_v, eps, e, cond, D
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        t, q, qdot, lam_meas = self._read_state(state)
+        terms, qs = self._decompose(q, qdot)
+        # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
+        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
+        ref = self._read_reference(reference, t, kin.theta, terms.m)
+        u_v, eps, e, cond, D = self._motion(t, qs, kin, ref)
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
             self._tau_int()
             self._carry.switch()
         self._carry.tick(t)
         z_motion = None
         if self.ki_motion > 0:
-            z_motion = self._motion_integral(t, qs, lu, e, eps)
+            z_motion = self._motion_integral(t, qs, D, e, eps)
             u_v = u_v - z_motion
         u_xi, xi_d = self._force_channel(t, qs, ref.lambda_, lam_meas)
         # the force PI replaces its z (never updates it in place): keeping the reference keeps this sample's

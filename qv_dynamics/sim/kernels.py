@@ -21,6 +21,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ..compiled import cache_ready
 from .kernel_linalg import (
     back_substitute,
     chol_solve,
@@ -181,10 +182,7 @@ def cached() -> bool:
     """Whether numba's disk cache holds the kernels compiled for this copy of the source (fresh: same source
     stamp, same numba), i.e. whether a process can use them without compiling for ~10 s (~50 s on a loaded
     machine). The cache is per source path: a colcon-installed copy has its own, filled by :func:`warm`."""
-    try:
-        return all(bool(k._cache._cache_file._load_index()) for k in (projection_accel, m_project, rk4_stage))
-    except Exception:  # noqa: BLE001 - numba internals moved: assume cached (numba compiles when it is not)
-        return True
+    return cache_ready(projection_accel, m_project, rk4_stage)
 
 
 def warm() -> None:

@@ -1,0 +1,277 @@
+"""Compiled (numba) numerics of the control side, one call each instead of tens of numpy calls per sample;
+the callers keep the same products in numpy as their reference path (``compiled=False``) and for when the
+kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
+scripts/setup.sh.
+
+:func:`rotation_rates` (:meth:`qv_control.coordinates.MinimalCoordinates._rotation`): with φ = log₃(RR_refᵀ),
+P = [φ]×, G = I − ½P + cP², φ̇ = GJ_ωq̇, Ġ = −½[φ̇]× + c([φ̇]×P + P[φ̇]×) + k(φᵀφ̇)P²: GJ_ω and GJ̇_ω + ĠJ_ω.
+
+:func:`tracking` (:class:`~qv_control.laws.quasi_tracking.QuasiTrackingLaw`, eq. 35–38 with the
+normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe,
+ṡ_d = θ̈_d − K_p(θ̇ − θ̇_d)::
+
+    σ = D⁻¹s_d,  ε = v_r − σ [+ Gv_n],  Gv_n = D⁻¹JQ⁻ᵀV₁v_n,  v_n = V₁ᵀv
+    Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Q⁻¹(Ȧᵀz − Q̇Λᵀz)),  z = W₁ᵀv_n
+    w = Nσ,  y = Q̇ᵀw,  V̇₂σ = −V₁W₁(Ȧw − Λy),  Ḋσ = J̇w + JQ⁻ᵀ(V̇₂σ − y),  σ̇ = D⁻¹(ṡ_d − Ḋσ)
+    u_v = σ̇ + Γ_v v_r − k_d ε [+ Γ_vn v_n]
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from qv_dynamics.compiled import compile_kernel, kernel
+from qv_dynamics.quasi_kernel import full_rank
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv
+
+_M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
+_SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
+
+
+@njit(cache=True)
+def _cond(D) -> float:
+    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
+    of the rotated D are its singular values), inf when D is singular."""
+    k = D.shape[0]
+    B = D.copy()
+    jacobi(B, np.eye(k))
+    hi, lo = 0.0, np.inf
+    for i in range(k):
+        s = 0.0
+        for t in range(B.shape[1]):
+            s += B[i, t] * B[i, t]
+        hi, lo = max(hi, s), min(lo, s)
+    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
+@njit(cache=True)
+def _solve(D, b):
+    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`; D checked first)."""
+    x = np.empty(b.shape[0])
+    lu_solve(D, b, x)
+    return x
+
+
+@njit(cache=True)
+def _reduced(Qi, V, r, J, N, D) -> None:
+    """N = Q⁻ᵀV₂ and D = JN (eq. 34), V₂ = the columns of V from r on, Q⁻¹ lower triangular."""
+    n, k = N.shape
+    for i in range(n):
+        for j in range(k):
+            s = 0.0
+            for t in range(i, n):  # (Q⁻ᵀ)_it = Q⁻¹_ti, zero for t < i
+                s += Qi[t, i] * V[t, r + j]
+            N[i, j] = s
+    for i in range(D.shape[0]):
+        for j in range(k):
+            s = 0.0
+            for t in range(n):
+                s += J[i, t] * N[t, j]
+            D[i, j] = s
+
+
+@kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
+def reduced_jacobian(Qi, V, r, J, D) -> float:
+    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
+    n = V.shape[0]
+    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
+    return _cond(D)
+
+
+@kernel(_SIG)
+def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
+             normal, out) -> int:
+    """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
+    θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
+    ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
+    entries), [cond(D)], D (k rows)."""
+    n = V.shape[0]
+    r = W1.shape[0]
+    k = n - r
+    N = np.empty((n, k))
+    D = out[7:7 + k, :k]
+    _reduced(Qi, V, r, J, N, D)
+    out[6, 0] = cond = _cond(D)
+    if not cond <= cond_max:
+        return 0
+    e = out[5, :k]
+    s_d = np.empty(k)
+    sd_dot = np.empty(k)
+    for i in range(k):
+        e[i] = th[i] - th_d[i]
+        s_d[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
+        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
+    V1 = V[:, :r]
+    V2 = V[:, r:]
+    sigma = _solve(D, s_d)
+    eps = vr - sigma
+    u_v = np.zeros(k)
+    if normal and r:
+        v_n = mv(V1.T, v)
+        out[4, :r] = v_n
+        V1vn = mv(V1, v_n)
+        gvn = _solve(D, mv(J, mv(Qi.T, V1vn)))
+        out[3, :k] = gvn
+        z = mv(W1.T, v_n)
+        u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
+        eps += gvn
+    else:
+        out[3, :k] = 0.0
+    w = mv(N, sigma)
+    y = mv(Qd.T, w)
+    a = -y
+    if r:
+        a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
+    Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
+    u_v += _solve(D, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
+    out[0, :k] = u_v
+    out[1, :k] = eps
+    out[2, :k] = sigma
+    return 1
+
+
+@kernel(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])")
+def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
+    """GJ_ω into ``out[:3]`` and GJ̇_ω + ĠJ_ω into ``out[3:]`` (3 × n each; module doc)."""
+    n = qdot.shape[0]
+    P = np.zeros((3, 3))
+    P[0, 1], P[0, 2], P[1, 2] = -phi[2], phi[1], -phi[0]
+    P[1, 0], P[2, 0], P[2, 1] = phi[2], -phi[1], phi[0]
+    P2 = P.dot(P)
+    G = c * P2 - 0.5 * P
+    w = np.zeros(3)
+    for i in range(3):
+        G[i, i] += 1.0
+        for j in range(n):
+            w[i] += J6[3 + i, j] * qdot[j]
+    pd = G.dot(w)
+    Pd = np.zeros((3, 3))
+    Pd[0, 1], Pd[0, 2], Pd[1, 2] = -pd[2], pd[1], -pd[0]
+    Pd[1, 0], Pd[2, 0], Pd[2, 1] = pd[2], -pd[1], pd[0]
+    S = Pd.dot(P)
+    Gd = c * (S + S.T) - 0.5 * Pd + (k * (phi[0] * pd[0] + phi[1] * pd[1] + phi[2] * pd[2])) * P2
+    for i in range(3):
+        for j in range(n):
+            a = b = 0.0
+            for t in range(3):
+                a += G[i, t] * J6[3 + t, j]
+                b += G[i, t] * dJ6[3 + t, j] + Gd[i, t] * J6[3 + t, j]
+            out[i, j] = a
+            out[3 + i, j] = b
+
+
+@njit(cache=True)
+def _householder(At, Qf, R) -> None:
+    """Aᵀ = Q_f[:, :m]R with Q_f (n × n) orthogonal (Householder QR, the full factor accumulated)."""
+    n, m = At.shape
+    X = At.copy()
+    for i in range(n):
+        for j in range(n):
+            Qf[i, j] = 1.0 if i == j else 0.0
+    for j in range(m):
+        s = 0.0
+        for i in range(j, n):
+            s += X[i, j] * X[i, j]
+        alpha = -math.copysign(math.sqrt(s), X[j, j])
+        u = np.zeros(n)
+        for i in range(j, n):
+            u[i] = X[i, j]
+        u[j] -= alpha
+        uu = 0.0
+        for i in range(j, n):
+            uu += u[i] * u[i]
+        if uu > 0.0:
+            for c in range(j, m):  # X ← (I − 2uuᵀ/uᵀu)X
+                d = 0.0
+                for i in range(j, n):
+                    d += u[i] * X[i, c]
+                d *= 2.0 / uu
+                for i in range(j, n):
+                    X[i, c] -= d * u[i]
+            for r in range(n):  # Q_f ← Q_f(I − 2uuᵀ/uᵀu)
+                d = 0.0
+                for i in range(j, n):
+                    d += Qf[r, i] * u[i]
+                d *= 2.0 / uu
+                for i in range(j, n):
+                    Qf[r, i] -= d * u[i]
+        for c in range(m):
+            R[j, c] = X[j, c] if c >= j else 0.0
+
+
+@kernel(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
+      "float64[:, ::1])")
+def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
+    """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
+    full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
+    decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
+    u_p = a⊥ + N D⁻¹(acc − J̇q̇ − Ja⊥) with acc = θ̈_d + G_D ė + G_P e. Out: ``mats`` rows P (n), A⁺ᵀ (m),
+    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]."""
+    m, n = A.shape
+    k = n - m
+    Qf = np.empty((n, n))
+    R = np.zeros((m, m))
+    _householder(np.ascontiguousarray(A.T), Qf, R)
+    af = 0.0
+    for i in range(m):
+        for j in range(n):
+            af += A[i, j] * A[i, j]
+    Ri = np.zeros((m, m))
+    if not full_rank(R, Ri, math.sqrt(af), rtol, atol):
+        return 0
+    Z = np.ascontiguousarray(Qf[:, :m])
+    N = np.ascontiguousarray(Qf[:, m:])
+    P = mats[:n]
+    P[:] = N.dot(N.T)
+    ApT = mats[n:n + m]
+    ApT[:] = Ri.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ (A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)
+    a_perp = vecs[1]
+    a_perp[:] = 0.0
+    for i in range(m):
+        for j in range(n):
+            a_perp[j] -= ApT[i, j] * ad[i]
+    Jc = np.ascontiguousarray(J)
+    D = Jc.dot(N)
+    mats[n + m:n + m + k, :k] = D
+    vecs[2, 0] = cond = _cond(D)
+    if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
+        return 1
+    x = _solve(D, acc - Jdq - Jc.dot(a_perp))
+    vecs[0] = a_perp + N.dot(x)
+    return 1
+
+
+@kernel(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])")
+def coupled(M, P, x, y, out) -> None:
+    """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
+    by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
+    n = M.shape[0]
+    Pc = np.ascontiguousarray(P)
+    PM = Pc.dot(M)
+    Mc = M + PM - M.dot(Pc)
+    for row, b in ((0, x), (1, y)):
+        w = M.dot(_solve(Mc, b))
+        out[row, :n] = w - Pc.dot(w)
+
+
+def warm() -> None:
+    """Compile the kernels into numba's disk cache (or load them) and run each once."""
+    for fn in (tracking, rotation_rates, pidc, coupled, reduced_jacobian):
+        compile_kernel(fn)
+    coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
+    reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
+    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
+         np.empty((3, 2)))
+    rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))
+    n, r = 3, 1
+    V, E = np.eye(n), np.eye(n)
+    z = np.zeros((r, n))
+    k = np.ones(n - r)
+    tracking(E, E, V, np.ones((r, r)), z, E, np.eye(n - r), np.eye(n - r, n, r), np.zeros((n - r, n)), z,
+             np.ones(n), k, k, k, k, k, k, k, 1.0, 1e6, 1, np.empty((7 + n, n)))
+
+
+if __name__ == "__main__":
+    warm()

@@ -1,0 +1,112 @@
+"""The compiled law path (quasi_decompose's kernel + qv_control.kernels) against the reference path of
+the same law (``compiled=False``: SVD gauge / SVD projection, numpy products) on the closed-loop states of
+the Panda table task (bench/law_tick.py): the torques and diagnostics agree to rounding, sample by sample."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qv_control.laws import make_law
+from qv_dynamics.compiled import STATUS, load
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import law_tick as lt  # noqa: E402  (the benchmark's scene, gains and closed-loop states)
+
+
+@pytest.fixture(scope="module")
+def closed_loop():
+    return lt.closed_loop_states(0.6, 4)
+
+
+@pytest.mark.parametrize("name", [*lt.PARAMS, "quasi_tracking+ki_motion"])
+def test_compiled_law_equals_reference_law(closed_loop, name):
+    assert load("qv_control.kernels", "tracking") is not None, STATUS
+    system, states, ref = closed_loop
+    name, _, extra = name.partition("+")
+    gains = dict(lt.PARAMS[name], **({"ki_motion": 400.0} if extra else {}))
+    fast = make_law(name, system, coordinates=lt.COORDS, **gains)
+    slow = make_law(name, system, coordinates=lt.COORDS, compiled=False, **gains)
+    assert fast.compiled and not slow.compiled
+    if not name.startswith("quasi"):
+        assert fast._kernel is not None and slow._kernel is None
+    worst = dict.fromkeys(["tau", "u_v", "u_xi", "eps", "u_p"], 0.0)
+    for s in states:
+        r = ref(s.t)
+        a, b = fast.compute(s, r), slow.compute(s, r)
+        worst["tau"] = max(worst["tau"], float(np.abs(a - b).max() / np.abs(b).max()))
+        for f in ("u_v", "u_xi", "eps", "u_p"):
+            if f in slow.last:
+                x, y = fast.last[f], slow.last[f]
+                worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
+    if name.startswith("quasi"):
+        assert fast._prev._V is not None  # the steady state went through the kernel
+    assert max(worst.values()) < 1e-12, worst  # measured ≤ 8e-15
+
+
+def test_compiled_rotation_rows_equal_numpy():
+    """θ, J, J̇ of frame orientation coordinates (qv_control.kernels.rotation_rates vs the numpy products),
+    from the identity (series branch of c, c′) to 2.5 rad."""
+    from qv_control.coordinates import MinimalCoordinates
+    from qv_dynamics import ConstrainedSystem
+
+    system = ConstrainedSystem.from_urdf("panda")
+    spec = ["panda_hand.rx", "panda_hand.ry", "panda_hand.rz", "panda_hand.x"]
+    fast, slow = MinimalCoordinates(system, spec), MinimalCoordinates(system, spec, compiled=False)
+    assert fast._kernel is not None and slow._kernel is None
+    rng = np.random.default_rng(5)
+    q0 = system.random_configuration(rng)
+    fast.anchor(q0)
+    slow.anchor(q0)
+    for scale in (0.0, 1e-4, 0.01, 0.3, 1.0):
+        q, qdot = q0 + scale * rng.normal(size=7), rng.normal(size=7)
+        a, b = fast.evaluate(q, qdot), slow.evaluate(q, qdot)
+        for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot"):
+            x, y = getattr(a, f), getattr(b, f)
+            assert np.abs(x - y).max() <= 1e-14 * max(1.0, np.abs(y).max()), (scale, f)
+
+
+@pytest.mark.parametrize("name", ["pidc", "pidc_force", "passive", "quasi_tracking"])
+def test_compiled_law_equals_reference_with_three_contact_rows(name):
+    """A 3-D point contact (m = 3: the kernels' QR, A⁺ = ZR⁻ᵀ and aligned bases with several rows) and four
+    coordinates, along a smooth admissible motion of the Panda."""
+    from test_quasi_fast import _motion
+
+    from qv_dynamics import ConstrainedSystem
+    from qv_dynamics.state import Reference, State
+
+    system = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+    at, rng = _motion(system, seed=7)
+    gains = dict(lt.PARAMS[name], coordinates=["panda_hand.rx", "panda_hand.ry", "panda_hand.rz", "panda_joint3"],
+                 effort_limits=None)
+    fast, slow = make_law(name, system, **gains), make_law(name, system, compiled=False, **gains)
+    lam_d = np.array([0.0, 0.0, -10.0]) if name != "passive" else None
+    worst = 0.0
+    for k in range(30):
+        q, qdot = at(1e-3 * k)
+        s = State(t=1e-3 * k, q=q, qdot=qdot, lambda_meas=np.array([0.1, 0.2, -9.0]))
+        r = Reference(theta=0.01 * np.ones(4), theta_dot=np.zeros(4), theta_ddot=np.ones(4), lambda_=lam_d)
+        a, b = fast.compute(s, r), slow.compute(s, r)
+        worst = max(worst, float(np.abs(a - b).max() / np.abs(b).max()))
+    assert worst < 1e-12, worst  # measured ≤ 9e-15
+
+
+@pytest.mark.parametrize("name", ["quasi_tracking", "quasi_setpoint", "pidc"])
+def test_compiled_law_refuses_singular_coordinates_as_the_reference(closed_loop, name):
+    """θ containing the constrained z of the table contact: D = JN has a zero row; both paths raise the same
+    RankDeficiencyError naming the coordinates."""
+    from qv_dynamics.errors import RankDeficiencyError
+
+    system, states, ref = closed_loop
+    coords = ["panda_hand_tcp.x", "panda_hand_tcp.y", "panda_hand_tcp.z", "panda_hand_tcp.rx", "panda_hand_tcp.ry",
+              "panda_hand_tcp.rz"]
+    msgs = []
+    for compiled in (True, False):
+        law = make_law(name, system, **dict(lt.PARAMS[name], coordinates=coords, compiled=compiled))
+        with pytest.raises(RankDeficiencyError) as err:
+            for s in states[:3]:
+                law.compute(s, None)
+        msgs.append(str(err.value).split(": cond(D)")[0])
+    assert msgs[0] == msgs[1] and "panda_hand_tcp.z" in msgs[0]
