@@ -39,7 +39,9 @@ def test_bimanual_nodes_as_processes_track_the_box():
     cfg = yaml.safe_load((ROOT / "config" / "bimanual_ros.yaml").read_text())["qv_controller"]["ros__parameters"]
     spline = SplineReference(cfg["reference"]["times"], np.reshape(cfg["reference"]["waypoints"], (3, -1)))
     procs = [_start("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", "-p", "mode:=lockstep"),
-             _start("qv_control.ros.controller_node", "qv_controller")]
+             # lock-step on a shared CI machine: a plant step can wait longer than the 0.1 s watchdog, whose
+             # zero effort the plant would then step with (measured: 1.6e-3 m); this test checks the wiring
+             _start("qv_control.ros.controller_node", "qv_controller", "-p", "watchdog_timeout:=2.0")]
     samples = []
     try:
         with ros_session(DOMAIN, "bimanual_probe") as (_, ex, probe):

@@ -104,3 +104,31 @@ def test_controller_node_velocity_observer(ros):
         assert node.stats["commands"] == 4 and node.rejected("law") == 0
     finally:
         retire(ex, node)
+
+
+def test_same_state_twice_is_answered_once_within_the_duplicate_window(ros):
+    """A lock-step plant that re-sends its state while the answer is on its way must not get two commands for
+    one state (it would step twice); a re-send after the window (a lost command) is answered again."""
+    from qv_control.ros.controller_node import DUPLICATE_WINDOW
+
+    ctx, ex, probe = ros
+    node = ControllerNode("qv_dup", context=ctx, parameter_overrides=arm_params(controller_name="dup_ctrl",
+                                                                                  watchdog_timeout=5.0))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, "/dup_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        system, _ = load_model_config("planar_3link_model.yaml")
+        q, qdot = arm_state(system, np.random.default_rng(7))
+        names = ["joint1", "joint2", "joint3"]
+        first = wire.send(joint_state(names, q, qdot, t=2.0), expect=1)
+        again = wire.send(joint_state(names, q, qdot, t=2.0))
+        spin_until(ex, lambda: False, 0.3 * DUPLICATE_WINDOW)
+        assert len(first) == 1 and len(wire.got) == 1 and node.stats["duplicates"] == 1, again
+        spin_until(ex, lambda: False, 1.1 * DUPLICATE_WINDOW)
+        resent = wire.send(joint_state(names, q, qdot, t=2.0), expect=1)   # a command was lost: answer again
+        np.testing.assert_allclose(resent[0].data, first[0].data, rtol=1e-12)  # same state: same τ (6e-16 seen)
+        wire.send(joint_state(names, q, qdot, t=2.001), expect=1)       # the next state as usual
+        assert len(wire.got) == 3 and node.stats["duplicates"] == 1
+    finally:
+        retire(ex, node)

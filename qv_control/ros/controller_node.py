@@ -64,6 +64,10 @@ from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
+# a state repeating the stamp of the one last answered within this wall time is not answered again [s]
+# (shorter than a lock-step plant's lockstep_resend, 0.5 s: a re-send after a lost command is answered)
+DUPLICATE_WINDOW = 0.25
+
 
 class ControllerNode(ControllerParameters, Node):
     """Event-driven: one effort command per valid /joint_states message."""
@@ -119,8 +123,9 @@ class ControllerNode(ControllerParameters, Node):
         self._tau_sent = np.zeros(system.nv)             # the observer's input: the last command sent
         self.last_rx: float | None = None
         self.stale = False
-        self.stats = {"commands": 0, "safe_commands": 0, "watchdog_episodes": 0, "compute_ms_max": 0.0,
-                      "compute_ms_sum": 0.0}
+        self._answered = (None, 0.0)  # (stamp, wall time) of the last state answered
+        self.stats = {"commands": 0, "duplicates": 0, "safe_commands": 0, "watchdog_episodes": 0,
+                      "compute_ms_max": 0.0, "compute_ms_sum": 0.0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
@@ -281,7 +286,12 @@ class ControllerNode(ControllerParameters, Node):
 
     def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp) -> None:
         """One command for the state (t, q, q̇) stamped ``stamp``."""
-        self.last_rx = time.monotonic()
+        self.last_rx = now = time.monotonic()
+        if t == self._answered[0] and now - self._answered[1] < DUPLICATE_WINDOW:
+            # the same state again soon after its answer (a lock-step plant's re-send crossing a slow answer,
+            # a plant repeating its state while it waits): a second answer would be a second step with it
+            self.stats["duplicates"] += 1
+            return
         self.q_last = q
         if self.stale:
             self.stale = False
@@ -320,6 +330,7 @@ class ControllerNode(ControllerParameters, Node):
         data = cmd_map.to_array(tau)
         out[1].data = data
         self.pub_cmd.publish(out[1])
+        self._answered = (t, now)
         if self.pub_stamped is not None and self.pub_stamped.get_subscription_count():  # no reader: no cost
             cmd = out[2]
             cmd.header.stamp = stamp
@@ -354,7 +365,8 @@ class ControllerNode(ControllerParameters, Node):
 
     def publish_diagnostics(self) -> None:
         st = self.stats
-        values = {"commands": st["commands"], "safe_commands": st["safe_commands"],
+        values = {"commands": st["commands"], "duplicate_states": st["duplicates"],
+                  "safe_commands": st["safe_commands"],
                   "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
                   "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters)}

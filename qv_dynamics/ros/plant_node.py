@@ -84,7 +84,10 @@ class PlantNodeMixin:
     def _subscribe_commands(self, topic: str) -> None:
         """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
         gp = self.get_parameter
-        subscribe_commands(self, topic, self.on_command, input_qos(10, bool(gp("best_effort_inputs").value)),
+        # lock-step: reliable whatever best_effort_inputs says (a lost command would stop the loop until the
+        # re-send; the controller does not answer the same state twice within its duplicate window)
+        best_effort = bool(gp("best_effort_inputs").value) and self.mode != "lockstep"
+        subscribe_commands(self, topic, self.on_command, input_qos(10, best_effort),
                            bool(gp("raw_messages").value), lambda exc: self.rejects.reject(reject_kind(exc), str(exc)))
 
     @property

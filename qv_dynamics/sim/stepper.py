@@ -26,6 +26,7 @@ Sign convention (SPEC): M q̈ + h = τ − Aᵀλ.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -130,13 +131,7 @@ class Stepper:
         # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
         self._fast = None
         if compiled is not False and method == "projection":
-            from . import kernels  # imports numba: only for a stepper that may use it
-            from .fastpath import CompiledProjection
-
-            # None: the kernels only when their disk cache is warm (scripts/setup.sh), never a compile of
-            # ~10 s (~50 s under load) inside a running simulation; True: compile if needed
-            if compiled or kernels.cached():
-                self._fast = CompiledProjection(system, self.rtol, self.atol)
+            self._fast = _compiled_projection(system, self.rtol, self.atol, force=bool(compiled))
         self.compiled = self._fast is not None  # which path this stepper uses
 
     # ------------------------------------------------------------------ model terms
@@ -361,5 +356,24 @@ class Stepper:
         """Gravitational potential energy (pin.computePotentialEnergy)."""
         return float(pin.computePotentialEnergy(self.system.model, self.system.data, q))
 
+
+
+def _compiled_projection(system, rtol: float, atol: float, force: bool):
+    """The compiled projection path, or None for the numpy reference path (the rule of
+    :mod:`qv_dynamics.compiled`): ``QV_COMPILED=0``, numba missing or unable to cache, or (unless ``force``)
+    kernels not in the disk cache — never a compile of ~10 s (~50 s under load) inside a running simulation.
+    ``force`` (``compiled=True``): compile if needed, and let a missing numba raise."""
+    if not force and os.environ.get("QV_COMPILED", "1") == "0":
+        return None
+    try:
+        from . import kernels  # imports numba: only for a stepper that may use it
+        from .fastpath import CompiledProjection
+
+        if force or kernels.cached():
+            return CompiledProjection(system, rtol, atol)
+    except (ImportError, RuntimeError):
+        if force:
+            raise
+    return None
 
 __all__ = ["Stepper", "Accel", "METHODS", "INTEGRATORS"]
