@@ -64,9 +64,7 @@ from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
-# a state repeating the stamp of the one last answered within this wall time is not answered again [s]
-# (shorter than a lock-step plant's lockstep_resend, 0.5 s: a re-send after a lost command is answered)
-DUPLICATE_WINDOW = 0.25
+DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
 class ControllerNode(ControllerParameters, Node):
