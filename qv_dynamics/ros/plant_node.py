@@ -1,8 +1,9 @@
 """What the two plant nodes (``qv_sim_node``, ``qv_mujoco_node``) share (SPEC §5–§6): the parameters of the
 ros2_control topic contract, the pacing modes, and the effort-command callback.
 
-Modes: ``realtime`` steps on a wall-clock timer (``real_time_factor``, zero-order hold of the latest command,
-at most ``max_steps_per_tick`` steps per tick: a plant that cannot keep up drops real time, counted and
+Modes: ``realtime`` steps on its own pacing thread at absolute wall-clock deadlines (``real_time_factor``,
+zero-order hold of the latest command, one /joint_states message per step, at most ``max_steps_per_tick``
+steps per wake-up: a plant that cannot keep up drops real time, counted and
 reported as a real-time factor, rather than running the held command open loop for a long burst); with
 ``wait_for_command`` (default) real time starts at the first valid effort command and until then the
 initial state is published every 10 ms, like a robot held by its brakes until the controller is up;
@@ -21,6 +22,7 @@ from std_msgs.msg import Float64MultiArray
 from ..errors import QVError
 from .health import EpisodeCounter, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
+from .pacing import DeadlineLoop
 from .params import declare, load_model_config
 from .raw import input_qos, subscribe_commands
 
@@ -107,16 +109,33 @@ class PlantNodeMixin:
         return stamp
 
     def _start_pacing(self, clock=None) -> None:
-        """The timers of the pacing mode: realtime ticks, or lock-step re-sends (``clock``: e.g. a steady clock
-        so that pacing stays wall-clock whatever ``use_sim_time`` says)."""
+        """Realtime: the pacing thread (:class:`DeadlineLoop`, one step and one published state per period of
+        ``dt / real_time_factor`` at absolute wall-clock deadlines); lock-step: the re-send timer (``clock``:
+        e.g. a steady clock so that it stays wall-clock whatever ``use_sim_time`` says)."""
         self.last_cmd_wall = time.monotonic()
         self.resend = float(self.get_parameter("lockstep_resend").value)
         kw = {} if clock is None else {"clock": clock}
+        self._rt_loop = None
         if self.mode == "realtime":
             self.wall0 = time.monotonic()
-            self.create_timer(max(self.dt / self.rtf, 1e-3), self.on_realtime_tick, **kw)
+            self._rt_loop = DeadlineLoop(self.on_realtime_tick, self._next_due, name=f"{self.get_name()}_realtime")
+            self._rt_loop.start()
         elif self.resend > 0:
             self.create_timer(self.resend, self.on_resend, **kw)
+
+    def _next_due(self) -> float:
+        """Wall-clock deadline of the next realtime step (step k is due at wall0 + k·dt/real_time_factor);
+        while waiting for the first command, one period from now (the wait publishes every 10 ms)."""
+        period = self.dt / self.rtf
+        if not self.started:
+            return time.monotonic() + min(period, WAIT_PUBLISH_PERIOD)
+        return self.wall0 + (self.steps + 1) * period
+
+    def destroy_node(self):
+        """The pacing thread is stopped (and joined) first: no step or publish after the node is gone."""
+        if getattr(self, "_rt_loop", None) is not None:
+            self._rt_loop.stop()
+        return super().destroy_node()
 
     def _initial(self, name: str, given, from_doc, default: np.ndarray, to_q: bool = False) -> np.ndarray:
         """Initial q0/q̇0: the constructor argument, else the parameter, else the model config's value, else
@@ -161,10 +180,12 @@ class PlantNodeMixin:
             return
         self.rejects.ok()
         self.commands_received += 1
+        # hand-over to the pacing thread: one reference swap of a fresh array (atomic under the GIL; never
+        # written in place), read once per step, so a step holds one command over its whole dt
         self.tau = self._clip(tau)
         if not self.started:  # real time starts now, from the state the controller has answered
-            self.started = True
-            self.wall0 = time.monotonic() - self.steps * self.dt / self.rtf
+            self.wall0 = time.monotonic() - self.steps * self.dt / self.rtf  # before ``started``: the thread
+            self.started = True                                               # reads them in that order
             self.get_logger().info("first effort command: real time starts")
         if self.mode == "lockstep" and self._advance(1):
             self.publish_state()
@@ -194,7 +215,11 @@ class PlantNodeMixin:
             self.publish_state()
 
     def on_realtime_tick(self) -> None:
-        if self.mode != "realtime":
+        """One wake-up of the pacing thread: every step due by now (at most ``max_steps``), each followed by
+        its own /joint_states message; beyond the cap real time is dropped (counted, as RTF)."""
+        if self.mode != "realtime":  # stopped (solver error) or switched: the thread ends
+            if self._rt_loop is not None:
+                self._rt_loop.stop()
             return
         if not self.started:
             now = time.monotonic()
@@ -202,19 +227,22 @@ class PlantNodeMixin:
                 self._wait_pub = now
                 self.publish_state()
             return
-        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt) - self.steps
-        if not self._advance(min(max(due, 0), self.max_steps)):
-            return
-        if due > self.max_steps:  # cannot keep up: drop real time rather than burst (counted, as RTF)
-            lag = (due - self.max_steps) * self.dt / self.rtf
-            self.wall0 += lag
-            self.overruns += 1
-            self.dropped_time += lag
-            now = time.monotonic()
-            if now - self._overrun_logged > 5.0:  # at most one line per 5 s
-                self._overrun_logged = now
-                self.get_logger().warning(
-                    f"behind real time: {self.overruns} overrun(s), {1e3 * self.dropped_time:.1f} ms of real time "
-                    "dropped so far (the plant never takes bigger steps; see /diagnostics real_time_factor)")
-        if due > 0:
+        # + 1e-6 step: a wake-up at the deadline is not taken for one just before it by rounding
+        due = int((time.monotonic() - self.wall0) * self.rtf / self.dt + 1e-6) - self.steps
+        for _ in range(min(max(due, 0), self.max_steps)):
+            if not self._advance(1):
+                return
             self.publish_state()
+        if due > self.max_steps:  # cannot keep up: drop real time rather than burst (counted, as RTF)
+            self._drop_real_time((due - self.max_steps) * self.dt / self.rtf)
+
+    def _drop_real_time(self, lag: float) -> None:
+        self.wall0 += lag
+        self.overruns += 1
+        self.dropped_time += lag
+        now = time.monotonic()
+        if now - self._overrun_logged > 5.0:  # at most one line per 5 s
+            self._overrun_logged = now
+            self.get_logger().warning(
+                f"behind real time: {self.overruns} overrun(s), {1e3 * self.dropped_time:.1f} ms of real time "
+                "dropped so far (the plant never takes bigger steps; see /diagnostics real_time_factor)")

@@ -235,7 +235,8 @@ class SimNode(PlantNodeMixin, Node):
 
     def publish_diagnostics(self) -> None:
         """Steps, real-time factor over the last period (sim s per wall s), dropped real time, clipped and
-        rejected commands, substep rescues and NR stalls; ERROR once the simulation stopped."""
+        rejected commands, substep rescues, NR stalls, whether the stepper runs the compiled kernels and the
+        pacing thread's wake-up latency; ERROR once the simulation stopped."""
         now = time.monotonic()
         wall, steps = self._diag_prev
         rtf = (self.steps - steps) * self.dt / (now - wall) if now > wall else 0.0
@@ -246,7 +247,9 @@ class SimNode(PlantNodeMixin, Node):
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
                   "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
                   "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
-                  "phi_norm": st.phi_norm}
+                  "phi_norm": st.phi_norm, "compiled_stepper": st.compiled}
+        if self._rt_loop is not None:  # wake-up latency of the pacing thread past its deadlines
+            values["wake_late_ms"] = 1e3 * self._rt_loop.late
         if self.error:
             level, message = DiagnosticStatus.ERROR, f"stopped: {self.error}"
         elif not self.started:
