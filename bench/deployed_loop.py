@@ -5,10 +5,10 @@ dt = 1 ms. A monitor node in this process records /joint_states, the effort comm
 Printed (after a 1 s warm-up): /joint_states published and effort commands received, counted by the
 simulator over the wall-clock stamps of its diagnostics, and /joint_states received here; the real-time
 factor (simulated per wall second, same source), each node's CPU use, the controller's watchdog episodes,
-the simulator's overruns, the dynamics node's decimation and missed deadlines, and the RMS tracking error
-of the minimal coordinates θ against θ_d(t) next to the same figure of a lock-step run (the library's
-``simulate``: same model, law, gains, reference and duration; the controller counts t from its first
-state, so does this figure).
+the simulator's overruns, its pacing thread's mean wake-up latency and whether its stepper is compiled,
+the dynamics node's decimation and missed deadlines, and the RMS tracking error of the minimal coordinates
+θ against θ_d(t) next to the same figure of a lock-step run (the library's ``simulate``: same model, law,
+gains, reference and duration; the controller counts t from its first state, so does this figure).
 
     PYTHONPATH=. .venv/bin/python bench/deployed_loop.py [--config config/panda_table.yaml] [--seconds 60]
 """
@@ -241,6 +241,8 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
             "watchdog_episodes": int(d.get("qv_controller", {}).get("watchdog_episodes", -1)),
             "sim_overruns": int(d.get("qv_sim", {}).get("overruns", -1)),
             "sim_rtf_last": float(d.get("qv_sim", {}).get("real_time_factor", "nan")),
+            "sim_wake_late_ms": float(d.get("qv_sim", {}).get("wake_late_ms", "nan")),
+            "sim_compiled": d.get("qv_sim", {}).get("compiled_stepper", "?"),
             "dyn_decimation": d.get("qv_dynamics", {}).get("decimation", "?"),
             "dyn_missed": d.get("qv_dynamics", {}).get("missed_deadlines", "?"),
             "dyn_tick_ms": float(d.get("qv_dynamics", {}).get("tick_time_ms_mean", "nan")),
@@ -256,7 +258,8 @@ def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
     print(f"  /joint_states {r['js_hz']:.1f} Hz received here ({r['js_published_hz']:.1f} Hz published), effort "
           f"commands {r['cmd_hz']:.1f} Hz received by the simulator, real-time factor "
           f"{r['rtf']:.4f} (states as received here: {r['rtf_monitor']:.4f}; simulator's last window "
-          f"{r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']})")
+          f"{r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']}; pacing thread late by "
+          f"{r['sim_wake_late_ms']:.3f} ms on average, compiled stepper {r['sim_compiled']})")
     print(f"  controller: watchdog episodes {r['watchdog_episodes']}, law compute {r['ctrl_compute_ms']:.3f} ms mean; "
           f"dynamics node: decimation {r['dyn_decimation']}, missed deadlines {r['dyn_missed']}, "
           f"tick {r['dyn_tick_ms']:.3f} ms")
