@@ -76,3 +76,22 @@ def test_realtime_publishes_one_state_per_step_at_the_rate():
         sim.destroy_node()
         assert not loop.running and time.monotonic() - t0 < 0.5
         assert not any(t.name.endswith("_realtime") for t in threading.enumerate())
+
+
+def test_bringup_realtime_holds_the_plant_between_runs():
+    """In-process bringup with the realtime simulator: each run takes its steps at the wall clock, and
+    between runs (nothing spinning) the pacing thread takes none and records none."""
+    from qv_control.ros.bringup import Bringup
+
+    b = Bringup(str(ROOT / "config" / "planar_3link.yaml"), domain_id=DOMAIN, lockstep=False, dynamics=False)
+    try:
+        r1 = b.run(0.3)
+        k, n = b.sim.steps, len(b.rec["t"])
+        time.sleep(0.2)
+        assert b.sim.steps == k and len(b.rec["t"]) == n and b.sim._rt_loop.running
+        r2 = b.run(0.3)
+        assert r1["completed"] and r2["completed"] and r2["real_time_factor"] <= 1.02
+        assert len({len(v) for v in b.rec.values()}) == 1
+    finally:
+        b.shutdown()
+    assert not b.sim._rt_loop.running

@@ -270,6 +270,8 @@ class Bringup:
         done = self.sim.steps - start_steps
         for _ in range(20):  # let the dynamics node drain
             self.executor.spin_once(timeout_sec=0.0)
+        if self.sim.mode == "realtime":  # its pacing thread holds the plant (no step) until the next run's first
+            self.sim.started = False     # command, as the timer it replaced did while nothing spun
         return {"steps": done, "sim_time_s": done * self.sim.dt, "wall_time_s": wall,
                 "control_rate_hz": done / wall if wall > 0 else float("nan"),
                 "real_time_factor": done * self.sim.dt / wall if wall > 0 else float("nan"),
