@@ -95,3 +95,24 @@ def test_bringup_realtime_holds_the_plant_between_runs():
     finally:
         b.shutdown()
     assert not b.sim._rt_loop.running
+
+
+def test_warm_step_leaves_the_state_alone():
+    """The realtime simulator's warm-up step (kernels loaded before real time starts) changes neither the
+    state nor the step count: the next step equals that of a stepper that was never warmed, bit for bit."""
+    import numpy as np
+
+    from qv_dynamics.ros.params import load_model_config
+    from qv_dynamics.ros.sim_node import StepperState
+
+    system, doc = load_model_config(str(ROOT / "config" / "panda_table_model.yaml"), "", floating=True)
+    q0 = doc["initial"]["q"]
+    warmed, plain = (StepperState(system, q0, np.zeros(system.nv), 0.001) for _ in range(2))
+    q, qdot = warmed.q.copy(), warmed.qdot.copy()
+    warmed.warm()
+    assert warmed.k == 0 and warmed.stepper.nr_stalls == 0
+    assert np.array_equal(warmed.q, q) and np.array_equal(warmed.qdot, qdot)
+    tau = np.full(system.nv, 0.5)
+    warmed.step(tau)
+    plain.step(tau)
+    assert np.array_equal(warmed.q, plain.q) and np.array_equal(warmed.qdot, plain.qdot)
