@@ -115,6 +115,40 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
           + ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in sorted(STATUS.items())))
     print(f"target (every law <= 10x pin.constraintDynamics): worst {worst:.1f}x -> "
           f"{'met' if worst <= 10 else 'NOT met'}")
+    shared_breakdown(system, laws["pidc"], states, refs, reps)
+    return med
+
+
+def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
+    """Medians of the steps every law pays (state check, ``evaluate``, coordinates, reference, limiter) and
+    of the Pinocchio passes inside ``evaluate``, on the same states: where the shared microseconds go."""
+    model, data = system.model, system.data
+    ev = system.evaluate
+    part = np.full(system.nv, 1.0) if law.limits is None else 0.1 * law.limits  # within the limits
+    steps = {
+        "_read_state": lambda s, r: law._read_state(s),
+        "system.evaluate": lambda s, r: ev(s.q, s.qdot, checked=True),
+        "coords.evaluate (shared data)": lambda s, r: law.coords.evaluate(s.q, s.qdot, data=data),
+        "_read_reference": lambda s, r: law._read_reference(r, s.t, law.last["theta"], 1),
+        "_finish (limiter)": lambda s, r: law._finish(part, None, part),
+        "  pin.crba": lambda s, r: pin.crba(model, data, s.q),
+        "  pin.computeGeneralizedGravity": lambda s, r: pin.computeGeneralizedGravity(model, data, s.q),
+        "  pin.computeCoriolisMatrix": lambda s, r: pin.computeCoriolisMatrix(model, data, s.q, s.qdot),
+        "  pin.updateFramePlacements": lambda s, r: pin.updateFramePlacements(model, data),
+        "  (pin.computeAllTerms)": lambda s, r: pin.computeAllTerms(model, data, s.q, s.qdot),
+    }
+    times = {k: [] for k in steps}
+    for s, r in zip(states, refs):
+        law.compute(s, r)  # law.last["theta"] and the coordinates' references at this state
+        for k, f in steps.items():
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                f(s, r)
+                times[k].append(time.perf_counter() - t0)
+    med = {k: 1e6 * float(np.median(v)) for k, v in times.items()}
+    print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside system.evaluate)")
+    for k, t in med.items():
+        print(f"  {k:32s} {t:8.2f} µs")
     return med
 
 
