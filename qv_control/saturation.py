@@ -117,7 +117,6 @@ def saturate(base: np.ndarray, force: np.ndarray | None, motion: np.ndarray,
              limits: np.ndarray | None) -> tuple[np.ndarray, SaturationStatus]:
     """Apply ``limits`` by scaling the motion channel first, then the force channel (module doc)."""
     if force is None:
-        force = np.zeros_like(base)
         tau = base + motion           # + 0: the same sum without the zero vector
     else:
         tau = base + force + motion
@@ -139,6 +138,8 @@ def saturate(base: np.ndarray, force: np.ndarray | None, motion: np.ndarray,
         peak = float(np.max(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf)))
     if peak <= 1.0:
         return tau, SaturationStatus(peak_ratio=peak)
+    if force is None:  # (only the saturated case needs the zero force channel)
+        force = np.zeros_like(base)
     L = np.where(np.isinf(limits), np.finfo(float).max, limits)
     alpha = _max_scale(base + force, motion, L)
     if alpha is not None:

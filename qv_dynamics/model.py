@@ -344,8 +344,8 @@ class ConstrainedSystem(ModelNames):
         model, data = self.model, self.data
         if len(items) == 1 and items[0][0].fresh_rows:  # one active constraint: its rows are the stack
             c, _, sel = items[0]
-            phi, A, d = c.rows(model, data, q, qdot, drift, sel)
-            return phi, np.ascontiguousarray(A), None if d is None else np.array(d, dtype=float)
+            phi, A, d = c.rows(model, data, q, qdot, drift, sel)  # fresh arrays: no copy needed
+            return phi, np.ascontiguousarray(A), None if d is None else np.ascontiguousarray(d, dtype=float)
         phi = np.empty(m)
         A = np.empty((m, self.nv))
         ad = np.empty(m) if drift is not None else None

@@ -73,3 +73,32 @@ def test_spline_output_is_checked_once_and_still_range_checked():
     over = SplineReference([0, 1], [[1.9, -2], [1.0, -2]], kind="cubic")  # joint 2 beyond its 1.7628 rad
     with pytest.raises(ReferenceRangeError):
         validate_reference(over(0.0), 2, 0, coords)
+
+
+def test_state_read_in_one_test_gives_the_same_torques_and_the_same_errors():
+    """A state of float64 vectors is checked with one finiteness test (q·q + q̇·q̇ + λ·λ); lists take the
+    per-vector path: the same torques bit for bit, and a non-finite, badly sized or overflowing entry still
+    raises naming the bad vector."""
+    from qv_dynamics.errors import DimensionError, NonFiniteError
+    from qv_dynamics.state import State
+
+    system, states, ref = closed_loop_states(0.1, 20)
+    gains = dict(coordinates=COORDS, kp=60.0, kd=120.0, kf=0.3, ki=30.0)
+    fast, slow = make_law("quasi_tracking", system, **gains), make_law("quasi_tracking", system, **gains)
+    for s in states:
+        listed = State(t=s.t, q=s.q.tolist(), qdot=s.qdot.tolist(), lambda_meas=s.lambda_meas.tolist())
+        assert fast._read_arrays(s) is not None and slow._read_arrays(listed) is None
+        assert np.array_equal(fast.compute(s, ref(s.t)), slow.compute(listed, ref(s.t)))
+    s = states[-1]
+    for field, bad, err in [("qdot", np.nan, "state.qdot"), ("lambda_meas", np.inf, "state.lambda_meas"),
+                            ("q", 1e200, None)]:
+        arr = getattr(s, field).copy()
+        arr[0] = bad
+        st = State(t=s.t, **{**dict(q=s.q, qdot=s.qdot, lambda_meas=s.lambda_meas), field: arr})
+        if err is None:  # q·q overflows: the per-vector path accepts a finite q (here: far out of range)
+            assert fast._read_arrays(st) is None and fast._read_state(st)[1] is arr
+            continue
+        with pytest.raises(NonFiniteError, match=err):
+            fast.compute(st, ref(s.t))
+    with pytest.raises(DimensionError, match="state.lambda_meas"):
+        fast.compute(State(t=s.t, q=s.q, qdot=s.qdot, lambda_meas=np.zeros(3)), ref(s.t))

@@ -10,6 +10,7 @@ Pure numpy + the qv_dynamics model; never imports rclpy. Every law is a class wi
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -166,10 +167,13 @@ class ControlLaw(ABC):
         if not isinstance(state, State):
             raise DimensionError(f"state: expected qv_control.State, got {type(state).__name__}")
         t = float(state.t)
-        if not np.isfinite(t):
+        if not math.isfinite(t):
             from qv_dynamics.errors import NonFiniteError
 
             raise NonFiniteError(f"state.t must be finite, got {state.t}")
+        fast = self._read_arrays(state)
+        if fast is not None:
+            return (t, *fast)
         q = self.system.check_q(state.q)
         qdot = as_vector("state.qdot", state.qdot, self.system.nv)
         lam = state.lambda_meas
@@ -177,6 +181,24 @@ class ControlLaw(ABC):
             lam = np.asarray(lam, float)
             lam = as_vector("state.lambda_meas", lam.reshape(-1) if lam.ndim == 0 else lam, self.system.m)
         return t, q, qdot, lam
+
+    def _read_arrays(self, state: State):
+        """(q, q̇, λ_meas) when they are already float64 vectors of the right sizes with finite entries and a
+        fixed base (the 1 kHz case: one finiteness test, q·q + q̇·q̇ + λ·λ, for all three); None otherwise,
+        and :meth:`_read_state` checks them one by one (and raises naming the bad one)."""
+        system = self.system
+        q, qdot, lam = state.q, state.qdot, state.lambda_meas
+        if system.floating_base or type(q) is not np.ndarray or type(qdot) is not np.ndarray:
+            return None
+        if q.dtype != np.float64 or qdot.dtype != np.float64 or q.shape != (system.nq,) \
+                or qdot.shape != (system.nv,):
+            return None
+        s = q.dot(q) + qdot.dot(qdot)
+        if lam is not None:
+            if type(lam) is not np.ndarray or lam.dtype != np.float64 or lam.shape != (system.m,):
+                return None
+            s += lam.dot(lam)
+        return (q, qdot, lam) if math.isfinite(s) else None
 
     def _read_reference(self, reference, t: float, theta_now: np.ndarray, m: int) -> ReferenceValues:
         if reference is not None and not isinstance(reference, Reference) and callable(reference):
