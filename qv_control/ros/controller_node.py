@@ -60,6 +60,7 @@ from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wre
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
+from .outputs import CommandOutput
 from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
@@ -128,6 +129,7 @@ class ControllerNode(ControllerParameters, Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
             if gp("publish_stamped_command").value else None
+        self._raw, self._out = bool(gp("raw_messages").value), None
         self._subscribe_measurements(odom_topic)
         self.create_subscription(JointTrajectory, "~/reference", self.on_reference, 10)
         self.create_subscription(Float64MultiArray, "~/lambda_desired", self.on_lambda_desired, 10)
@@ -317,23 +319,12 @@ class ControllerNode(ControllerParameters, Node):
         if dt > st["compute_ms_max"]:
             st["compute_ms_max"] = dt
         st["commands"] += 1
-        # outgoing messages are kept and refilled (publish serializes at once; building a message costs
-        # more than filling one)
-        out = getattr(self, "_out", None)
-        cmd_map = self.cmd_map
-        if out is None or out[0] is not cmd_map:
-            stamped = JointState()
-            stamped.name = list(cmd_map.joints)
-            out = self._out = (cmd_map, Float64MultiArray(), stamped)
-        data = cmd_map.to_array(tau)
-        out[1].data = data
-        self.pub_cmd.publish(out[1])
+        # outgoing messages are kept as bytes (or messages) and refilled: building one costs more than filling
+        out = self._out
+        if out is None or out.joints is not self.cmd_map.joints:
+            out = self._out = CommandOutput(self.pub_cmd, self.pub_stamped, self.cmd_map.joints, self._raw)
+        out.publish(self.cmd_map.to_array(tau), stamp)
         self._answered = (t, now)
-        if self.pub_stamped is not None and self.pub_stamped.get_subscription_count():  # no reader: no cost
-            cmd = out[2]
-            cmd.header.stamp = stamp
-            cmd.effort = data
-            self.pub_stamped.publish(cmd)
 
     # ------------------------------------------------------------------ safety
     def safe_torque(self) -> np.ndarray:
