@@ -18,7 +18,16 @@ from rclpy.parameter import Parameter  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
-from test_ros_nodes import LAMBDA_D, LAW_PARAMS, THETA_D, Wire, arm_params, arm_state, joint_state  # noqa: E402
+from test_ros_nodes import (  # noqa: E402
+    LAMBDA_D,
+    LAW_PARAMS,
+    THETA_D,
+    Wire,
+    arm_controller,
+    arm_params,
+    arm_state,
+    joint_state,
+)
 
 from qv_control.laws import make_law  # noqa: E402
 from qv_control.laws.base import ForcePI  # noqa: E402
@@ -175,13 +184,8 @@ def test_law_that_cannot_compute_is_an_error_state_in_diagnostics(ros):
 
 # ------------------------------------------------------------------ item 3: stamps
 def test_old_and_future_stamps_dropped_and_counted_controller(ros):
-    ctx, ex, probe = ros
-    node = ControllerNode("qv_stamp", context=ctx, parameter_overrides=arm_params(
-        controller_name="stamp_ctrl", stamp_future_tolerance=0.5))
-    ex.add_node(node)
-    try:
-        wire = Wire(probe, ex, "/joint_states", JointState, "/stamp_ctrl/commands", Float64MultiArray)
-        wire.connect()
+    _, ex, probe = ros
+    with arm_controller(ros, "qv_stamp", "stamp_ctrl", stamp_future_tolerance=0.5) as (node, wire):
         q, qdot = arm_state(node.system, np.random.default_rng(6))
         wire.send(joint_state(JOINTS, q, qdot, t=10.0), expect=1)
         wire.pub.publish(joint_state(JOINTS, q, qdot, t=9.0))  # older than the last accepted
@@ -197,8 +201,6 @@ def test_old_and_future_stamps_dropped_and_counted_controller(ros):
         assert d["level"] == DiagnosticStatus.WARN
         res = node.set_parameters([Parameter("stamp_future_tolerance", value=-1.0)])[0]
         assert not res.successful and "stamp_future_tolerance" in res.reason
-    finally:
-        retire(ex, node)
 
 
 def test_old_and_future_stamps_dropped_and_counted_dynamics(ros):

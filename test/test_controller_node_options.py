@@ -20,7 +20,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
-from test_ros_nodes import LAMBDA_D, THETA_D, Wire, arm_params, arm_state, joint_state  # noqa: E402
+from test_ros_nodes import LAMBDA_D, THETA_D, Wire, arm_controller, arm_state, joint_state  # noqa: E402
 from test_ros_nodes import LAW_PARAMS as ARM_LAW  # noqa: E402
 
 from qv_control.laws.registry import make_law  # noqa: E402
@@ -78,13 +78,7 @@ def test_controller_node_runs_the_osc_baseline(ros):
 
 
 def test_controller_node_velocity_observer(ros):
-    ctx, ex, probe = ros
-    node = ControllerNode("qv_obs", context=ctx, parameter_overrides=arm_params(
-        controller_name="obs_ctrl", velocity_observer_hz=5.0))
-    ex.add_node(node)
-    try:
-        wire = Wire(probe, ex, "/joint_states", JointState, "/obs_ctrl/commands", Float64MultiArray)
-        wire.connect()
+    with arm_controller(ros, "qv_obs", "obs_ctrl", velocity_observer_hz=5.0) as (node, wire):
         system, _ = load_model_config("planar_3link_model.yaml")
         law, raw_law = make_law("quasi_tracking", system, **ARM_LAW), make_law("quasi_tracking", system, **ARM_LAW)
         obs = VelocityObserver(system, 5.0)
@@ -102,8 +96,6 @@ def test_controller_node_velocity_observer(ros):
         print(f"\nobserver node: largest |τ − τ(raw q̇)| {gap:.3g} N m")
         assert gap > 1e-3      # the observer's q̇ is not the raw one: the check has teeth
         assert node.stats["commands"] == 4 and node.rejected("law") == 0
-    finally:
-        retire(ex, node)
 
 
 def test_same_state_twice_is_answered_once_within_the_duplicate_window(ros):
@@ -111,13 +103,8 @@ def test_same_state_twice_is_answered_once_within_the_duplicate_window(ros):
     one state (it would step twice); a re-send after the window (a lost command) is answered again."""
     from qv_control.ros.controller_node import DUPLICATE_WINDOW
 
-    ctx, ex, probe = ros
-    node = ControllerNode("qv_dup", context=ctx, parameter_overrides=arm_params(controller_name="dup_ctrl",
-                                                                                  watchdog_timeout=5.0))
-    ex.add_node(node)
-    try:
-        wire = Wire(probe, ex, "/joint_states", JointState, "/dup_ctrl/commands", Float64MultiArray)
-        wire.connect()
+    ex = ros[1]
+    with arm_controller(ros, "qv_dup", "dup_ctrl", watchdog_timeout=5.0) as (node, wire):
         system, _ = load_model_config("planar_3link_model.yaml")
         q, qdot = arm_state(system, np.random.default_rng(7))
         names = ["joint1", "joint2", "joint3"]
@@ -130,5 +117,3 @@ def test_same_state_twice_is_answered_once_within_the_duplicate_window(ros):
         np.testing.assert_allclose(resent[0].data, first[0].data, rtol=1e-12)  # same state: same τ (6e-16 seen)
         wire.send(joint_state(names, q, qdot, t=2.001), expect=1)       # the next state as usual
         assert len(wire.got) == 3 and node.stats["duplicates"] == 1
-    finally:
-        retire(ex, node)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,22 @@ class Wire:
         if expect is not None:
             assert spin_until(self.ex, lambda: len(self.got) >= before + expect, timeout), "no output"
         return self.got[before:]
+
+
+@contextmanager
+def arm_controller(ros, name: str, controller_name: str, **params):
+    """The planar arm's controller node in the session's executor, wired (/joint_states in,
+    /<controller_name>/commands out): yields (node, wire), retires the node at exit."""
+    ctx, ex, probe = ros
+    node = ControllerNode(name, context=ctx, parameter_overrides=arm_params(controller_name=controller_name,
+                                                                              **params))
+    ex.add_node(node)
+    try:
+        wire = Wire(probe, ex, "/joint_states", JointState, f"/{controller_name}/commands", Float64MultiArray)
+        wire.connect()
+        yield node, wire
+    finally:
+        retire(ex, node)
 
 
 def test_joint_states_in_effort_out_in_controller_joint_order(ros):
