@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 from .errors import DimensionError, as_vector
 from .impact import m_projection
+from .projection import direct_dynamics
 
 
 class VelocityObserver:
@@ -61,14 +61,7 @@ class VelocityObserver:
                      ) -> np.ndarray:
         """q̈_m of the constrained dynamics (module doc) at (q, v) under τ + τ_ext."""
         terms = self.system.evaluate(q, v, coriolis=False, checked=True)
-        f = tau - terms.h if tau_ext is None else tau - terms.h + tau_ext
-        Mc = cho_factor(terms.M)
-        a = cho_solve(Mc, f)
-        A = terms.A
-        if A.shape[0]:
-            MiAt = cho_solve(Mc, A.T)
-            a = a - MiAt @ np.linalg.solve(A @ MiAt, A @ a + terms.Adot_qdot)
-        return a
+        return direct_dynamics(terms, tau=tau if tau_ext is None else tau + tau_ext)[0]
 
     def update(self, t: float, q, qdot_meas, tau, tau_ext=None) -> np.ndarray:
         """One sample: predict from the model, correct with the measured q̇ (module doc); returns v̂."""
