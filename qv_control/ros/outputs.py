@@ -16,7 +16,7 @@ import numpy as np
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-CDR_LE = b"\x00\x01"
+from qv_dynamics.ros.raw import CDR_LE  # the one XCDR1 little-endian header check of both nodes' encoders
 
 
 def _values_at(template: bytes, marker: np.ndarray) -> int | None:

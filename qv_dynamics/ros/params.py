@@ -87,7 +87,8 @@ BEST_EFFORT_INPUTS = Param("best_effort_inputs", True, "subscribe to joint state
                            "(keep-last): matches reliable publishers too, a lost sample is superseded by the next "
                            "instead of re-sent, and the publisher keeps no acknowledgement state for this reader")
 RAW_MESSAGES = Param("raw_messages", True, "1 kHz topics (joint states, effort commands, wrenches) read from and "
-                     "/joint_states written to serialized messages (ros/raw.py); false: rclpy's messages")
+                     "/joint_states and the controller's commands (and ~/command_stamped) written to serialized "
+                     "messages (ros/raw.py, qv_control/ros/outputs.py); false: rclpy's messages")
 PLANT_MODES = ("realtime", "lockstep")
 
 # the model and the two topics of the effort-command contract (controller and plant nodes)
