@@ -116,10 +116,12 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         pass
     finally:
         sig.starting = False
-        if node is not None:
-            node.destroy_node()
+        # the executor first, then the node (rclpy's order): a node destroyed under a live EventsExecutor
+        # left it spinning in an event handler's __exit__ at shutdown (seen once in CI, 100 % CPU, no exit)
         if ex is not None:
             ex.shutdown()
+        if node is not None:
+            node.destroy_node()
         rclpy.try_shutdown()
         sig.restore()
     if sig.received is not None:
