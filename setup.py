@@ -49,5 +49,11 @@ setup(
             "qv_legged_controller_node = qv_control.ros.legged_controller_node:main",
             "qv_loop_plant_node = qv_dynamics.ros.loop_plant_node:main",
         ],
+        # the compiled (numba) kernel modules, warmed into numba's disk cache by qv_dynamics.compiled.warm_all
+        "qv_ros.kernels": [
+            "sim = qv_dynamics.sim.kernels",
+            "quasi = qv_dynamics.quasi_kernel",
+            "control = qv_control.kernels",
+        ],
     },
 )

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from qv_dynamics import ConstrainedSystem  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
 from qv_dynamics.sim.scenarios import PANDA_Q0, PandaPlaneTorque, panda_plane, run, singular_passes, slider_crank  # noqa: E402
-from qv_dynamics.sim.stepper import Stepper  # noqa: E402
+from qv_dynamics.sim.stepper import KERNELS, Stepper  # noqa: E402
 
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 DT = 1e-3
@@ -113,10 +113,10 @@ def main(argv=None) -> int:
     T, R = args.horizon, args.repeats
     print(f"# simulator benchmark: dt = {DT*1e3:g} ms, RK4, horizon {T:g} s, median of {R}; machine load "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores")
-    from qv_dynamics.sim.kernels import cached
+    from qv_dynamics.compiled import STATUS, load
 
-    print("compiled kernels in numba's cache: " + ("yes, 'ours' is the compiled path" if cached() else
-                                                   "NO: 'ours' is the reference path (scripts/setup.sh warms them)"))
+    print("compiled kernels: " + ("yes, 'ours' is the compiled path" if load(KERNELS) else
+                                  f"NO: 'ours' is the reference path, {STATUS[KERNELS]}"))
 
     if not args.skip_full:
         print("\n## slider-crank, unactuated, 10 s (paper sec. 8, issue figure)")

@@ -1,5 +1,5 @@
 """The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``,
-``qv export-urdf``, ``qv export-mjcf``."""
+``qv export-urdf``, ``qv export-mjcf``, ``qv warm``."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,7 @@ COMMANDS = {
     "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
     "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
     "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),
+    "warm": ("qv_dynamics.compiled", "main", "compile the numba kernels into their disk cache (once per install)"),
 }
 # (command, first argument) -> (module, function): demos other than the main one, e.g. ``qv demo bimanual``
 SUBCOMMANDS = {

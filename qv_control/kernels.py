@@ -1,7 +1,7 @@
 """Compiled (numba) numerics of the control side, one call each instead of tens of numpy calls per sample;
 the callers keep the same products in numpy as their reference path (``compiled=False``) and for when the
 kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
-scripts/setup.sh.
+:func:`qv_dynamics.compiled.warm_all` (scripts/setup.sh).
 
 :func:`rotation_rates` (:meth:`qv_control.coordinates.MinimalCoordinates._rotation`): with φ = log₃(RR_refᵀ),
 P = [φ]×, G = I − ½P + cP², φ̇ = GJ_ωq̇, Ġ = −½[φ̇]× + c([φ̇]×P + P[φ̇]×) + k(φᵀφ̇)P²: GJ_ω and GJ̇_ω + ĠJ_ω.
@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import compile_kernel, kernel
+from qv_dynamics.compiled import kernel
 from qv_dynamics.quasi_kernel import full_rank
 from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv
 
@@ -257,9 +257,7 @@ def coupled(M, P, x, y, out) -> None:
 
 
 def warm() -> None:
-    """Compile the kernels into numba's disk cache (or load them) and run each once."""
-    for fn in (tracking, rotation_rates, pidc, coupled, reduced_jacobian):
-        compile_kernel(fn)
+    """Run each kernel once (:func:`qv_dynamics.compiled.warm_all` compiles them into numba's disk cache first)."""
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
@@ -272,6 +270,3 @@ def warm() -> None:
     tracking(E, E, V, np.ones((r, r)), z, E, np.eye(n - r), np.eye(n - r, n, r), np.zeros((n - r, n)), z,
              np.ones(n), k, k, k, k, k, k, k, 1.0, 1e6, 1, np.empty((7 + n, n)))
 
-
-if __name__ == "__main__":
-    warm()

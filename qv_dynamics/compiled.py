@@ -1,32 +1,41 @@
-"""Loading compiled (numba) kernels with a numpy fallback (issue 11).
+"""The one loader of the package's compiled (numba) kernels, with the numpy path as the fallback (issue 11).
 
-A kernel module marks its entry points with :func:`kernel` (one explicit signature each, numba's disk cache);
-scripts/setup.sh fills the cache (``warm()`` of each module), and :func:`load` then gives a process the
-kernel in ~0.1 s, compiled for that signature only (an argument of another type raises instead of compiling
-in a running loop). It returns None, and the caller keeps its numpy path, when:
+A kernel module (the simulator's :mod:`qv_dynamics.sim.kernels`, the decomposition's
+:mod:`qv_dynamics.quasi_kernel`, the laws' ``qv_control.kernels``) marks its kernel functions with :func:`kernel`
+(``numba.njit(cache=True)``: numba's disk cache; with one explicit signature, or typed at the first call) and
+has a ``warm()`` that runs each once. It is listed under the entry-point group :data:`GROUP` of the
+installed package (setup.py), so :func:`warm_all` (``qv warm``, run by scripts/setup.sh; once for a
+colcon-installed copy, which has its own cache) fills the cache of every kernel without qv_dynamics naming a
+package above it. A process then gets a kernel from :func:`load` in ~0.1 s, and never compiles at start.
+:func:`load` returns None, and the caller keeps its numpy path, when:
 
 - the environment has ``QV_COMPILED=0`` (the reference path, e.g. to compare or to debug);
 - numba is not installed;
 - numba cannot use a cache for ``cache=True`` functions (no writable ``__pycache__`` next to the module
   nor a user cache directory: numba raises at decoration);
-- the cache does not hold the kernel for this source (not warmed, or the file changed since): a compile
-  takes ~10–30 s, which a node starting or a law being built must not wait for (``warm()`` compiles).
-  The simulator's kernels follow the same rule (:func:`qv_dynamics.sim.kernels.cached`).
+- the cache does not hold the kernels for this source (not warmed, or the file or numba changed since): a
+  compile takes ~10–30 s (~50 s on a loaded machine), which a node starting, a law being built or a
+  simulation stepping must not wait for;
+- numba's cache cannot be queried (:func:`_in_disk_cache`).
 
-The outcome per kernel module is in :data:`STATUS` (for diagnostics; nothing else reads it).
+Why, per kernel module, is in :data:`STATUS` (diagnostics and benchmarks print it; nothing decides on it).
 """
 from __future__ import annotations
 
 import importlib
 import os
+from importlib.metadata import entry_points
+from types import ModuleType
 
+GROUP = "qv_ros.kernels"
 STATUS: dict[str, str] = {}
-_LOADED: dict[tuple[str, str], object] = {}
+_LOADED: dict[tuple[str, str | None], object] = {}
 
 
-def kernel(signature: str):
-    """Decorator of a kernel entry point: ``numba.njit(cache=True)``, compiled for ``signature`` only when
-    :func:`load` or :func:`compile_kernel` asks (so importing the module compiles nothing)."""
+def kernel(signature: str | None = None):
+    """Decorator of a kernel entry point: ``numba.njit(cache=True)``. With a ``signature`` it is compiled for
+    that one only, when :func:`load` asks (importing the module compiles nothing; an argument of another type
+    then raises instead of compiling in a running loop); without, numba types it at the first call."""
     from numba import njit
 
     def wrap(fn):
@@ -36,43 +45,98 @@ def kernel(signature: str):
     return wrap
 
 
+def kernels_of(module: ModuleType) -> list:
+    """The functions ``module`` defines with :func:`kernel` (not those it imports)."""
+    return [v for v in vars(module).values()
+            if hasattr(v, "qv_signature") and getattr(v, "py_func", None) is not None
+            and v.py_func.__module__ == module.__name__]
+
+
+def _in_disk_cache(dispatcher) -> bool:
+    """Whether numba's disk cache holds code of ``dispatcher`` for its current source and numba (an index
+    that is missing, or written for another source stamp or numba version, loads as empty).
+
+    Numba has no public query for this: its "Notes on Caching" (developer docs) describe the per-function
+    index file, and ``Dispatcher.stats`` counts cache hits only after a call has compiled or loaded. So this
+    one function reads the private index; if a numba release moves it, the AttributeError makes
+    :func:`load` take the numpy path and say so (never a compile at start)."""
+    return bool(dispatcher._cache._cache_file._load_index())
+
+
 def cache_ready(*dispatchers) -> bool:
-    """Whether numba's disk cache holds compiled code of these functions for their current source (same
-    source stamp, same numba): then a process loads them instead of compiling."""
-    try:
-        return all(bool(d._cache._cache_file._load_index()) for d in dispatchers)
-    except Exception:  # noqa: BLE001 - numba internals moved: assume cached (numba compiles when it is not)
-        return True
+    """Whether numba's disk cache holds all these kernels for their current source: then a process loads
+    them instead of compiling."""
+    return all(_in_disk_cache(d) for d in dispatchers)
 
 
 def compile_kernel(dispatcher):
-    """The kernel compiled (or loaded from the cache) for its one signature, further compilation disabled."""
-    dispatcher.compile(dispatcher.qv_signature)
-    dispatcher.disable_compile()
+    """A signature kernel compiled (or loaded from the cache) for its one signature, further compilation
+    disabled; a kernel typed at its first call is returned as it is."""
+    if dispatcher.qv_signature is not None:
+        dispatcher.compile(dispatcher.qv_signature)
+        dispatcher.disable_compile()
     return dispatcher
 
 
-def load(module: str, name: str):
-    """``module.name`` compiled, or None (module doc); imported once per process."""
+def _open(module: str, name: str | None, force: bool):
+    """``module`` (name None) or ``module.name`` ready to call, or None with the reason in STATUS."""
+    if not force and os.environ.get("QV_COMPILED", "1") == "0":
+        STATUS[module] = "disabled by QV_COMPILED=0"
+        return None
+    try:
+        mod = importlib.import_module(module)
+        kernels = kernels_of(mod) if name is None else [getattr(mod, name)]
+        if not force and not cache_ready(*kernels):
+            STATUS[module] = "numpy path (no compiled cache: run scripts/setup.sh or qv warm)"
+            return None
+        for k in kernels:
+            compile_kernel(k)
+    except Exception as exc:  # ImportError, numba's RuntimeError for an unusable cache, typing errors
+        if force:
+            raise
+        STATUS[module] = f"numpy path ({type(exc).__name__}: {exc})"
+        return None
+    STATUS[module] = "compiled"
+    return mod if name is None else kernels[0]
+
+
+def load(module: str, name: str | None = None, *, force: bool = False):
+    """The kernel ``module.name`` (or, name None, the kernel module with all its kernel functions) ready to call,
+    or None: the caller's numpy path, the reason in ``STATUS[module]`` (module doc). Decided once per process;
+    ``force``: compile if the cache is cold, ignore ``QV_COMPILED=0``, and raise what the module doc lists
+    (numba missing, unusable cache) instead of returning None."""
     key = (module, name)
-    if key not in _LOADED:
-        fn = None
-        if os.environ.get("QV_COMPILED", "1") == "0":
-            STATUS[module] = "disabled by QV_COMPILED=0"
-        else:
-            try:
-                fn = getattr(importlib.import_module(module), name)
-                if cache_ready(fn):
-                    fn = compile_kernel(fn)
-                    STATUS[module] = "compiled"
-                else:
-                    fn = None
-                    STATUS[module] = f"numpy path (no compiled cache: run scripts/setup.sh or {module}.warm())"
-            except Exception as exc:  # ImportError, numba's RuntimeError for an unusable cache, typing errors
-                fn = None
-                STATUS[module] = f"numpy path ({type(exc).__name__}: {exc})"
-        _LOADED[key] = fn
+    if key not in _LOADED or (force and _LOADED[key] is None):
+        _LOADED[key] = _open(module, name, force)
     return _LOADED[key]
 
 
-__all__ = ["STATUS", "cache_ready", "compile_kernel", "kernel", "load"]
+def kernel_modules() -> list[str]:
+    """The kernel modules the installed package lists under :data:`GROUP` (setup.py)."""
+    return sorted({ep.value for ep in entry_points(group=GROUP)})
+
+
+def warm_all() -> dict[str, str]:
+    """Compile every kernel module's kernel functions into numba's disk cache (or load them) and run its
+    ``warm()``; returns STATUS of each. Raises when the package is not installed (no module listed)."""
+    modules = kernel_modules()
+    if not modules:
+        raise RuntimeError(f"no kernel module listed under the entry-point group {GROUP!r}: install the package "
+                           "(pip install -e . or colcon build) first")
+    for module in modules:
+        load(module, force=True).warm()
+    return {m: STATUS[m] for m in modules}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``qv warm``: :func:`warm_all`, one line of STATUS per module."""
+    if argv:
+        print("usage: qv warm  (compile every kernel module into numba's disk cache)")
+        return 0 if argv[0] in ("-h", "--help") else 2
+    for module, status in warm_all().items():
+        print(f"qv warm: {module} {status}")
+    return 0
+
+
+__all__ = ["GROUP", "STATUS", "cache_ready", "compile_kernel", "kernels_of", "kernel", "kernel_modules",
+           "load", "main", "warm_all"]

@@ -14,7 +14,7 @@ The kernel returns a status instead of raising: OK, or FALLBACK when the numpy p
 positive definite, full rank not certified by σ_min(R) ≥ 1/‖R⁻¹‖_F > max(rtol·‖Λ‖_F, atol), or the bases
 moved too far for Newton–Schulz); the caller then runs the reference path, which raises or re-seeds.
 
-Compiled for its one signature into numba's disk cache by :func:`warm` at install (scripts/setup.sh);
+Compiled for its one signature into numba's disk cache at install (:func:`qv_dynamics.compiled.warm_all`);
 :mod:`qv_dynamics.quasi` loads it through :func:`qv_dynamics.compiled.load` and keeps the numpy path when numba
 is missing, its cache unusable or not warmed.
 """
@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .compiled import compile_kernel, kernel
+from .compiled import kernel
 from .sim.kernel_linalg import cholesky
 
 OK, FALLBACK = 0, 1
@@ -223,8 +223,8 @@ def decompose(M, C, A, ad, qdot, Vp, m, rtol, atol, out, vec) -> int:
 
 
 def warm() -> None:
-    """Compile the kernel into numba's disk cache (or load it) and run it for each row count the laws meet."""
-    compile_kernel(decompose)
+    """Run the kernel for each row count the laws meet (:func:`qv_dynamics.compiled.warm_all` compiles it into
+    numba's disk cache first)."""
     n = 4
     for m in (0, 1, 2):
         A = np.zeros((m, n))
@@ -234,6 +234,3 @@ def warm() -> None:
         decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), V, m, 1e-9, 1e-9,
                   np.empty((6 * n + 3 * m, n)), np.empty(2 * n))
 
-
-if __name__ == "__main__":
-    warm()

@@ -27,9 +27,8 @@ if ! log=$("$VENV/bin/python" -m pip install -q --no-deps -e . 2>&1); then  # qu
   echo "$log" >&2
   exit 1
 fi
-# compile the numba kernels once into their on-disk cache (else the first simulator step pays ~10 s)
-"$VENV/bin/python" -c "from qv_dynamics.sim.kernels import warm; warm()"
+# compile every numba kernel (simulator, decomposition, laws) once into numba's on-disk cache, ~40 s: a
+# process only loads them; a cold cache runs the numpy path (qv_dynamics.compiled)
+"$VENV/bin/qv" warm
 "$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"
 "$VENV/bin/qv" --help >/dev/null
-# the law/decomposition kernels into numba's on-disk cache too (qv_dynamics.compiled; ~30 s once, else at first use)
-"$VENV/bin/python" -c "from qv_dynamics.quasi_kernel import warm; warm(); from qv_control.kernels import warm; warm()"

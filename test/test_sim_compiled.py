@@ -14,12 +14,14 @@ import pinocchio as pin
 import pytest
 
 from qv_dynamics import ConstrainedSystem
+from qv_dynamics.compiled import STATUS, load
 from qv_dynamics.errors import NonFiniteError
 from qv_dynamics.impact import m_projection
 from qv_dynamics.projection import direct_dynamics_rank
 from qv_dynamics.sim import Stepper, kernels
 from qv_dynamics.sim.bimanual import bimanual_system, nominal_q
 from qv_dynamics.sim.scenarios import PANDA_Q0, slider_crank
+from qv_dynamics.sim.stepper import KERNELS
 
 POINT = {"type": "point_contact", "frame": "panda_hand_tcp", "name": "point"}
 
@@ -135,9 +137,7 @@ def test_compiled_path_reports_bad_states():
 def test_warm_cache_is_detected_and_used_by_default():
     """setup.sh warmed the kernels' disk cache for this checkout: a default Stepper takes the compiled path
     (``compiled`` True); the KKT baseline and compiled=False never do."""
-    from qv_dynamics.sim.kernels import cached
-
     system = slider_crank().system
-    assert cached(), "numba's cache of the kernels is cold or stale: scripts/setup.sh warms it"
+    assert load(KERNELS) is kernels, STATUS[KERNELS]  # cold or stale: scripts/setup.sh warms it
     assert Stepper(system).compiled
     assert not Stepper(system, compiled=False).compiled and not Stepper(system, method="kkt_baumgarte").compiled

@@ -12,7 +12,8 @@ costs Pinocchio's kinematics plus ~2 µs (the small dense algebra: :mod:`qv_dyna
 
 Kernels return a status instead of raising (OK, NONFINITE, NOT_PD, SINGULAR); the caller raises the
 package's error. Compiled once, cached on disk (``cache=True``); :func:`warm` fills the cache at install
-(scripts/setup.sh), so a process's first step loads it (~0.2 s) instead of compiling (~10 s).
+(:func:`qv_dynamics.compiled.warm_all`, scripts/setup.sh), so a process's first step loads it (~0.2 s) instead
+of compiling (~10 s); the stepper takes them through :func:`qv_dynamics.compiled.load`, else its numpy path.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..compiled import cache_ready
+from ..compiled import kernel
 from .kernel_linalg import (
     back_substitute,
     chol_solve,
@@ -68,7 +69,7 @@ def _projected_system(M, f_h, V1, a_perp):
     return Mc, rhs
 
 
-@njit(cache=True)
+@kernel()
 def projection_accel(M, h, tau, A, ad, rtol, atol, qdd, lam):
     """q̈ (into ``qdd``) and λ (into ``lam``, length m) of the projection direct dynamics (eq. 25) at M, h, τ,
     A, Ȧq̇; returns (status, rank). M is made symmetric in place from its upper triangle."""
@@ -105,7 +106,7 @@ def projection_accel(M, h, tau, A, ad, rtol, atol, qdd, lam):
     return OK, r
 
 
-@njit(cache=True)
+@kernel()
 def m_project(M, A, v, rtol, atol, out):
     """N_c q̇ into ``out`` (impact.m_projection); returns (status, ‖A q̇⁺‖, ½q̇⁺ᵀMq̇⁺). M is made symmetric in
     place from its upper triangle."""
@@ -136,7 +137,7 @@ def m_project(M, A, v, rtol, atol, out):
 Q0, V0, ACC_V, ACC_A, DQ, QN, VN, QDD = range(8)
 
 
-@njit(cache=True)
+@kernel()
 def rk4_stage(i, M, h, tau, A, ad, W, lam, prm):
     """Stage i = 0…3 of classical RK4 on (q, q̇): q̈ᵢ by eq. 25 at the stage state (M, h, A, Ȧq̇ evaluated
     there, τᵢ), then the bookkeeping in the reference's order of operations: Σwᵢq̇ᵢ, Σwᵢq̈ᵢ (w = 1, 2, 2, 1);
@@ -178,15 +179,9 @@ def rk4_stage(i, M, h, tau, A, ad, W, lam, prm):
     return OK, r, w * work
 
 
-def cached() -> bool:
-    """Whether numba's disk cache holds the kernels compiled for this copy of the source (fresh: same source
-    stamp, same numba), i.e. whether a process can use them without compiling for ~10 s (~50 s on a loaded
-    machine). The cache is per source path: a colcon-installed copy has its own, filled by :func:`warm`."""
-    return cache_ready(projection_accel, m_project, rk4_stage)
-
-
 def warm() -> None:
-    """Compile (or load from the disk cache) every kernel for the argument types the simulator uses."""
+    """Compile (or load from the disk cache) every kernel for the argument types the simulator uses
+    (:func:`qv_dynamics.compiled.warm_all`)."""
     M = np.eye(3)
     v = np.ones(3)
     for m in (0, 1, 2):

@@ -26,13 +26,13 @@ Sign convention (SPEC): M q̈ + h = τ − Aᵀλ.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import pinocchio as pin
 
+from ..compiled import load
 from ..errors import ConvergenceError, DimensionError, NonFiniteError, as_vector
 from ..impact import m_projection, predicted_energy_loss
 from ..linalg import ATOL, RTOL
@@ -41,6 +41,7 @@ from ..projection import direct_dynamics_rank, pinv_basis
 
 METHODS = ("projection", "kkt_baumgarte")
 INTEGRATORS = ("rk4", "semi_implicit_euler", "scipy")
+KERNELS = "qv_dynamics.sim.kernels"  # the compiled projection path's kernels (qv_dynamics.compiled.load)
 
 
 # ============================================================================ one step
@@ -81,9 +82,10 @@ class Stepper:
     called by the entry points), the Stepper itself leaves the process settings alone.
 
     ``compiled``: the projection method through numba kernels (:mod:`qv_dynamics.sim.fastpath`, ~3x faster,
-    equal to rounding) — None (default) when numba's disk cache holds them (``scripts/setup.sh`` fills it; a
-    colcon-installed copy: ``python -c "from qv_dynamics.sim.kernels import warm; warm()"`` once), True also
-    compiling them if not, False never. ``self.compiled`` says which path is used.
+    equal to rounding) — None (default) when :func:`qv_dynamics.compiled.load` gives them (numba's disk cache
+    holds them: ``scripts/setup.sh`` fills it, a colcon-installed copy needs ``qv warm`` once; else the reason
+    is in ``compiled.STATUS``), True also compiling them if not, False never. ``self.compiled`` says which
+    path is used.
     """
 
     def __init__(self, system: ConstrainedSystem, method: str = "projection", integrator: str = "rk4",
@@ -130,8 +132,10 @@ class Stepper:
         # the projection method's stages and correction through the compiled kernels (same equations and
         # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
         self._fast = None
-        if compiled is not False and method == "projection":
-            self._fast = _compiled_projection(system, self.rtol, self.atol, force=bool(compiled))
+        if compiled is not False and method == "projection" and load(KERNELS, force=bool(compiled)):
+            from .fastpath import CompiledProjection  # imports numba: only once its kernels have loaded
+
+            self._fast = CompiledProjection(system, self.rtol, self.atol)
         self.compiled = self._fast is not None  # which path this stepper uses
 
     # ------------------------------------------------------------------ model terms
@@ -356,24 +360,5 @@ class Stepper:
         """Gravitational potential energy (pin.computePotentialEnergy)."""
         return float(pin.computePotentialEnergy(self.system.model, self.system.data, q))
 
-
-
-def _compiled_projection(system, rtol: float, atol: float, force: bool):
-    """The compiled projection path, or None for the numpy reference path (the rule of
-    :mod:`qv_dynamics.compiled`): ``QV_COMPILED=0``, numba missing or unable to cache, or (unless ``force``)
-    kernels not in the disk cache — never a compile of ~10 s (~50 s under load) inside a running simulation.
-    ``force`` (``compiled=True``): compile if needed, and let a missing numba raise."""
-    if not force and os.environ.get("QV_COMPILED", "1") == "0":
-        return None
-    try:
-        from . import kernels  # imports numba: only for a stepper that may use it
-        from .fastpath import CompiledProjection
-
-        if force or kernels.cached():
-            return CompiledProjection(system, rtol, atol)
-    except (ImportError, RuntimeError):
-        if force:
-            raise
-    return None
 
 __all__ = ["Stepper", "Accel", "METHODS", "INTEGRATORS"]

@@ -1,0 +1,66 @@
+"""The one loader of the compiled kernels (qv_dynamics.compiled): every kernel module is listed for ``qv warm``,
+and a process whose numba cache is cold runs the numpy paths, says why, and compiles nothing at start (the
+fallbacks' numbers are checked against the compiled paths in test_sim_compiled, test_quasi_compiled and
+test_law_compiled)."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from qv_dynamics.compiled import kernel_modules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _defines_kernels(path: Path) -> bool:
+    """Whether the module decorates a function with ``@kernel(...)`` (qv_dynamics.compiled.kernel)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef):
+            for d in node.decorator_list:
+                f = d.func if isinstance(d, ast.Call) else d
+                if isinstance(f, ast.Name) and f.id == "kernel":
+                    return True
+    return False
+
+
+def test_every_kernel_module_is_listed_for_warming():
+    """setup.py's entry-point group names exactly the modules that define kernels: none left cold by qv warm."""
+    found = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts)
+                   for pkg in ("qv_dynamics", "qv_control") for p in (ROOT / pkg).rglob("*.py") if _defines_kernels(p))
+    assert found == kernel_modules() and len(found) == 3
+
+
+_COLD = """
+import numpy as np
+from qv_control.laws import make_law
+from qv_dynamics import ConstrainedSystem, quasi_decompose
+from qv_dynamics.compiled import STATUS, load
+from qv_dynamics.sim import Stepper
+from qv_dynamics.sim.scenarios import slider_crank
+st = Stepper(slider_crank().system)
+s = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+t = s.evaluate(s.random_configuration(np.random.default_rng(0)), np.zeros(7))
+qs = quasi_decompose(t, prev=quasi_decompose(t))
+law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"], kp=400.0,
+               kd=40.0)
+print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels", "tracking") is None)
+for m in sorted(STATUS):
+    print(m, STATUS[m])
+"""
+
+
+def test_cold_cache_runs_the_numpy_paths_and_compiles_nothing(tmp_path):
+    """numba pointed at an empty cache directory (as a fresh install that was not warmed): the stepper, the
+    decomposition and a law take their numpy paths, STATUS says why for each kernel module, and nothing was
+    compiled (numba would have written its cache files there)."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT), QV_COMPILED="1")
+    out = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True, text=True, timeout=120,
+                         check=True).stdout.splitlines()
+    assert out[0] == "True True True True"
+    status = dict(line.split(" ", 1) for line in out[1:])
+    assert sorted(status) == kernel_modules()
+    assert all(s.startswith("numpy path (no compiled cache") for s in status.values()), status
+    assert not any(tmp_path.rglob("*.nbc")) and not any(tmp_path.rglob("*.nbi"))
