@@ -17,7 +17,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+from timing import medians_us, time_calls  # noqa: E402  (bench/)
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
@@ -80,12 +80,8 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
         local["direct_dynamics (projection)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau)
         local["direct_dynamics (kkt)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau, method="kkt")
         for k, f in local.items():
-            tk = times[k]
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                f(q, v, tau)
-                tk.append(time.perf_counter() - t0)
-    med = {k: 1e6 * float(np.median(t)) for k, t in times.items()}
+            times[k] += time_calls(f, reps, q, v, tau)
+    med = medians_us(times)
     p = med["pin.constraintDynamics"]
     print(f"\n{label}: nv={system.nv}, m={system.m} constraint rows, {n_states} states x {reps} reps; "
           f"q̈ vs Pinocchio worst relative error {worst_err:.1e}")

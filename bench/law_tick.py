@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+from timing import medians_us, time_calls  # noqa: E402  (bench/)
 
 from qv_control.laws import LAWS, make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
@@ -90,18 +91,11 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     tau0 = np.zeros(system.nv)
     for s, r in zip(states, refs):
         for name, law in laws.items():
-            tk = times[name]
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                law.compute(s, r)
-                tk.append(time.perf_counter() - t0)
+            times[name] += time_calls(law.compute, reps, s, r)
             sat[name] += bool(law.saturation.active)
-        tk = times["pin.constraintDynamics"]
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            pin.constraintDynamics(model, pdata, s.q, s.qdot, tau0, cms, cds, prox)
-            tk.append(time.perf_counter() - t0)
-    med = {k: 1e6 * float(np.median(v)) for k, v in times.items()}
+        times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
+                                                      cms, cds, prox)
+    med = medians_us(times)
     p = med["pin.constraintDynamics"]
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
           f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
@@ -141,11 +135,8 @@ def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
     for s, r in zip(states, refs):
         law.compute(s, r)  # law.last["theta"] and the coordinates' references at this state
         for k, f in steps.items():
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                f(s, r)
-                times[k].append(time.perf_counter() - t0)
-    med = {k: 1e6 * float(np.median(v)) for k, v in times.items()}
+            times[k] += time_calls(f, reps, s, r)
+    med = medians_us(times)
     print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside system.evaluate)")
     for k, t in med.items():
         print(f"  {k:32s} {t:8.2f} µs")

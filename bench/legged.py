@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import PinReference  # noqa: E402
+from timing import time_calls  # noqa: E402  (bench/)
 
 from qv_control.demo.anymal import AnymalConfig, make_system  # noqa: E402
 from qv_control.laws.legged import BASE_AXES, LeggedLaw  # noqa: E402
@@ -54,10 +54,7 @@ def main(argv=None) -> int:
         for name, fn in (("pin.constraintDynamics", lambda: ref(q, v, tau)),
                          ("PassiveJointLaw.compute", lambda: passive.compute(st)),
                          ("LeggedLaw.compute", lambda: legged.compute(st))):
-            for _ in range(args.reps):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
+            times[name] += time_calls(fn, args.reps)
     base = np.median(times["pin.constraintDynamics"])
     print(f"ANYmal C, 4 feet, {args.states} states x {args.reps} reps (pinocchio {pin.__version__}); medians:")
     for name, ts in times.items():
