@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -47,8 +48,10 @@ from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.ros.runner import make_executor  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "test"))
 from deployed_loop import cpu_seconds  # noqa: E402
 from echo_node import Echo  # noqa: E402
+from ros_helpers import stop_processes  # noqa: E402  (the tests' node-process helper)
 
 CONFIG = str(ROOT / "config" / "panda_table.yaml")
 OVERRIDES: list[str] = []  # "node:param:=value" for the node processes (--set)
@@ -281,15 +284,7 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
                     ex.spin_once(timeout_sec=0.05)
             out = _both(ex, driver, rate, seconds, procs[0])
     finally:
-        for proc in procs:
-            proc.terminate()
-        out_codes = []
-        for proc in procs:
-            try:
-                out_codes.append(proc.wait(timeout=10))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out_codes.append("killed")
+        out_codes = [rc for rc, _, _ in stop_processes(procs, signal.SIGTERM, timeout=10)]
     out["exit_codes"] = out_codes
     return out
 

@@ -1,12 +1,15 @@
-"""rclpy utilities shared by the ROS test modules: an isolated context with a probe node, bounded spinning.
+"""rclpy utilities shared by the ROS test modules (and bench/ros_latency.py): an isolated context with a probe
+node, bounded spinning, node processes stopped.
 
 Import after ``pytest.importorskip("rclpy")``.
 """
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import rclpy
 from rclpy.context import Context
@@ -54,3 +57,21 @@ def retire(ex, *nodes) -> None:
     for n in nodes:
         ex.remove_node(n)
         n.destroy_node()
+
+
+def stop_processes(procs: Iterable[subprocess.Popen], sig: int = signal.SIGINT, timeout: float = 30.0) -> list[tuple]:
+    """Send ``sig`` to every process first (they shut down side by side), then reap each within ``timeout`` s,
+    killing it after that (never left running): (exit code, or "killed", stdout, stderr) per process, the
+    outputs None where not piped."""
+    procs = list(procs)
+    for p in procs:
+        p.send_signal(sig)
+    out = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=timeout)
+            out.append((p.returncode, o, e))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out.append(("killed", *p.communicate()))
+    return out

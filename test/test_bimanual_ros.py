@@ -16,7 +16,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 nav_msgs = pytest.importorskip("nav_msgs.msg")
-from ros_helpers import ros_session, spin_until  # noqa: E402
+from ros_helpers import ros_session, spin_until, stop_processes  # noqa: E402
 
 from qv_control.references import SplineReference  # noqa: E402
 from qv_dynamics.ros.messages import stamp_to_sec  # noqa: E402
@@ -49,19 +49,11 @@ def test_bimanual_nodes_as_processes_track_the_box():
                 (stamp_to_sec(m.header.stamp), m.pose.pose.position.y, m.pose.pose.position.z)), 50)
             reached = spin_until(ex, lambda: samples and samples[-1][0] >= T_END, timeout=120.0)
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGINT)
-        outs = []
-        for p in procs:
-            try:
-                outs.append(p.communicate(timeout=60))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                outs.append(p.communicate())
-    diag = " | ".join(f"rc {p.returncode}: {err[-1500:]}" for p, (_, err) in zip(procs, outs))
+        outs = stop_processes(procs, signal.SIGINT, timeout=60)
+    diag = " | ".join(f"rc {rc}: {err[-1500:]}" for rc, _, err in outs)
     assert reached, f"odometry reached t = {samples[-1][0] if samples else None}; {diag}"
-    for p, (_, err) in zip(procs, outs):
-        assert p.returncode == 0 and "Traceback" not in err, diag
+    for rc, _, err in outs:
+        assert rc == 0 and "Traceback" not in err, diag
     t, y, z = np.array([s for s in samples if s[0] >= T_FROM]).T  # a window by time, not by count: the
     # probe may or may not drop samples, and the quintic barely moves in the first 0.5 s after its start
     ref = np.array([spline(tt).theta[1:3] for tt in t])

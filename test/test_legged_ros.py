@@ -76,6 +76,7 @@ def test_nodes_as_processes_stand_and_stop_on_sigint():
     import rclpy
     from nav_msgs.msg import Odometry
     from rclpy.context import Context
+    from ros_helpers import stop_processes
 
     plant = _node("qv_dynamics.ros.legged_mujoco_node", "mode:=lockstep", "publish_clock:=false")
     ctrl = _node("qv_control.ros.legged_controller_node", "plan_yaml:='kind: stance'")   # a YAML string
@@ -95,12 +96,10 @@ def test_nodes_as_processes_stand_and_stop_on_sigint():
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
-        for p in (ctrl, plant):
-            p.send_signal(signal.SIGINT)
-        outs = [p.communicate(timeout=30)[0] for p in (ctrl, plant)]
+        codes, outs, _ = zip(*stop_processes((ctrl, plant), signal.SIGINT, timeout=30))
     assert len(heights) >= 1500, outs                  # 1.5 s of lock-step control through the topics
     assert np.ptp(heights[100:]) < 1e-3, (min(heights), max(heights))   # stands: height held within 1 mm
-    assert ctrl.returncode == 0 and plant.returncode == 0, outs
+    assert codes == (0, 0), outs
 
 
 def test_dynamics_node_floating_base_from_odometry():
