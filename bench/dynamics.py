@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
-from timing import medians_us, time_calls  # noqa: E402  (bench/)
+from timing import median_table, time_calls  # noqa: E402  (bench/)
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
@@ -81,14 +81,9 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
         local["direct_dynamics (kkt)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau, method="kkt")
         for k, f in local.items():
             times[k] += time_calls(f, reps, q, v, tau)
-    med = medians_us(times)
-    p = med["pin.constraintDynamics"]
     print(f"\n{label}: nv={system.nv}, m={system.m} constraint rows, {n_states} states x {reps} reps; "
           f"q̈ vs Pinocchio worst relative error {worst_err:.1e}")
-    print(f"  {'':42s} {'median µs':>10s} {'x pin':>7s}")
-    for k, t in med.items():
-        print(f"  {k:42s} {t:10.1f} {t / p:7.1f}")
-    return med
+    return median_table(times)
 
 
 def main(argv=None) -> int:

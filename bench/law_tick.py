@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
-from timing import medians_us, time_calls  # noqa: E402  (bench/)
+from timing import median_table, medians_us, time_calls  # noqa: E402  (bench/)
 
 from qv_control.laws import LAWS, make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
@@ -95,14 +95,10 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
             sat[name] += bool(law.saturation.active)
         times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
                                                       cms, cds, prox)
-    med = medians_us(times)
-    p = med["pin.constraintDynamics"]
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
           f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
-    print(f"  {'law':24s} {'median µs':>10s} {'x pin':>7s} {'saturated':>10s}")
-    for k, t in med.items():
-        print(f"  {k:24s} {t:10.1f} {t / p:7.1f} {sat.get(k, 0):>10}")
-    worst = max(med[k] for k in laws) / p
+    med = median_table(times, "law", 24, extra=("saturated", sat))
+    worst = max(med[k] for k in laws) / med["pin.constraintDynamics"]
     from qv_dynamics.compiled import STATUS
 
     print("compiled kernels (QV_COMPILED=0 for the numpy path): "

@@ -22,3 +22,16 @@ def time_calls(fn: Callable, reps: int, *args) -> list[float]:
 def medians_us(times: dict[str, list[float]]) -> dict[str, float]:
     """The median of each list of seconds, in µs."""
     return {k: 1e6 * float(np.median(t)) for k, t in times.items()}
+
+
+def median_table(times: dict[str, list[float]], label: str = "", width: int = 42, base: str = "pin.constraintDynamics",
+                 extra: tuple[str, dict] | None = None) -> dict[str, float]:
+    """Print each candidate's median (µs) and its ratio to ``base``'s median, a row each (``extra``: a column
+    name and its value per row, 0 where missing); returns the medians."""
+    med = medians_us(times)
+    p = med[base]
+    name, column = extra or ("", None)
+    print(f"  {label:{width}s} {'median µs':>10s} {'x pin':>7s}" + (f" {name:>10s}" if extra else ""))
+    for k, t in med.items():
+        print(f"  {k:{width}s} {t:10.1f} {t / p:7.1f}" + (f" {column.get(k, 0):>10}" if extra else ""))
+    return med
