@@ -26,18 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+from models import null_space_qdot, pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
 from timing import median_table, time_calls  # noqa: E402  (bench/)
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
-
-
-def _null_qdot(system, q, rng):
-    A = system.constraint_rows(q)[1]
-    _, s, Vt = np.linalg.svd(A)
-    r = int(np.count_nonzero(s > 1e-9 * s[0]))
-    return Vt[r:].T @ rng.normal(size=system.nv - r)
 
 
 def bench_model(label, system, specs, n_states, reps, seed=0):
@@ -64,7 +57,7 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
     worst_err = 0.0
     for _ in range(n_states):
         q = system.random_configuration(rng)
-        v = _null_qdot(system, q, rng)
+        v = null_space_qdot(system, q, rng)
         tau = 10.0 * rng.normal(size=system.nv)
         if system.floating_base:
             tau[:6] = 0.0

@@ -1,4 +1,4 @@
-"""Small URDFs generated as strings for the core tests, and the Pinocchio reference solver.
+"""Small URDFs generated as strings for the core tests, the Pinocchio reference solver, admissible velocities.
 
 Every model here is written out from its physical parameters, so the closed forms of the papers can be
 compared against what Pinocchio computes from the URDF (no value is copied from the code under test).
@@ -127,6 +127,14 @@ class PinReference:
         lam = -self.data.lambda_c.copy()
         J = pin.getConstraintsJacobian(self.model, self.data, self.cms, self.cds)
         return qdd, J.T @ lam, lam
+
+
+def null_space_qdot(system, q, rng, scale: float = 1.0) -> np.ndarray:
+    """A random admissible q̇ = scale·V₂z, A(q)V₂ = 0 (V₂ from numpy's SVD of A, rank σ > 1e-9·σ₁), z ~ N(0, I)."""
+    A = system.constraint_rows(q)[1]
+    _, s, Vt = np.linalg.svd(A)
+    r = int(np.count_nonzero(s > 1e-9 * s[0]))
+    return scale * (Vt[r:].T @ rng.normal(size=system.nv - r))
 
 
 def rel_err(a, b) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from models import PinReference, rel_err
+from models import PinReference, null_space_qdot, rel_err
 
 from qv_dynamics import ConstrainedSystem, RankDeficiencyError, direct_dynamics
 
@@ -24,21 +24,13 @@ ROBOTS = {
 }
 
 
-def _null_space_qdot(system, q, rng):
-    """A random q̇ with A(q)q̇ = 0 (used where Pinocchio's drift convention for 6D constraints differs)."""
-    A = system.constraint_rows(q)[1]
-    _, s, Vt = np.linalg.svd(A)
-    r = int(np.count_nonzero(s > 1e-9 * s[0]))
-    return Vt[r:].T @ rng.normal(size=system.nv - r)
-
-
 def _worst_error_both_methods(system, ref, rng, n_states: int, unactuated_base: bool = False) -> float:
     """Worst relative error of q̈ and Aᵀλ, projection and KKT methods, against Pinocchio over random states
     with q̇ in the constraints' null space (τ on the floating base zero with ``unactuated_base``)."""
     worst = 0.0
     for _ in range(n_states):
         q = system.random_configuration(rng)
-        qdot = _null_space_qdot(system, q, rng)
+        qdot = null_space_qdot(system, q, rng)  # A q̇ = 0: Pinocchio's drift convention for 6D constraints differs
         tau = 20.0 * rng.normal(size=system.nv)
         if unactuated_base:
             tau[:6] = 0.0
@@ -104,7 +96,7 @@ def test_redundant_constraints_match_proximal_solver(case):
     worst_qdd = worst_F = 0.0
     for _ in range(20):
         q = system.random_configuration(rng)
-        qdot = _null_space_qdot(system, q, rng)
+        qdot = null_space_qdot(system, q, rng)
         tau = 20.0 * rng.normal(size=system.nv)
         terms = system.evaluate(q, qdot)
         assert np.linalg.matrix_rank(terms.A) < terms.m  # really redundant

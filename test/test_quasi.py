@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from models import rel_err
+from models import null_space_qdot, rel_err
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose, torque_from_quasi_forces
 
@@ -22,13 +22,6 @@ CASES = {
 def _system(case):
     robot, cons, fb = CASES[case]
     return ConstrainedSystem.from_urdf(robot, constraints=cons, floating_base=fb)
-
-
-def _null_qdot(system, q, rng, scale=1.0):
-    A = system.constraint_rows(q)[1]
-    _, s, Vt = np.linalg.svd(A)
-    r = int(np.count_nonzero(s > 1e-9 * s[0]))
-    return scale * (Vt[r:].T @ rng.normal(size=system.nv - r))
 
 
 def _tau(system, rng):
@@ -64,7 +57,7 @@ def test_vdot_and_vr_dot_match_finite_differences_along_motion(case):
     hs = [1e-4, 5e-5, 2.5e-5]
     for trial in range(3):
         q0 = system.random_configuration(rng)
-        qdot0 = _null_qdot(system, q0, rng)
+        qdot0 = null_space_qdot(system, q0, rng)
         tau = _tau(system, rng) * (0.1 if system.floating_base else 1.0)  # Solo's legs weigh ~0.1 kg
         terms0 = system.evaluate(q0, qdot0)
         qs0 = quasi_decompose(terms0, tau=tau)
@@ -96,7 +89,7 @@ def test_structure_identities(case):
     worst = dict(vGv=0.0, vrGvr=0.0, K=0.0, u2=0.0, xi=0.0, F=0.0, lam=0.0, decouple=0.0, tau_rt=0.0)
     for _ in range(N_STATES):
         q = system.random_configuration(rng)
-        qdot = _null_qdot(system, q, rng)
+        qdot = null_space_qdot(system, q, rng)
         tau_a = _tau(system, rng)
         terms = system.evaluate(q, qdot)
         qs = quasi_decompose(terms, tau=tau_a)
