@@ -158,9 +158,9 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     qdot = terms.check_qdot(qdot)
     _require_coriolis(terms)
     if prev is not None and gauge == "auto":
-        fast = compiled_decompose(terms, qdot, prev, rtol, atol)
+        fast = compiled_decompose(terms, qdot, prev, rtol, atol, tau)
         if fast is not None:
-            return _with_forces(fast, terms, tau)
+            return fast
     Q, Qinv = cholesky_factor(M)
     QinvT = Qinv.T
     v = qdot.dot(Q)                    # Qᵀq̇ (eq. 6a)
@@ -215,18 +215,17 @@ def _with_forces(qs: QuasiState, terms: DynamicsTerms, tau) -> QuasiState:
     return qs
 
 
-#: the compiled steady-state path serves models up to this many velocities (a robot arm; for a humanoid's
-#: n = 38 LAPACK's blocked products beat the kernel's loops)
-COMPILED_MAX_N = 16
+_NO_TAU = np.zeros(0)  # the kernel's "no τ" (size 0: nothing is ever written to it)
 
 
-def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState, rtol: float, atol: float
-                       ) -> QuasiState | None:
-    """The steady-state sample (``prev`` of full row rank m, same n) by :func:`.quasi_kernel.decompose`;
-    None when the kernel is unavailable or declines (the numpy path then decides, raises or re-seeds)."""
+def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState, rtol: float, atol: float,
+                       tau=None) -> QuasiState | None:
+    """The steady-state sample (``prev`` of full row rank m, same n), quasi-forces of ``tau`` included, by
+    :func:`.quasi_kernel.decompose`; None when the kernel is unavailable or declines (the numpy path then
+    decides, raises or re-seeds)."""
     A = terms.A
     m, n = A.shape
-    if prev.rank != m or prev.V2.shape[0] != n or n > COMPILED_MAX_N:
+    if prev.rank != m or prev.V2.shape[0] != n:
         return None
     kernel = compiled_kernel()
     if kernel is None:
@@ -234,18 +233,29 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
     Vp = prev._V
     if Vp is None:
         Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
+    t = _NO_TAU if tau is None else as_vector("tau", tau, n)
     out = np.empty((6 * n + 3 * m, n))
-    vec = np.empty(2 * n)
-    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, m, rtol, atol, out, vec):
+    vec = np.empty(6 * n + 2 * m)
+    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, terms.g, t, m, rtol, atol, out, vec):
         return None
     V = out[4 * n:5 * n]
     R = out[6 * n + 2 * m:, :m]
     v = vec[:n]
-    return QuasiState(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=v, Lambda=out[6 * n:6 * n + m],
-                      V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
-                      Gamma_v=out[5 * n:6 * n - m, :n - m], Gamma_xi_vr=vec[2 * n - m:], v_r=vec[n:2 * n - m],
-                      kinetic_energy=0.5 * float(v.dot(v)), W1=out[6 * n + m:6 * n + 2 * m, :m],
-                      _S=R[0].copy() if m == 1 else None, _R=R if m > 1 else None, _Vt=V.T, _V=V)
+    k = n - m
+    qs = QuasiState(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=v, Lambda=out[6 * n:6 * n + m],
+                    V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
+                    Gamma_v=out[5 * n:6 * n - m, :k], Gamma_xi_vr=vec[2 * n - m:2 * n], v_r=vec[n:2 * n - m],
+                    kinetic_energy=0.5 * float(v.dot(v)), W1=out[6 * n + m:6 * n + 2 * m, :m],
+                    _S=vec[6 * n + m:] if m <= SV_MAX_M else None, _R=R, _Vt=V.T, _V=V)
+    if tau is not None:  # vec: u, [u_ξ; u_v], ξ, λ, Aᵀλ, v̇_r (quasi_kernel.decompose)
+        qs.u, qs.u_xi, qs.u_v = vec[2 * n:3 * n], vec[3 * n:3 * n + m], vec[3 * n + m:4 * n]
+        qs.xi, qs.lambda_ = vec[4 * n:4 * n + m], vec[4 * n + m:4 * n + 2 * m]
+        qs.constraint_force, qs.vr_dot = vec[4 * n + 2 * m:5 * n + 2 * m], vec[5 * n + 2 * m:6 * n + m]
+    return qs
+
+
+#: as quasi_kernel.SV_MAX_M (not imported: numba may be missing)
+SV_MAX_M = 4
 
 
 def compiled_kernel():

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALL = FIELDS + ("Q", "Qinv", "Qdot", "Gamma", "Lambda", "v", "u", "S")
 
 
-@pytest.mark.parametrize("case", ["panda_point", "panda_table", "ur5_weld_xyz_rz"])
+@pytest.mark.parametrize("case", ["panda_point", "panda_table", "ur5_weld_xyz_rz", "talos_welds"])
 def test_compiled_equals_svd_gauge_along_a_motion(case):
     assert compiled_kernel() is not None, STATUS
     robot, cons, fb = CASES[case]
@@ -41,7 +41,8 @@ def test_compiled_equals_svd_gauge_along_a_motion(case):
             worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())) if y.size else 0.0)
         assert c.condition == pytest.approx(s.condition, rel=1e-12)
         prev_c, prev_s = c, s
-    assert max(worst.values()) < 1e-13, worst  # measured ≤ 6e-15
+    print(f"\n{case}: worst relative difference compiled vs svd gauge {max(worst.values()):.1e}")
+    assert max(worst.values()) < 1e-13, worst  # measured ≤ 3.2e-14 (the arms), 6.6e-14 (Talos)
 
 
 def test_compiled_declines_a_rank_change_and_a_jump():
