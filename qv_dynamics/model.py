@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -18,6 +19,12 @@ from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameE
 from .model_checks import check_model
 from .names import ModelNames
 from .robots import DEFAULT_LOCKED, resolve_urdf
+
+
+def _owned(x: np.ndarray) -> np.ndarray:
+    """``x`` if it owns its memory, else a copy: eigenpy returns Pinocchio's results (``data.M``, ``data.C``,
+    ``data.g``) as fresh arrays, and a reference into ``data`` would change under the caller at the next pass."""
+    return x if x.flags.owndata else x.copy()
 
 
 class ConstraintPlan(NamedTuple):
@@ -221,7 +228,8 @@ class ConstrainedSystem(ModelNames):
     def check_q(self, q) -> np.ndarray:
         q = as_vector("q", q, self.nq)
         if self.floating_base:
-            nrm = np.linalg.norm(q[3:7])
+            quat = q[3:7]
+            nrm = math.sqrt(quat.dot(quat))
             if abs(nrm - 1.0) > 1e-6:
                 raise DimensionError(f"q: base quaternion must have unit norm, has {nrm:.6g}")
         return q
@@ -265,7 +273,7 @@ class ConstrainedSystem(ModelNames):
         return self._mass(self.check_q(q))
 
     def _mass(self, q: np.ndarray) -> np.ndarray:
-        M = pin.crba(self.model, self.data, q).copy()
+        M = _owned(pin.crba(self.model, self.data, q))
         Mf = M.reshape(-1)
         Mf[self._lo_flat] = Mf[self._up_flat]
         return M
@@ -290,8 +298,8 @@ class ConstrainedSystem(ModelNames):
         M = self._mass(q)
         if not coriolis:
             return self._evaluate_rnea(q, qdot, M)
-        g = pin.computeGeneralizedGravity(model, data, q).copy()
-        C = pin.computeCoriolisMatrix(model, data, q, qdot).copy()
+        g = _owned(pin.computeGeneralizedGravity(model, data, q))
+        C = _owned(pin.computeCoriolisMatrix(model, data, q, qdot))
         h = C.dot(qdot)
         h += g
         pin.updateFramePlacements(model, data)
@@ -303,7 +311,7 @@ class ConstrainedSystem(ModelNames):
     def _evaluate_rnea(self, q: np.ndarray, qdot: np.ndarray, M: np.ndarray) -> DynamicsTerms:
         """``evaluate(q, qdot, coriolis=False)``: h = RNEA(q, q̇, 0); Φ, A, Ȧq̇ by :meth:`_stack`."""
         model, data = self.model, self.data
-        h = pin.nonLinearEffects(model, data, q, qdot).copy()
+        h = _owned(pin.nonLinearEffects(model, data, q, qdot))
         _, m, labels = self.constraint_plan()
         if m == 0:  # no active row: no kinematics needed
             return DynamicsTerms(q=q, qdot=qdot, M=M, h=h, C=None, g=None, A=np.zeros((0, self.nv)),

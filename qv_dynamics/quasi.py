@@ -61,6 +61,7 @@ class QuasiState:
     _R: np.ndarray | None = field(default=None, repr=False)   # Λᵀ = ZR (aligned bases): S from R
     _Vt: np.ndarray | None = field(default=None, repr=False)  # [V₁ᵀ; V₂ᵀ]
     _V: np.ndarray | None = field(default=None, repr=False)   # [V₁ V₂], C-contiguous (the kernel's input)
+    _UR: np.ndarray | None = field(default=None, repr=False)  # left singular vectors of R (the kernel's warm start)
 
     @property
     def S(self) -> np.ndarray:
@@ -234,28 +235,25 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
     if Vp is None:
         Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
     t = _NO_TAU if tau is None else as_vector("tau", tau, n)
-    out = np.empty((6 * n + 3 * m, n))
+    Up = prev._UR if prev._UR is not None else np.eye(m)
+    out = np.empty((6 * n + 4 * m, n))
     vec = np.empty(6 * n + 2 * m)
-    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, terms.g, t, m, rtol, atol, out, vec):
+    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, Up, terms.g, t, m, rtol, atol, out, vec):
         return None
     V = out[4 * n:5 * n]
-    R = out[6 * n + 2 * m:, :m]
+    R = out[6 * n + 2 * m:6 * n + 3 * m, :m]
     v = vec[:n]
     k = n - m
     qs = QuasiState(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=v, Lambda=out[6 * n:6 * n + m],
                     V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
                     Gamma_v=out[5 * n:6 * n - m, :k], Gamma_xi_vr=vec[2 * n - m:2 * n], v_r=vec[n:2 * n - m],
                     kinetic_energy=0.5 * float(v.dot(v)), W1=out[6 * n + m:6 * n + 2 * m, :m],
-                    _S=vec[6 * n + m:] if m <= SV_MAX_M else None, _R=R, _Vt=V.T, _V=V)
+                    _S=vec[6 * n + m:], _R=R, _Vt=V.T, _V=V, _UR=out[6 * n + 3 * m:, :m])
     if tau is not None:  # vec: u, [u_ξ; u_v], ξ, λ, Aᵀλ, v̇_r (quasi_kernel.decompose)
         qs.u, qs.u_xi, qs.u_v = vec[2 * n:3 * n], vec[3 * n:3 * n + m], vec[3 * n + m:4 * n]
         qs.xi, qs.lambda_ = vec[4 * n:4 * n + m], vec[4 * n + m:4 * n + 2 * m]
         qs.constraint_force, qs.vr_dot = vec[4 * n + 2 * m:5 * n + 2 * m], vec[5 * n + 2 * m:6 * n + m]
     return qs
-
-
-#: as quasi_kernel.SV_MAX_M (not imported: numba may be missing)
-SV_MAX_M = 4
 
 
 def compiled_kernel():

@@ -33,13 +33,13 @@ import numpy as np
 from numba import njit
 
 from .compiled import kernel
-from .quasi_linalg import SV_MAX_M, cholesky_inverse, full_rank, mm, mv, singular_values
+from .quasi_linalg import cholesky_inverse, full_rank, mm, mv, singular_values
 
 OK, FALLBACK = 0, 1
 NS_START, NS_DONE, NS_MAX_ITER = 0.5, 1e-8, 8  # as qv_dynamics.quasi_basis.near_polar
 
 _SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], "
-        "float64[::1], float64[::1], int64, float64, float64, float64[:, ::1], float64[::1])")
+        "float64[:, :], float64[::1], float64[::1], int64, float64, float64, float64[:, ::1], float64[::1])")
 
 
 def vec_size(n: int, m: int) -> int:
@@ -180,12 +180,13 @@ def _forces(Q, Qi, V, W1, Gv, g, tau, vec, n, m) -> None:
 
 
 @kernel(_SIG)
-def decompose(M, C, A, ad, qdot, Vp, g, tau, m, rtol, atol, out, vec) -> int:
-    """One steady-state sample. In: M, C (n × n), A (m × n), Ȧq̇, q̇, Vp = [V₁ V₂]_prev (n × n, rank m), g, τ
-    (empty: no forces). Out, by rows of ``out`` ((6n + 3m) × n): Q, Q⁻¹, Q̇, Γ, V = [V₁ V₂], Γ_v (top-left
-    (n − m)²), Λ (m rows), W₁ and R (m rows each, first m columns); ``vec`` (6n + 2m): v, v_r (n − m),
-    Γ_ξv_r (m), u, [u_ξ; u_v], ξ (m), λ (m), Aᵀλ (n), v̇_r (n − m) (these six when τ is given), σ(Λ) (m,
-    descending, when m ≤ SV_MAX_M)."""
+def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int:
+    """One steady-state sample. In: M, C (n × n), A (m × n), Ȧq̇, q̇, Vp = [V₁ V₂]_prev (n × n, rank m), Up (m × m:
+    the previous sample's U of ``singular_values``, or I), g, τ (empty: no forces). Out, by rows of ``out``
+    ((6n + 4m) × n): Q, Q⁻¹, Q̇, Γ, V = [V₁ V₂], Γ_v (top-left (n − m)²), Λ (m rows), W₁, R and U (m rows
+    each, first m columns); ``vec`` (6n + 2m): v, v_r (n − m),
+    Γ_ξv_r (m), u, [u_ξ; u_v], ξ (m), λ (m), Aᵀλ (n), v̇_r (n − m) (these six when τ is given), σ(Λ) = σ(R)
+    (m, descending)."""
     n = M.shape[0]
     Q, Qi, Qd, G = out[:n], out[n:2 * n], out[2 * n:3 * n], out[3 * n:4 * n]
     V, Gv_, Lam = out[4 * n:5 * n], out[5 * n:6 * n], out[6 * n:6 * n + m]
@@ -222,8 +223,10 @@ def decompose(M, C, A, ad, qdot, Vp, g, tau, m, rtol, atol, out, vec) -> int:
             vec[2 * n - m + a] = s                            # Γ_ξv_r = W₁(...) − V₁ᵀΓv
     if tau.shape[0] == n:
         _forces(Q, Qi, V, W1, Gv_[:k, :k], g, tau, vec, n, m)
-    if 0 < m <= SV_MAX_M:
-        singular_values(R, vec[6 * n + m:6 * n + 2 * m])
+    if m:
+        U = out[6 * n + 3 * m:6 * n + 4 * m, :m]
+        U[:] = Up
+        singular_values(R, U, vec[6 * n + m:6 * n + 2 * m])
     return OK
 
 
@@ -235,5 +238,5 @@ def warm() -> None:
             A = np.zeros((m, n))
             for i in range(m):
                 A[i, i] = 1.0
-            decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), np.eye(n), np.zeros(n),
-                      np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 3 * m, n)), np.empty(vec_size(n, m)))
+            decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), np.eye(n), np.eye(m),
+                      np.zeros(n), np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))

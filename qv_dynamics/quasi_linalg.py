@@ -47,10 +47,8 @@ def mv(A, x):
     return y
 
 
-#: the kernel computes the singular values of Λ (from R) for at most this many rows; above, LAPACK on demand
-SV_MAX_M = 4
 #: below this size Cholesky and the triangular inverse run in plain loops; above, in 2 × 2 blocks
-BLOCKED_N = 16
+BLOCKED_N = 24
 
 
 @njit(cache=True)
@@ -147,11 +145,13 @@ def full_rank(R, Ri, frob, rtol, atol) -> bool:
 
 
 @njit(cache=True)
-def singular_values(R, S) -> None:
-    """Singular values of a square R into S, descending: one-sided Jacobi (Hestenes) rotations of its rows
-    until all are orthogonal to working precision (as accurate as LAPACK's dgesdd), then the row norms."""
+def singular_values(R, U, S) -> None:
+    """Singular values of a square R into S, descending: one-sided Jacobi (Hestenes) rotations of the rows of
+    B = UᵀR until they are orthogonal to working precision (as accurate as LAPACK's dgesdd), then their norms.
+    U (orthogonal) is updated in place so that B = UᵀR still holds: started from the previous sample's U,
+    B's rows are nearly orthogonal already and one or two sweeps suffice (a cold start from I takes ~6)."""
     m = R.shape[0]
-    B = R.copy()
+    B = mm(U.T, R)
     for _ in range(60):
         rotated = False
         for i in range(m - 1):
@@ -174,6 +174,9 @@ def singular_values(R, S) -> None:
                     x, y = bi[k], bj[k]
                     bi[k] = cs * x - sn * y
                     bj[k] = sn * x + cs * y
+                    x, y = U[k, i], U[k, j]
+                    U[k, i] = cs * x - sn * y
+                    U[k, j] = sn * x + cs * y
         if not rotated:
             break
     for i in range(m):

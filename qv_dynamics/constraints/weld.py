@@ -19,4 +19,8 @@ class Weld(FrameConstraint):
 
     def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
         oMf = data.oMf[self.frame_id]
-        return np.concatenate([oMf.translation - self.position, pin.log3(oMf.rotation.dot(self.rotation.T))])
+        out = np.empty(6)
+        out[:3] = oMf.translation
+        out[:3] -= self.position
+        out[3:] = pin.log3(oMf.rotation.dot(self.rotation.T))
+        return out
