@@ -151,9 +151,9 @@ def quasi_decompose(terms: DynamicsTerms, qdot=None, tau=None, prev: QuasiState 
     ``"aligned"`` without an SVD (QR + Newton–Schulz) whenever ``prev`` has full row rank, ``"svd"`` by the
     SVD of Λ and SVD polar factors (the reference), ``"auto"`` the first for n ≥ ALIGNED_MIN_N (where the
     (n − r)² polar SVD dominates) or one row (closed form), the second otherwise (a 7-DoF arm with a 3-D
-    contact: a few µs either way); and with ``"auto"`` a steady-state sample of a model with at most
-    COMPILED_MAX_N velocities goes through one compiled call (:func:`compiled_decompose`, the aligned
-    gauge's equations) when numba and its cache are usable."""
+    contact: a few µs either way); and with ``"auto"`` a steady-state sample (``prev`` of full row rank m, the
+    same n) goes through one compiled call (:func:`compiled_decompose`: the aligned gauge's equations, the
+    quasi-forces and σ(Λ) included) when numba and its cache are usable."""
     M = terms.M
     n = M.shape[0]
     qdot = terms.check_qdot(qdot)
