@@ -83,6 +83,59 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
     return median_table(times)
 
 
+def _median_us(f, reps: int) -> float:
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return 1e6 * float(np.median(ts))
+
+
+def parts(label, system, reps=2000, seed=1):
+    """Where one ``evaluate + quasi_decompose (prev)`` sample goes, per call (µs, medians at one state): the
+    Pinocchio passes inside ``evaluate``, the rest of ``evaluate`` (checks, copies, constraint rows from
+    Python), the compiled decomposition call alone (numba dispatch included) and the rest of
+    ``quasi_decompose`` (checks, buffers, the QuasiState's views)."""
+    from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
+    from qv_dynamics.quasi import compiled_kernel
+
+    model, data = system.model, system.data
+    rng = np.random.default_rng(seed)
+    q = system.random_configuration(rng)
+    v = _null_qdot(system, q, rng)
+    tau = 10.0 * rng.normal(size=system.nv)
+    seed_qs = quasi_decompose(system.evaluate(system.integrate(q, -2e-3 * v), v))
+    prev = quasi_decompose(system.evaluate(system.integrate(q, -1e-3 * v), v), prev=seed_qs)
+    terms = system.evaluate(q, v)
+    fids = [c.frame_id for c in system.active_constraints]
+    pin_parts = {
+        "crba": lambda: pin.crba(model, data, q),
+        "computeGeneralizedGravity": lambda: pin.computeGeneralizedGravity(model, data, q),
+        "computeCoriolisMatrix": lambda: pin.computeCoriolisMatrix(model, data, q, v),
+        "updateFramePlacements": lambda: pin.updateFramePlacements(model, data),
+        "frame Jacobians + J̇ (all constraints)": lambda: [(pin.getFrameJacobian(model, data, f, LWA),
+                                                          pin.getFrameJacobianTimeVariation(model, data, f, LWA))
+                                                         for f in fids],
+    }
+    med = {k: _median_us(f, reps) for k, f in pin_parts.items()}
+    ev = _median_us(lambda: system.evaluate(q, v), reps)
+    whole = _median_us(lambda: quasi_decompose(system.evaluate(q, v), tau=tau, prev=prev).condition, reps)
+    qd = _median_us(lambda: quasi_decompose(terms, tau=tau, prev=prev).condition, reps)
+    kernel = compiled_kernel()
+    n, m = terms.A.shape[1], terms.A.shape[0]
+    out, vec = np.empty((6 * n + 4 * m, n)), np.empty(6 * n + 2 * m)
+    args = (terms.M, terms.C, terms.A, terms.Adot_qdot, v, prev._V, prev._UR, terms.g, tau, m, 1e-9, 1e-9, out, vec)
+    kern = _median_us(lambda: kernel(*args), reps) if kernel is not None and prev._V is not None else float("nan")
+    p = sum(med.values())
+    print(f"\n{label}: where evaluate + quasi_decompose (prev) goes, µs per call (one state, {reps} calls each)")
+    for k, t in med.items():
+        print(f"    pin.{k:40s} {t:6.2f}")
+    print(f"  evaluate: Pinocchio passes {p:.1f} + the rest {ev - p:.1f} = {ev:.1f}")
+    print(f"  quasi_decompose (prev, tau, .condition): compiled call {kern:.1f} + the rest {qd - kern:.1f} = {qd:.1f}")
+    print(f"  together {whole:.1f}")
+
+
 def main(argv=None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,6 +161,8 @@ def main(argv=None) -> int:
         r_legs = legs[key] / legs["pin.constraintDynamics"]
         print(f"issue 11 target ({key} <= 3x Pinocchio): Panda {r_arm:.1f}x, Talos {r_legs:.1f}x "
               f"-> {'met' if max(r_arm, r_legs) <= 3 else 'NOT met'}")
+    parts("Panda", panda)
+    parts("Talos", talos)
     from law_tick import first_tick
     from law_tick import run as law_tick
 

@@ -354,14 +354,11 @@ class ConstrainedSystem(ModelNames):
             c, _, sel = items[0]
             phi, A, d = c.rows(model, data, q, qdot, drift, sel)  # fresh arrays: no copy needed
             return phi, np.ascontiguousarray(A), None if d is None else np.ascontiguousarray(d, dtype=float)
-        phi = np.empty(m)
-        A = np.empty((m, self.nv))
-        ad = np.empty(m) if drift is not None else None
-        for c, rows, sel in items:
-            phi[rows], A[rows], d = c.rows(model, data, q, qdot, drift, sel)
-            if ad is not None:
-                ad[rows] = d
-        return phi, A, ad
+        if not items:
+            return np.zeros(0), np.zeros((0, self.nv)), None if drift is None else np.zeros(0)
+        phis, As, ads = zip(*[c.rows(model, data, q, qdot, drift, sel) for c, _, sel in items])
+        return (np.concatenate(phis, dtype=float), np.concatenate(As, dtype=float),
+                None if drift is None else np.concatenate(ads, dtype=float))
 
     @property
     def row_labels(self) -> list[str]:

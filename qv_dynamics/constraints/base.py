@@ -17,6 +17,8 @@ from ..errors import ModelError
 from ..linalg import LOCAL_WORLD_ALIGNED
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
+#: the row selector of a constraint that keeps all six rows (its rows need no selection)
+ALL_ROWS = slice(0, 6)
 
 # how Ȧq̇ is read from the kinematics in ``data``: "dJ" = J̇q̇ (after computeCoriolisMatrix or
 # computeJointJacobiansTimeVariation), "classical" = the frame's classical acceleration (after
@@ -82,6 +84,8 @@ class Constraint(ABC):
         """Rows of the 6-row quantities this constraint keeps: a slice when the axes are contiguous."""
         idx = self.axis_idx
         k = idx.size
+        if k == 6 and np.array_equal(idx, np.arange(6)):
+            return ALL_ROWS
         if k and np.array_equal(idx, np.arange(idx[0], idx[0] + k)):
             return slice(int(idx[0]), int(idx[0]) + k)
         return idx
@@ -118,6 +122,9 @@ class Constraint(ABC):
 
     def rows(self, model: pin.Model, data: pin.Data, q: np.ndarray, qdot, mode: str | None, sel):
         """(Φ, A, Ȧq̇ or None) of the selected rows ``sel`` (see :meth:`row_selector`)."""
+        if sel is ALL_ROWS:  # all six rows: no selection (three views less per call)
+            ad = None if mode is None else self.drift(model, data, q, qdot, mode)
+            return self.residual(data, q), self.jacobian(model, data, q), ad
         ad = None if mode is None else self.drift(model, data, q, qdot, mode)[sel]
         return self.residual(data, q)[sel], self.jacobian(model, data, q)[sel], ad
 
@@ -179,6 +186,15 @@ class FrameConstraint(Constraint):
 
     A target that was not given is recorded where the frame is at the first evaluation after the
     constraint is added or switched on (contact made where the tool touched)."""
+
+    def bind(self, system) -> None:
+        super().bind(system)
+        self._model = system.model
+
+    def placement(self, data: pin.Data) -> pin.SE3:
+        """The frame's world placement in ``data`` (its joint placements current): one frame recomputed by
+        ``updateFramePlacement``, which costs less from Python than reading ``data.oMf[frame_id]``."""
+        return pin.updateFramePlacement(self._model, data, self.frame_id)
 
     def anchor(self, data: pin.Data, force: bool = False) -> None:
         if force or self.position is None or self.rotation is None:

@@ -20,7 +20,7 @@ class PointContact(FrameConstraint):
     kind = "point_contact"
 
     def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
-        return data.oMf[self.frame_id].translation - self.position
+        return self.placement(data).translation - self.position
 
     def read_keys(self, d: dict, index: int) -> None:
         if any(a.startswith("r") for a in self.axes):

@@ -18,7 +18,7 @@ class Weld(FrameConstraint):
     default_axes = AXES
 
     def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
-        oMf = data.oMf[self.frame_id]
+        oMf = self.placement(data)
         out = np.empty(6)
         out[:3] = oMf.translation
         out[:3] -= self.position
