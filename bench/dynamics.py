@@ -84,12 +84,7 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
 
 
 def _median_us(f, reps: int) -> float:
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t0)
-    return 1e6 * float(np.median(ts))
+    return 1e6 * float(np.median(time_calls(f, reps)))
 
 
 def parts(label, system, reps=2000, seed=1):
@@ -103,7 +98,7 @@ def parts(label, system, reps=2000, seed=1):
     model, data = system.model, system.data
     rng = np.random.default_rng(seed)
     q = system.random_configuration(rng)
-    v = _null_qdot(system, q, rng)
+    v = null_space_qdot(system, q, rng)
     tau = 10.0 * rng.normal(size=system.nv)
     seed_qs = quasi_decompose(system.evaluate(system.integrate(q, -2e-3 * v), v))
     prev = quasi_decompose(system.evaluate(system.integrate(q, -1e-3 * v), v), prev=seed_qs)
