@@ -149,11 +149,14 @@ def singular_values(R, U, S) -> None:
     """Singular values of a square R into S, descending: one-sided Jacobi (Hestenes) rotations of the rows of
     B = UᵀR until they are orthogonal to working precision (as accurate as LAPACK's dgesdd), then their norms.
     U (orthogonal) is updated in place so that B = UᵀR still holds: started from the previous sample's U,
-    B's rows are nearly orthogonal already and one or two sweeps suffice (a cold start from I takes ~6)."""
+    B's rows are nearly orthogonal already (cosines ~1e-3 at 1 kHz) and three sweeps suffice instead of ~6.
+    Convergence is quadratic: a sweep whose largest cosine is below 1e-8 leaves them below ~1e-16, so it is
+    the last (no sweep only to confirm)."""
     m = R.shape[0]
     B = mm(U.T, R)
     for _ in range(60):
         rotated = False
+        worst = 0.0
         for i in range(m - 1):
             bi = B[i]
             for j in range(i + 1, m):
@@ -163,9 +166,11 @@ def singular_values(R, U, S) -> None:
                     a += bi[k] * bi[k]
                     b += bj[k] * bj[k]
                     c += bi[k] * bj[k]
-                if c == 0.0 or abs(c) <= 2.220446049250313e-16 * math.sqrt(a * b):
+                ab = math.sqrt(a * b)
+                if c == 0.0 or abs(c) <= 2.220446049250313e-16 * ab:
                     continue
                 rotated = True
+                worst = max(worst, abs(c) / ab)
                 zeta = (b - a) / (2.0 * c)
                 t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
                 cs = 1.0 / math.sqrt(1.0 + t * t)
@@ -177,7 +182,7 @@ def singular_values(R, U, S) -> None:
                     x, y = U[k, i], U[k, j]
                     U[k, i] = cs * x - sn * y
                     U[k, j] = sn * x + cs * y
-        if not rotated:
+        if not rotated or worst < 1e-8:
             break
     for i in range(m):
         s = 0.0
