@@ -154,18 +154,24 @@ def singular_values(R, U, S) -> None:
     the last (no sweep only to confirm)."""
     m = R.shape[0]
     B = mm(U.T, R)
+    Ut = np.ascontiguousarray(U.T)  # rows of Uᵀ rotate like rows of B (contiguous)
+    nrm = np.empty(m)
     for _ in range(60):
+        for i in range(m):  # squared row norms, exact at each sweep's start, then updated per rotation
+            s = 0.0
+            for k in range(m):
+                s += B[i, k] * B[i, k]
+            nrm[i] = s
         rotated = False
         worst = 0.0
         for i in range(m - 1):
-            bi = B[i]
+            bi, ui = B[i], Ut[i]
             for j in range(i + 1, m):
-                bj = B[j]
-                a = b = c = 0.0
+                bj, uj = B[j], Ut[j]
+                c = 0.0
                 for k in range(m):
-                    a += bi[k] * bi[k]
-                    b += bj[k] * bj[k]
                     c += bi[k] * bj[k]
+                a, b = nrm[i], nrm[j]
                 ab = math.sqrt(a * b)
                 if c == 0.0 or abs(c) <= 2.220446049250313e-16 * ab:
                     continue
@@ -175,15 +181,17 @@ def singular_values(R, U, S) -> None:
                 t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
                 cs = 1.0 / math.sqrt(1.0 + t * t)
                 sn = cs * t
+                nrm[i], nrm[j] = a - t * c, b + t * c  # the rotated rows' squared norms
                 for k in range(m):
                     x, y = bi[k], bj[k]
                     bi[k] = cs * x - sn * y
                     bj[k] = sn * x + cs * y
-                    x, y = U[k, i], U[k, j]
-                    U[k, i] = cs * x - sn * y
-                    U[k, j] = sn * x + cs * y
+                    x, y = ui[k], uj[k]
+                    ui[k] = cs * x - sn * y
+                    uj[k] = sn * x + cs * y
         if not rotated or worst < 1e-8:
             break
+    U[:] = Ut.T
     for i in range(m):
         s = 0.0
         for k in range(m):
