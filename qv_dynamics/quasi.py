@@ -234,11 +234,15 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
     Vp = prev._V
     if Vp is None:
         Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
-    t = _NO_TAU if tau is None else as_vector("tau", tau, n)
+    t = _NO_TAU if tau is None else _plain(as_vector("tau", tau, n))
+    qdot = _plain(qdot)
     Up = prev._UR if prev._UR is not None else np.eye(m)
     out = np.empty((6 * n + 4 * m, n))
     vec = np.empty(6 * n + 2 * m)
-    if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, Up, terms.g, t, m, rtol, atol, out, vec):
+    try:
+        if kernel(terms.M, terms.C, A, terms.Adot_qdot, qdot, Vp, Up, terms.g, t, m, rtol, atol, out, vec):
+            return None
+    except TypeError:  # terms built by hand with arrays of another layout or dtype (e.g. a Fortran-ordered M)
         return None
     V = out[4 * n:5 * n]
     R = out[6 * n + 2 * m:6 * n + 3 * m, :m]
@@ -254,6 +258,12 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
         qs.xi, qs.lambda_ = vec[4 * n:4 * n + m], vec[4 * n + m:4 * n + 2 * m]
         qs.constraint_force, qs.vr_dot = vec[4 * n + 2 * m:5 * n + 2 * m], vec[5 * n + 2 * m:6 * n + m]
     return qs
+
+
+def _plain(x: np.ndarray) -> np.ndarray:
+    """``x`` as the kernel's signature takes it, C-contiguous and writable (a strided view or a read-only buffer,
+    e.g. a vector read from a message's bytes, is copied)."""
+    return x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C")
 
 
 def compiled_kernel():

@@ -3,6 +3,7 @@ against the reference formulation (gauge="svd": full SVD of Λ, Procrustes rotat
 smooth 1 kHz motions, and the numpy path it falls back to when the kernel is unavailable or declines."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -60,6 +61,31 @@ def test_compiled_declines_a_rank_change_and_a_jump():
     far = quasi_decompose(system.evaluate(q2, np.zeros(system.nv)), prev=on)
     ref = quasi_decompose(system.evaluate(q2, np.zeros(system.nv)), prev=on, gauge="svd")
     assert far._V is None and np.allclose(far.V2, ref.V2, atol=1e-13)
+
+
+def test_strided_or_read_only_inputs_and_hand_built_terms():
+    """A strided or read-only τ or q̇ (e.g. read from a message's bytes) is copied for the kernel: the same
+    sample; terms built by hand with arrays the kernel's signature does not take (a Fortran-ordered M) go to
+    the numpy path instead of raising."""
+    system = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+    at, rng = _motion(system, seed=5)
+    p = quasi_decompose(system.evaluate(*at(0.0)))
+    q, qdot = at(1e-3)
+    terms = system.evaluate(q, qdot)
+    tau = 10.0 * rng.normal(size=system.nv)
+    ref = quasi_decompose(terms, tau=tau, prev=p)
+    frozen = tau.copy()
+    frozen.flags.writeable = False
+    for t in (np.repeat(tau, 2)[::2], frozen):
+        qs = quasi_decompose(terms, tau=t, prev=p)
+        assert qs._V is not None and np.array_equal(qs.lambda_, ref.lambda_) and np.array_equal(qs.V2, ref.V2)
+    frozen_qdot = qdot.copy()
+    frozen_qdot.flags.writeable = False
+    qs = quasi_decompose(system.evaluate(q, frozen_qdot), tau=tau, prev=p)
+    assert qs._V is not None and np.array_equal(qs.xi, ref.xi)
+    hand = dataclasses.replace(terms, M=np.asfortranarray(terms.M))
+    qs = quasi_decompose(hand, tau=tau, prev=p)
+    assert qs._V is None and np.abs(qs.lambda_ - ref.lambda_).max() <= 1e-12 * np.abs(ref.lambda_).max()
 
 
 _FALLBACK = """
