@@ -4,8 +4,8 @@ sized for n ≤ ~40: loops where a BLAS call through numba (~0.3 µs) would cost
 BLOCKED_N, so that the n³ work runs in BLAS and the loops stay short. Same algorithms as LAPACK's (dpotf2,
 forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding.
 
-numba caches each function on its own: after editing this file, rerun ``python -m qv_dynamics.quasi_kernel``
-(scripts/setup.sh) so that the kernel is compiled against it.
+numba keys the kernel's disk cache on :mod:`qv_dynamics.quasi_kernel`'s source only (callees in other files are not
+tracked): after editing this file, touch quasi_kernel.py too, then ``qv warm``, or the kernel keeps the old code.
 """
 from __future__ import annotations
 
