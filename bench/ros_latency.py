@@ -11,7 +11,10 @@ Measured side by side in one run (2 shared cores: use the medians); ``--parts`` 
    ping-pong (next state when the answer is back) and stream modes, for the echo node (bench/echo_node.py,
    the rclpy/DDS floor) and the controller in the driver's process, and for the controller and the echo
    each as its own process (as ``ros2 launch`` starts them, ``qv_dynamics_node`` as a third process on the
-   same stream), alternating for ``--rounds`` (same load for both), with each node process's CPU per state.
+   same stream, behind the launch files' ``dynamics_prefix``: a lower CPU priority), alternating for
+   ``--rounds`` (same load for both), with each node process's CPU per state and the controller's own
+   law-compute time (wall and thread CPU) from its /diagnostics. The echo answers through the controller's
+   receive and send paths (serialized bytes both ways): the ratio is the controller's own work.
 ``bringup``: the in-process bringup's closed-loop rate (lock-step, with and without the dynamics node) and
    the real-time factor of ``--realtime`` mode at dt = 1 ms.
 ``deployed``: sim + controller + dynamics as three processes, realtime (bench/deployed_loop.py).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -36,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 import rclpy  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.context import Context  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -45,7 +50,7 @@ from qv_control.ros.controller_node import ControllerNode  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
 from qv_dynamics.ros.messages import JointLayout, arrays_to_joint_state, sec_to_stamp  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
-from qv_dynamics.ros.runner import make_executor  # noqa: E402
+from qv_dynamics.ros.runner import OBSERVER_PREFIX, make_executor  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "test"))
@@ -55,6 +60,8 @@ from ros_helpers import stop_processes  # noqa: E402  (the tests' node-process h
 
 CONFIG = str(ROOT / "config" / "panda_table.yaml")
 OVERRIDES: list[str] = []  # "node:param:=value" for the node processes (--set)
+PREFIX = {"qv_dynamics": OBSERVER_PREFIX, "qv_controller": ""}  # as the launch files start them (--*-prefix)
+PINGPONG_LOST = 0.1  # [s] a ping-pong state unanswered this long counts as lost
 
 
 def arm_states(seconds: float):
@@ -87,6 +94,8 @@ class Driver:
         self.pub = node.create_publisher(JointState, "/joint_states", 10)
         self.sub = node.create_subscription(JointState, stamped_topic, self.on_answer, 100)
         self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
+        self.diag_sub = node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 10)
+        self.diag: tuple[float, dict] | None = None  # (arrival, values) of the controller's last diagnostics
         self.seq = 0  # never reset: the nodes drop a state stamped older than the last one they accepted
         self.reset()
 
@@ -104,6 +113,20 @@ class Driver:
         if t_sent is not None:
             self.lat.append(now - t_sent)
             self.recv_times.append(now)
+
+    def on_diag(self, msg) -> None:
+        for st in msg.status:
+            if st.name.endswith(": controller"):
+                self.diag = (time.perf_counter(), {kv.key: float(kv.value) for kv in st.values})
+
+    def fresh_diag(self, ex, timeout: float = 2.5) -> dict | None:
+        """The controller's next /diagnostics (published every second); None without one (the echo)."""
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < timeout:
+            ex.spin_once(timeout_sec=0.01)
+            if self.diag is not None and self.diag[0] > t0:
+                return self.diag[1]
+        return None
 
     def on_cmd(self, msg) -> None:
         self.commands += 1
@@ -136,7 +159,9 @@ def pooled(runs: list[dict]) -> dict:
            "median_ms": float(np.median(lat)), "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()),
            "command_rate_hz": float(np.mean([r["command_rate_hz"] for r in runs])),
            "gap_p99_ms": max(r["gap_p99_ms"] for r in runs), "driver_late": sum(r.get("driver_late", 0) for r in runs),
-           "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs]))}
+           "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs])),
+           "compute_ms_mean": float(np.mean([r.get("compute_ms_mean", np.nan) for r in runs])),
+           "compute_cpu_ms_mean": float(np.mean([r.get("compute_cpu_ms_mean", np.nan) for r in runs]))}
     if "pingpong" in runs[0]:
         out["pingpong"] = pooled([r["pingpong"] for r in runs])
         out["pingpong"]["cpu_us_per_state"] = float("nan")
@@ -177,10 +202,15 @@ def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
     n = 0
     t_end = time.perf_counter() + seconds
     driver.publish(n)
-    while time.perf_counter() < t_end:
-        if not driver.sent:  # answered
+    t_pub = time.perf_counter()
+    while (now := time.perf_counter()) < t_end:
+        # answered, or lost (a best-effort state dropped, e.g. the first one while the graph settles):
+        # the next state, so one lost sample does not stall the round
+        if not driver.sent or now - t_pub > PINGPONG_LOST:
+            driver.sent.clear()
             n += 1
             driver.publish(n)
+            t_pub = time.perf_counter()
         else:
             ex.spin_once(timeout_sec=0.01)
     end = time.perf_counter() + 0.5
@@ -201,16 +231,22 @@ def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
     raise TimeoutError("graph did not connect")
 
 
-def _both(ex, driver: Driver, rate: float, seconds: float, proc=None) -> dict:
+def _both(ex, driver: Driver, rate: float, seconds: float, proc=None, echo: bool = False) -> dict:
     """Ping-pong, then the stream; ``proc``: the answering node's process, whose CPU time per state of the
     stream is reported (µs, all its threads: executor, middleware and the callback)."""
     pp = run_pingpong(ex, driver, seconds)
     for _ in range(20):
         ex.spin_once(timeout_sec=0.01)
     driver.reset()
+    d0 = driver.fresh_diag(ex) if proc is not None and not echo else None
     cpu0 = cpu_seconds({"p": proc})["p"] if proc is not None else 0.0
     out = run_stream(ex, driver, rate, seconds)
     out["cpu_us_per_state"] = 1e6 * (cpu_seconds({"p": proc})["p"] - cpu0) / out["sent"] if proc else float("nan")
+    d1 = driver.fresh_diag(ex) if d0 is not None else None
+    if d1 is not None:  # the node's own law-compute figures over the stream: wall time and thread CPU time
+        n = d1["commands"] - d0["commands"]
+        for key in ("compute_ms_mean", "compute_cpu_ms_mean"):
+            out[key] = (d1[key] * d1["commands"] - d0[key] * d0["commands"]) / n if n else float("nan")
     out["commands"] = driver.commands
     out["pingpong"] = pp
     return out
@@ -259,7 +295,7 @@ def latency_echo(states, rate, seconds) -> dict:
 
 
 def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo: bool = False,
-                             dom_k: int = 3) -> dict:
+                             dom_k: int = 3, echo_args: tuple = ()) -> dict:
     """The controller node as its own process (as ``ros2 launch`` starts it), with the dynamics node as a
     third process beside it on the same /joint_states stream (``dynamics``); ``echo``: an empty echo node
     as its own process instead of the controller (the floor of the inter-process round trip)."""
@@ -267,14 +303,15 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
     def node(name: str, module: str) -> list:
         extra = [a for o in OVERRIDES if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
-        return ["-m", module, "--ros-args", "-r", f"__node:={name}", "--params-file", CONFIG, *extra]
+        return [*shlex.split(PREFIX[name]), sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
+                "--params-file", CONFIG, *extra]
 
-    ctrl = node("qv_controller", "qv_control.ros.controller_node")
-    cmds = [[str(ROOT / "bench" / "echo_node.py")]] if echo else [ctrl]
+    ctrl = node("qv_controller", "qv_control.ros.controller_node")  # the echo starts as the controller does
+    cmds = [[*shlex.split(PREFIX["qv_controller"]), sys.executable, str(ROOT / "bench" / "echo_node.py"),
+             *echo_args]] if echo else [ctrl]
     if dynamics:
         cmds.append(node("qv_dynamics", "qv_dynamics.ros.dynamics_node"))
-    procs = [subprocess.Popen([sys.executable, *c], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for c in cmds]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
     try:
         with driver_session(states, dom) as (ex, driver, _):
             wait_graph(ex, driver, timeout=60.0)
@@ -282,7 +319,7 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
                 end = time.monotonic() + 60.0
                 while driver.pub.get_subscription_count() < 2 and time.monotonic() < end:
                     ex.spin_once(timeout_sec=0.05)
-            out = _both(ex, driver, rate, seconds, procs[0])
+            out = _both(ex, driver, rate, seconds, procs[0], echo)
     finally:
         out_codes = [rc for rc, _, _ in stop_processes(procs, signal.SIGTERM, timeout=10)]
     out["exit_codes"] = out_codes
@@ -315,14 +352,20 @@ def _print_rows(rows, rate: float) -> None:
                      else ""))
 
 
-def own_process_rows(states, rate: float, seconds: float, rounds: int) -> list:
+def own_process_rows(states, rate: float, seconds: float, rounds: int, echo_messages: bool = False) -> list:
     """The controller and the echo node, each as its own process with the dynamics node beside it, measured
-    in alternating rounds (echo, controller, echo, ...) so that both see the same machine load."""
-    ctrl, echo = [], []
+    in alternating rounds (echo, controller, echo, ...) so that both see the same machine load. The echo
+    publishes kept serialized bytes as the controller does; ``echo_messages``: also an echo publishing
+    message objects (the floor as it was measured before), in the same rounds."""
+    ctrl, echo, echo_msg = [], [], []
     for k in range(rounds):
         echo.append(latency_separate_process(states, rate, seconds, echo=True, dom_k=8))
         ctrl.append(latency_separate_process(states, rate, seconds, dom_k=3))
-    return [("controller, own process (+dynamics)", pooled(ctrl)), ("echo, own process (+dynamics)", pooled(echo))]
+        if echo_messages:
+            echo_msg.append(latency_separate_process(states, rate, seconds, echo=True, dom_k=8,
+                                                     echo_args=("--messages",)))
+    rows = [("controller, own process (+dynamics)", pooled(ctrl)), ("echo, own process (+dynamics)", pooled(echo))]
+    return rows + ([("echo publishing messages, own process (+dyn.)", pooled(echo_msg))] if echo_messages else [])
 
 
 def main(argv=None) -> int:
@@ -333,19 +376,27 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="echo,inproc,process,bringup",
                     help=f"comma-separated subset of {','.join(PARTS)} (deployed: bench/deployed_loop.py)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating echo/controller rounds of 'process'")
+    ap.add_argument("--dynamics-prefix", default=OBSERVER_PREFIX,
+                    help="command prefix of the dynamics node process (default: the launch files' dynamics_prefix)")
+    ap.add_argument("--controller-prefix", default="",
+                    help="command prefix of the controller (and echo) process, e.g. 'taskset -c 1'")
+    ap.add_argument("--echo-messages", action="store_true",
+                    help="'process': also an own-process echo that publishes message objects instead of bytes")
     ap.add_argument("--config", default=CONFIG, help="ROS 2 parameters file (default config/panda_table.yaml)")
     ap.add_argument("--deployed-seconds", type=float, default=60.0, help="length of the three-process run")
     ap.add_argument("--set", action="append", default=[], metavar="NODE:PARAM:=VALUE",
                     help="a parameter for a node process, e.g. qv_controller:raw_joint_states:=false")
     args = ap.parse_args(argv)
     OVERRIDES[:] = args.set
+    PREFIX.update(qv_dynamics=args.dynamics_prefix, qv_controller=args.controller_prefix)
     parts = set(args.parts.split(","))
     if not parts <= set(PARTS):
         ap.error(f"--parts: unknown {sorted(parts - set(PARTS))}")
     globals()["CONFIG"] = str(Path(args.config).resolve())
     print(f"qv_ros latency bench: law and robot from {Path(CONFIG).name}, "
           f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(make_executor(Context())).__name__}; "
-          f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores")
+          f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores; "
+          f"process prefixes: dynamics node {args.dynamics_prefix!r}, controller/echo {args.controller_prefix!r}")
     states = arm_states(min(args.seconds, 5.0))
     rows = []
     if "echo" in parts:
@@ -353,7 +404,7 @@ def main(argv=None) -> int:
     if "inproc" in parts:
         rows.append(("controller, same process", latency_in_process(states, args.rate, args.seconds)))
     if "process" in parts:
-        rows += own_process_rows(states, args.rate, args.seconds, args.rounds)
+        rows += own_process_rows(states, args.rate, args.seconds, args.rounds, args.echo_messages)
     if rows:
         _print_rows(rows, args.rate)
     found = dict(rows)
@@ -370,6 +421,10 @@ def main(argv=None) -> int:
               f"{100 * echo['answered'] / echo['sent']:.2f} %), p99 {sp['p99_ms']:.3f} ms (<= 1 ms and <= 2x the "
               f"own-process echo's p99 {echo['p99_ms']:.3f} ms = {sp['p99_ms'] / echo['p99_ms']:.1f}x): "
               f"{'MET' if ok else 'NOT met'}; exit codes on SIGTERM {sp['exit_codes']}")
+        print(f"law compute in the own-process controller (its /diagnostics over the stream): wall "
+              f"{sp['compute_ms_mean']:.3f} ms, thread CPU {sp['compute_cpu_ms_mean']:.3f} ms per state "
+              f"(the difference: descheduled inside the compute); process CPU per state: controller "
+              f"{sp['cpu_us_per_state']:.0f} µs, echo {echo['cpu_us_per_state']:.0f} µs")
     if "bringup" in parts:
         print("\nin-process bringup (sim + controller [+ dynamics]), lock-step, dt = 1 ms")
         for dyn in (True, False):

@@ -92,9 +92,9 @@ def _nodes(context, *args, **kwargs):
         Node(package=PACKAGE, executable="qv_sim_node", name="qv_sim", output="screen",
              parameters=[params, mode]),
         Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
-             parameters=[params, sim_time]),
+             parameters=[params, sim_time], prefix=arg("dynamics_prefix") or None),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, sim_time]),
+             parameters=[params, sim_time], prefix=arg("controller_prefix") or None),
     ]
     if rsp:
         nodes.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",
@@ -109,6 +109,7 @@ def generate_launch_description():
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
     from launch import LaunchDescription
+    from qv_control.ros.launch_actions import prefix_arguments
 
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS),
@@ -119,5 +120,6 @@ def generate_launch_description():
         DeclareLaunchArgument("rsp", default_value="true",
                               description="start robot_state_publisher (TF for rviz); false if it is not installed"),
         DeclareLaunchArgument("rviz", default_value="false", description="start rviz2 with config/qv.rviz"),
+        *prefix_arguments(),
         OpaqueFunction(function=_nodes),
     ])

@@ -25,7 +25,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import CONTROL_ROBOTS, ordered_qv_bringup, robot_files
+from qv_control.ros.launch_actions import CONTROL_ROBOTS, ordered_qv_bringup, prefix_arguments, robot_files
 
 PACKAGE = "qv_ros"
 ROBOTS = CONTROL_ROBOTS
@@ -59,6 +59,7 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
+        *prefix_arguments(),
         DeclareLaunchArgument("world", default_value="empty.sdf", description="gz sim world"),
         OpaqueFunction(function=_nodes),
     ])

@@ -18,7 +18,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import launch_flag, qv_node, robot_files
+from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node, robot_files
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -40,8 +40,8 @@ def _nodes(context, *args, **kwargs):
     rsp = launch_flag(context, "rsp")
     nodes = [
         qv_node("qv_mujoco_node", "qv_mujoco", params, mode),
-        qv_node("qv_dynamics_node", "qv_dynamics", params, sim_time),
-        qv_node("qv_controller_node", "qv_controller", params, sim_time),
+        qv_node("qv_dynamics_node", "qv_dynamics", params, sim_time, prefix="dynamics_prefix"),
+        qv_node("qv_controller_node", "qv_controller", params, sim_time, prefix="controller_prefix"),
         Node(package="rviz2", executable="rviz2", output="log", arguments=["-d", os.path.join(share, RVIZ_CONFIG)],
              parameters=[sim_time], condition=IfCondition(LaunchConfiguration("rviz"))),
     ]
@@ -54,6 +54,7 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="panda", choices=sorted(ROBOTS)),
+        *prefix_arguments(),
         DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
                               description="plant pacing: wall clock, or one control period per effort command"),
         DeclareLaunchArgument("rsp", default_value="true", description="start robot_state_publisher"),

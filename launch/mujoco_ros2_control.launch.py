@@ -25,7 +25,14 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import CONTROL_ROBOTS, FT_TOPIC, launch_flag, ordered_qv_bringup, robot_files
+from qv_control.ros.launch_actions import (
+    CONTROL_ROBOTS,
+    FT_TOPIC,
+    launch_flag,
+    ordered_qv_bringup,
+    prefix_arguments,
+    robot_files,
+)
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -59,6 +66,7 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
+        *prefix_arguments(),
         DeclareLaunchArgument("headless", default_value="false", description="run MuJoCo without its viewer"),
         OpaqueFunction(function=_nodes),
     ])

@@ -21,7 +21,14 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import CONTROL_ROBOTS, FT_TOPIC, launch_flag, ordered_qv_bringup, robot_files
+from qv_control.ros.launch_actions import (
+    CONTROL_ROBOTS,
+    FT_TOPIC,
+    launch_flag,
+    ordered_qv_bringup,
+    prefix_arguments,
+    robot_files,
+)
 
 PACKAGE = "qv_ros"
 ROBOTS = CONTROL_ROBOTS
@@ -47,6 +54,7 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
+        *prefix_arguments(),
         DeclareLaunchArgument("use_mock_hardware", default_value="true",
                               description="mock_components/GenericSystem (wiring test) or the URDF's own plugin"),
         DeclareLaunchArgument("controllers_file", default_value="", description="override config/controllers*.yaml"),

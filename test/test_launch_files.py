@@ -164,3 +164,15 @@ def test_mujoco_launch_parameters_hold_the_start_pose():
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_launch_files_declare_the_node_prefixes():
+    """Every launch file that starts qv_dynamics_node through the shared actions (or reads its prefix argument)
+    declares the ``dynamics_prefix``/``controller_prefix`` arguments the node actions read."""
+    users = []
+    for path in sorted(LAUNCH.glob("*.launch.py")):
+        text = path.read_text()
+        if "ordered_qv_bringup(" in text or "dynamics_prefix" in text:
+            users.append(path.name)
+            assert _calls(_tree(path.name), "prefix_arguments"), path.name
+    assert len(users) >= 5, users  # bringup, mujoco, ros2_control, gazebo, mujoco_ros2_control

@@ -8,6 +8,7 @@ whose construction takes seconds (a slow model load), so the signal lands in it 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -44,9 +45,9 @@ def _env() -> dict:
     return env
 
 
-def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, *args], cwd=str(ROOT), env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+def _start(args: list[str], prefix: str = "") -> subprocess.Popen:
+    return subprocess.Popen([*shlex.split(prefix), sys.executable, *args], cwd=str(ROOT), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 20.0) -> str:
@@ -178,4 +179,16 @@ def test_controller_in_watchdog_state_stops_cleanly():
         probe.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
+    _assert_clean(*_signal_and_reap(proc, signal.SIGTERM))
+
+
+def test_dynamics_node_behind_the_launch_prefix():
+    """As the launch files start it (``dynamics_prefix``, default OBSERVER_PREFIX): the node process itself
+    runs at the lower priority (nice execs it, same pid: the signal reaches the node) and stops cleanly."""
+    from qv_dynamics.ros.runner import OBSERVER_PREFIX
+
+    proc = _start(_node_args("qv_dynamics_node", "-r", "__node:=qv_dynamics"), prefix=OBSERVER_PREFIX)
+    _wait_for(proc, READY["qv_dynamics_node"])
+    nice = int(Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[16])  # field 19
+    assert nice == min(19, os.nice(0) + int(shlex.split(OBSERVER_PREFIX)[-1]))
     _assert_clean(*_signal_and_reap(proc, signal.SIGTERM))

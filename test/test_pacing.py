@@ -47,6 +47,17 @@ def test_pacer_fixed_decimation_and_recovery():
         Pacer(-1)
 
 
+def test_pacer_counts_states_the_stream_lost():
+    """Stamps 1 ms apart with ±0.3 ms jitter (none lost) and gaps of 3 and 10 periods (2 + 9 states never
+    received), then a stream restarted at an earlier stamp (starts over, nothing counted)."""
+    p = Pacer(1)
+    stamps = [1.000, 1.001, 1.002, 1.005, 1.006, 1.0073, 1.008, 1.018, 1.019, 0.5, 0.501]
+    for k, s in enumerate(stamps):
+        p.arrive(1e-3 * k, s)
+    assert p.lost == 2 + 9 and p.values()["inputs_lost"] == 11
+    assert p.stamp_period == pytest.approx(1e-3, rel=0.05)
+
+
 rclpy = pytest.importorskip("rclpy")
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from ros_helpers import retire, ros_session, spin_until  # noqa: E402
@@ -70,12 +81,12 @@ def test_dynamics_node_reports_tick_time_and_deadlines():
         probe.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
         pub = probe.create_publisher(JointState, "/joint_states", 10)
         spin_until(ex, lambda: pub.get_subscription_count() >= 1)
-        for k in range(20):
+        for k in list(range(20)) + [24]:  # the last one 5 periods on: 4 states lost on the way
             msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0],
                              velocity=[0.1, 0.0, 0.0], effort=[0.0, 0.0, 0.0])
             msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * k)
             pub.publish(msg)
-            spin_until(ex, lambda: node.pacer.received > k, timeout=2.0)
+            spin_until(ex, lambda: node.pacer.received > min(k, 20), timeout=2.0)
         assert node.pacer.processed == node.stats["messages"] >= 15
         node.publish_diagnostics()
         assert spin_until(ex, lambda: got)
@@ -83,6 +94,9 @@ def test_dynamics_node_reports_tick_time_and_deadlines():
         assert float(values["tick_time_ms_mean"]) > 0.0 and float(values["tick_time_ms_max"]) > 0.0
         assert values["decimation"] == "1" and values["decimation_auto"] == "1"
         assert int(values["missed_deadlines"]) == node.pacer.missed
+        # states the stream carried but the node never received (here: never sent) are counted and said
+        assert int(values["inputs_lost"]) >= 4 and "not received" in got[-1].status[0].message
+        assert 0.0 < float(values["process_cpu_share"]) < 4.0
         # the callback time includes evaluate + quasi_decompose (eval_time) and the publishing
         assert float(values["tick_time_ms_max"]) >= float(values["eval_time_ms_max"]) > 0.0
         retire(ex, node)

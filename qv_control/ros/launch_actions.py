@@ -50,8 +50,25 @@ def spawner(controllers: Sequence[str], param_file: str) -> Node:
                 arguments=[*controllers, "--param-file", param_file])
 
 
-def qv_node(executable: str, name: str, params: str, overrides: dict) -> Node:
-    return Node(package=PACKAGE, executable=executable, name=name, output="screen", parameters=[params, overrides])
+def prefix_arguments() -> list:
+    """Launch arguments ``dynamics_prefix`` (default :data:`~qv_dynamics.ros.runner.OBSERVER_PREFIX`, a lower
+    CPU priority for the observer) and ``controller_prefix`` (default none), e.g. ``taskset -c 1`` to keep
+    the controller on a core of its own (pinning one's own processes needs no privileges either)."""
+    from launch.actions import DeclareLaunchArgument
+
+    from qv_dynamics.ros.runner import OBSERVER_PREFIX
+
+    return [DeclareLaunchArgument("dynamics_prefix", default_value=OBSERVER_PREFIX,
+                                  description="command prefix of qv_dynamics_node (an observer: lower priority)"),
+            DeclareLaunchArgument("controller_prefix", default_value="",
+                                  description="command prefix of qv_controller_node, e.g. 'taskset -c 1'")]
+
+
+def qv_node(executable: str, name: str, params: str, overrides: dict, prefix: str = "") -> Node:
+    """A qv node; ``prefix``: the name of a launch argument holding its command prefix (see
+    :func:`prefix_arguments`)."""
+    return Node(package=PACKAGE, executable=executable, name=name, output="screen", parameters=[params, overrides],
+                prefix=LaunchConfiguration(prefix) if prefix else None)
 
 
 def ordered_qv_bringup(controllers_file: str, params: str, overrides: dict,
@@ -60,8 +77,8 @@ def ordered_qv_bringup(controllers_file: str, params: str, overrides: dict,
     Gazebo ``create`` node) whose exit starts the broadcaster spawner; None starts it at once."""
     spawn_broadcasters = spawner(broadcasters, controllers_file)
     spawn_effort = spawner([EFFORT_CONTROLLER], controllers_file)
-    qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, overrides)
-    qv_controller = qv_node("qv_controller_node", "qv_controller", params, overrides)
+    qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, overrides, prefix="dynamics_prefix")
+    qv_controller = qv_node("qv_controller_node", "qv_controller", params, overrides, prefix="controller_prefix")
     first = [spawn_broadcasters] if after is None else \
         [RegisterEventHandler(OnProcessExit(target_action=after, on_exit=[spawn_broadcasters]))]
     return first + [

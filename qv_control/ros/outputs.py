@@ -4,63 +4,43 @@
 rclpy's per-sample conversion of a Python message (a float64 sequence copied from numpy, a JointState's
 header and name strings): measured on this machine ~1.5 µs for the Float64MultiArray and ~3 µs for the
 stamped JointState per state, plus ~2 µs of field assignment. The bytes are rclpy's own serialization of a
-template message (so the format is the rmw's), with τ at the offset where a marker value was serialized;
-where the rmw does not serialize as XCDR1 little-endian, :meth:`CommandBytes.create` returns None and the
-node keeps building messages.
+template (:class:`qv_dynamics.ros.raw.KeptBytes`, the one byte writer of both packages' nodes); where the
+rmw does not serialize as XCDR1 little-endian, :meth:`CommandBytes.create` returns None and the node keeps
+building messages.
 """
 from __future__ import annotations
-
-import struct
 
 import numpy as np
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from qv_dynamics.ros.raw import CDR_LE  # the one XCDR1 little-endian header check of both nodes' encoders
-
-
-def _values_at(template: bytes, marker: np.ndarray) -> int | None:
-    """The byte offset of the one serialized copy of ``marker`` (float64, little-endian) in ``template``."""
-    raw = marker.astype("<f8").tobytes()
-    at = template.find(raw)
-    return at if at >= 0 and template.find(raw, at + 1) < 0 else None
+from qv_dynamics.ros.raw import KeptBytes
 
 
 class CommandBytes:
     """Serialized ``Float64MultiArray`` (empty layout, data = τ in the order of ``joints``) and
     ``JointState`` (header.stamp, name = ``joints``, effort = τ) for one command map."""
 
-    def __init__(self, command: bytes, stamped: bytes, at_command: int, at_stamped: int, n: int):
-        self._cmd = bytearray(command)
-        self._stamped = bytearray(stamped)
-        self.command_data = np.frombuffer(self._cmd, "<f8", n, at_command)
-        self.stamped_effort = np.frombuffer(self._stamped, "<f8", n, at_stamped)
+    def __init__(self, command: KeptBytes, stamped: KeptBytes):
+        self._cmd, self._stamped = command, stamped
+        self.command_data, self.stamped_effort = command.fields["data"], stamped.fields["effort"]
 
     @classmethod
     def create(cls, joints) -> CommandBytes | None:
-        from rclpy.serialization import serialize_message
-
         n = len(joints)
-        marker = np.pi * np.arange(1.0, n + 1.0) + 1e-3  # values no other field of the templates holds
-        cmd = serialize_message(Float64MultiArray(data=marker.tolist()))
-        stamped = serialize_message(JointState(name=list(joints), effort=marker.tolist()))
-        if cmd[:2] != CDR_LE or stamped[:2] != CDR_LE:
-            return None
-        at_cmd, at_st = _values_at(cmd, marker), _values_at(stamped, marker)
-        if at_cmd is None or at_st is None:
-            return None
-        return cls(cmd, stamped, at_cmd, at_st, n)
+        cmd = KeptBytes.create(lambda v: Float64MultiArray(**v), {"data": n})
+        stamped = KeptBytes.create(lambda v: JointState(name=list(joints), **v), {"effort": n})
+        return cls(cmd, stamped) if cmd is not None and stamped is not None else None
 
     def command(self, data: np.ndarray) -> bytes:
         """The command's bytes with ``data`` (τ in the order of the joints)."""
         self.command_data[:] = data
-        return bytes(self._cmd)
+        return self._cmd.bytes()
 
     def stamped(self, stamp, data: np.ndarray) -> bytes:
         """The stamped command's bytes with the stamp (builtin_interfaces/Time) and ``data`` as effort."""
-        struct.pack_into("<iI", self._stamped, 4, stamp.sec, stamp.nanosec)
         self.stamped_effort[:] = data
-        return bytes(self._stamped)
+        return self._stamped.stamped(stamp)
 
 
 class CommandOutput:

@@ -118,6 +118,8 @@ class DynamicsNode(Node):
             c = system.constraint(cname)  # UnknownNameError if absent
             subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
                              lambda exc: self.wrench_rejects.reject(reject_kind(exc), str(exc)))
+        self._cpu_mark = (time.monotonic(), time.process_time())
+        self._lost_reported = 0
         period = float(gp("diagnostics_period").value)
         if period > 0:
             self.create_timer(period, self.publish_diagnostics)
@@ -179,7 +181,7 @@ class DynamicsNode(Node):
         if kind is not None:
             self.rejects.reject(kind, stamp_reason(kind, t, now, self.stamps.t_last, self.stamps.future_tolerance))
             return
-        if not self.pacer.arrive(t_in):
+        if not self.pacer.arrive(t_in, t):
             return
         try:
             if tau is None:
@@ -322,7 +324,16 @@ class DynamicsNode(Node):
             "unknown_parameters": len(self.unknown_parameters),
             "messages_without_effort": st["no_effort"],
         }
+        lost = self.pacer.lost - self._lost_reported
+        if level == DiagnosticStatus.OK and (lost or self.pacer.k > 1):  # an observer may skip states: say so
+            msg = f"ok; decimation {self.pacer.k}, {lost} input states not received since the last report"
+        self._lost_reported = self.pacer.lost
         values.update(self.pacer.values())
+        # the whole process (middleware threads included) as a share of one core since the last report:
+        # receiving every 1 kHz message costs it even where decimation skips the evaluation
+        wall, cpu = time.monotonic(), time.process_time()
+        values["process_cpu_share"] = (cpu - self._cpu_mark[1]) / max(wall - self._cpu_mark[0], 1e-9)
+        self._cpu_mark = (wall, cpu)
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,
                                                f"{self.get_name()}: constrained model", msg, self.system.name, values))
         st["eval_ms_max"] = 0.0

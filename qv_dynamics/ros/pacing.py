@@ -6,6 +6,8 @@ period between arrivals (exponential average), the cost of each processed callba
 deadline* when a callback took longer than the period, and — with ``decimation=0`` (automatic) — processes
 only every k-th message with k = ⌈cost / (budget · period)⌉, so the node uses at most ``budget`` of a core.
 Every change of k is reported through ``on_change`` (the node logs it): never a silent decimation.
+States the node never received (the middleware's queue overflowed while the node was descheduled, e.g. at a
+lower CPU priority than the control loop) are counted from the gaps of the input stamps: ``inputs_lost``.
 """
 from __future__ import annotations
 
@@ -39,9 +41,15 @@ class Pacer:
         self.processed = 0
         self.skipped = 0           # messages left out by the decimation
         self.missed = 0            # processed callbacks that took longer than the period
+        self.lost = 0              # states of the stream never received (from the gaps of their stamps)
+        self.stamp_period = math.inf  # the stream's period from its stamps (_count_lost)
         self._t_prev: float | None = None
+        self._stamp_prev: float | None = None
 
-    def arrive(self, now: float) -> bool:
+    def arrive(self, now: float, stamp: float | None = None) -> bool:
+        """A message arrived at ``now`` (wall clock); ``stamp``: its header stamp (counts lost states)."""
+        if stamp is not None:
+            self._count_lost(stamp)
         if self._t_prev is not None:
             gap = now - self._t_prev
             self.period = gap if self.period == 0.0 else self.period + ALPHA * (gap - self.period)
@@ -51,6 +59,21 @@ class Pacer:
             self.skipped += 1
             return False
         return True
+
+    def _count_lost(self, stamp: float) -> None:
+        """A stamp step of j stream periods means j − 1 states never arrived. The period: the average of
+        the steps within 1.5 periods (jitter averages out), restarted from any step under half of it (a
+        faster stream, or the first step was a gap); a step back (a restarted stream) starts over."""
+        prev, self._stamp_prev = self._stamp_prev, stamp
+        if prev is None or stamp <= prev:
+            return
+        step, period = stamp - prev, self.stamp_period
+        if step < 0.5 * period:
+            self.stamp_period = step
+        elif step <= 1.5 * period:
+            self.stamp_period = period + ALPHA * (step - period)
+        else:
+            self.lost += round(step / period) - 1
 
     def done(self, cost: float) -> None:
         self.processed += 1
@@ -73,7 +96,7 @@ class Pacer:
         """Figures for /diagnostics (times in ms); resets the window maximum."""
         out = {"tick_time_ms_mean": 1e3 * self.cost, "tick_time_ms_max": 1e3 * self.cost_max,
                "input_period_ms": 1e3 * self.period, "missed_deadlines": self.missed, "decimation": self.k,
-               "decimation_auto": int(self.auto), "skipped_by_decimation": self.skipped}
+               "decimation_auto": int(self.auto), "skipped_by_decimation": self.skipped, "inputs_lost": self.lost}
         self.cost_max = 0.0
         return out
 

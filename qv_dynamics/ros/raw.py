@@ -130,41 +130,78 @@ def _sequence(data: bytes, p: int) -> tuple[int, int, int]:
     return count, p, end
 
 
-class JointStateEncoder:
-    """Serialized sensor_msgs/JointState for a fixed name list (a plant's /joint_states): one message is
-    serialized by rclpy at construction, then each state is written into its stamp and its three arrays,
-    and the bytes are published (``Publisher.publish`` takes serialized messages) — no Python message is
-    built and converted per sample. ``None`` from :meth:`create` where the rmw does not serialize as XCDR1
-    little-endian (the caller then builds messages)."""
+class KeptBytes:
+    """Kept serialized bytes of one message, written in place (the 1 kHz outputs: no Python message built
+    and converted per sample). rclpy serializes a template once, its float64 fields holding marker values
+    (π·j + 10⁻³, j = 1, 2, … over all fields: values no other field holds); each field's values are found
+    at the one place the markers were serialized and exposed as a float64 array on the bytes
+    (``fields[name]``). A message that starts with a std_msgs/Header has its stamp (int32 sec, uint32
+    nanosec) at byte 4, right after the encapsulation. :meth:`create` returns None where the rmw does not
+    serialize as XCDR1 little-endian or a marker is not found exactly once (the caller builds messages)."""
 
-    def __init__(self, template: bytes, n: int):
+    def __init__(self, template: bytes, offsets: dict[str, tuple[int, int]]):
         self._buf = bytearray(template)
-        p = _align(16 + _U32.unpack_from(template, 12)[0], 4)
-        p = JointStateDecoder()._read_names(template, p)
-        arrays = []
-        for _ in range(3):
-            count, start, p = _sequence(template, p)
-            if count != n:
-                raise ValueError(f"template has {count} values, expected {n}")
-            arrays.append(np.frombuffer(self._buf, "<f8", n, start))
-        self.position, self.velocity, self.effort = arrays
+        self.fields = {k: np.frombuffer(self._buf, "<f8", n, at) for k, (at, n) in offsets.items()}
+
+    @classmethod
+    def create(cls, build, sizes: dict[str, int]) -> KeptBytes | None:
+        """``build(values)`` -> the template message with ``values[name]`` (a list of ``sizes[name]``
+        floats) in each float64 field; ``sizes``: the number of values of each field."""
+        from rclpy.serialization import serialize_message
+
+        markers, j = {}, 1.0
+        for k, n in sizes.items():
+            markers[k] = np.pi * np.arange(j, j + n) + 1e-3
+            j += n
+        template = serialize_message(build({k: m.tolist() for k, m in markers.items()}))
+        if template[:2] != CDR_LE:
+            return None
+        offsets = {}
+        for k, m in markers.items():
+            at = _values_at(template, m) if m.size else 0
+            if at is None:
+                return None
+            offsets[k] = (at, m.size)
+        return cls(template, offsets)
+
+    def stamped(self, stamp: Time) -> bytes:
+        """The bytes with this header stamp (and the values last written into ``fields``)."""
+        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
+        return bytes(self._buf)
+
+    def bytes(self) -> bytes:
+        return bytes(self._buf)
+
+
+def _values_at(template: bytes, marker: np.ndarray) -> int | None:
+    """The byte offset of the one serialized copy of ``marker`` (float64, little-endian) in ``template``."""
+    raw = marker.astype("<f8").tobytes()
+    at = template.find(raw)
+    return at if at >= 0 and template.find(raw, at + 1) < 0 else None
+
+
+class JointStateEncoder:
+    """Serialized sensor_msgs/JointState for a fixed name list (a plant's /joint_states), kept as
+    :class:`KeptBytes`: each state is written into its stamp and its three arrays. ``None`` from
+    :meth:`create` where the rmw does not serialize as XCDR1 little-endian (the caller builds messages)."""
+
+    def __init__(self, kept: KeptBytes):
+        self._kept = kept
+        self.position, self.velocity, self.effort = (kept.fields[k] for k in ("position", "velocity", "effort"))
 
     @classmethod
     def create(cls, names) -> JointStateEncoder | None:
-        from rclpy.serialization import serialize_message
-
         n = len(names)
-        zeros = [0.0] * n
-        template = serialize_message(JointState(name=list(names), position=zeros, velocity=zeros, effort=zeros))
-        return cls(template, n) if template[:2] == CDR_LE else None
+        kept = KeptBytes.create(lambda v: JointState(name=list(names), **v),
+                                {"position": n, "velocity": n, "effort": n})
+        return cls(kept) if kept is not None else None
 
     def encode(self, stamp: Time, position: np.ndarray, velocity: np.ndarray, effort: np.ndarray) -> bytes:
         """The message's bytes with this stamp and these values (in the order of the names)."""
-        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
         self.position[:] = position
         self.velocity[:] = velocity
         self.effort[:] = effort
-        return bytes(self._buf)
+        return self._kept.stamped(stamp)
 
 
 def input_qos(depth: int, best_effort: bool):
@@ -178,28 +215,29 @@ def input_qos(depth: int, best_effort: bool):
 
 
 class WrenchEncoder:
-    """Serialized geometry_msgs/WrenchStamped of one sensor frame, written into kept bytes (as
-    :class:`JointStateEncoder`); ``None`` from :meth:`create` where the rmw is not XCDR1 little-endian."""
+    """Serialized geometry_msgs/WrenchStamped of one sensor frame as :class:`KeptBytes`; ``None`` from
+    :meth:`create` where the rmw is not XCDR1 little-endian."""
 
-    def __init__(self, template: bytes):
-        self._buf = bytearray(template)
-        start = _align(16 + _U32.unpack_from(template, 12)[0], 8)
-        self.values = np.frombuffer(self._buf, "<f8", 6, start)
+    def __init__(self, kept: KeptBytes):
+        self._kept = kept
+        self.values = kept.fields["wrench"]
 
     @classmethod
     def create(cls, frame_id: str) -> WrenchEncoder | None:
-        from rclpy.serialization import serialize_message
+        def build(v):
+            msg = WrenchStamped()
+            msg.header.frame_id = frame_id
+            f, t = msg.wrench.force, msg.wrench.torque
+            f.x, f.y, f.z, t.x, t.y, t.z = v["wrench"]
+            return msg
 
-        msg = WrenchStamped()
-        msg.header.frame_id = frame_id
-        template = serialize_message(msg)
-        return cls(template) if template[:2] == CDR_LE else None
+        kept = KeptBytes.create(build, {"wrench": 6})
+        return cls(kept) if kept is not None else None
 
     def encode(self, stamp: Time, force: np.ndarray, torque: np.ndarray) -> bytes:
-        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
         self.values[:3] = force
         self.values[3:] = torque
-        return bytes(self._buf)
+        return self._kept.stamped(stamp)
 
 
 def subscribe_joint_states(node, topic: str, callback, qos, raw: bool, on_error):

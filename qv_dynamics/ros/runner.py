@@ -30,6 +30,11 @@ from ..errors import QVError
 from ..linalg import limit_blas_threads
 
 POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node within this time
+# The launch files start the dynamics node (an observer: no loop waits for its output) behind this prefix
+# (launch argument ``dynamics_prefix``): a lower CPU priority, so where the cores are busy the 1 kHz control
+# loop gets them first and the observer receives fewer states, which it counts (``inputs_lost``) and says in
+# /diagnostics. Raising one's own nice value needs no privileges. bench/ros_latency.py starts it the same way.
+OBSERVER_PREFIX = "nice -n 10"
 
 
 def make_executor(context=None):
