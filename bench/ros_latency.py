@@ -149,8 +149,11 @@ class Driver:
         else:
             self._cmd_at[values] = now
 
-    def publish(self, i: int) -> None:
-        msg = self.msgs[i % len(self.msgs)]
+    def publish(self) -> None:
+        # the state of the closed loop at the stamp's time: the node's reference counts from its first state
+        # (stamp 1.0, seq 0), so state and reference stay on one timeline (replayed states that drift off it
+        # are tracking errors the law saturates on: more work per state than the loop it stands for)
+        msg = self.msgs[self.seq % len(self.msgs)]
         msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * self.seq)  # unique stamp per publish
         self.seq += 1
         now = time.perf_counter()
@@ -209,7 +212,7 @@ def run_stream(ex, driver: Driver, rate: float, seconds: float) -> dict:
             if now >= due:
                 break
             ex.spin_once(timeout_sec=min(due - now, 0.001))
-        driver.publish(i)
+        driver.publish()
         due += period
         if due < now + 0.5 * period:
             due, late = now + 0.5 * period, late + 1
@@ -226,7 +229,7 @@ def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
     highest rate the node sustains."""
     n = 0
     t_end = time.perf_counter() + seconds
-    driver.publish(n)
+    driver.publish()
     t_pub = time.perf_counter()
     while (now := time.perf_counter()) < t_end:
         # answered, or lost (a best-effort state dropped, e.g. the first one while the graph settles):
@@ -234,7 +237,7 @@ def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
         if not driver.sent or now - t_pub > PINGPONG_LOST:
             driver.sent.clear()
             n += 1
-            driver.publish(n)
+            driver.publish()
             t_pub = time.perf_counter()
         else:
             ex.spin_once(timeout_sec=0.01)
@@ -262,7 +265,7 @@ def wait_answering(ex, driver: Driver, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     n = 0
     while not driver.lat and time.monotonic() < end:
-        driver.publish(n)
+        driver.publish()
         n += 1
         t_next = time.monotonic() + 0.05
         while not driver.lat and time.monotonic() < t_next:
@@ -441,7 +444,7 @@ def main(argv=None) -> int:
           f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(make_executor(Context())).__name__}; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores; "
           f"process prefixes: dynamics node {args.dynamics_prefix!r}, controller/echo {args.controller_prefix!r}")
-    states = arm_states(min(args.seconds, 5.0))
+    states = arm_states(min(4.0 * args.seconds + 5.0, 40.0))  # ping-pong + stream of one node on one timeline
     rows = []
     if "echo" in parts:
         rows.append(("echo (rclpy floor)", latency_echo(states, args.rate, args.seconds)))
