@@ -98,6 +98,7 @@ class Driver:
         self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
         self.diag_sub = node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 10)
         self.diag: tuple[float, dict] | None = None  # (arrival, values) of the controller's last diagnostics
+        self.dyn_diag: dict = {}  # the dynamics node's last diagnostics
         self.seq = 0  # never reset: the nodes drop a state stamped older than the last one they accepted
         self.reset()
 
@@ -129,6 +130,8 @@ class Driver:
         for st in msg.status:
             if st.name.endswith(": controller"):
                 self.diag = (time.perf_counter(), {kv.key: float(kv.value) for kv in st.values})
+            elif st.name.endswith(": constrained model"):
+                self.dyn_diag = {kv.key: kv.value for kv in st.values}
 
     def fresh_diag(self, ex, timeout: float = 2.5) -> dict | None:
         """The controller's next /diagnostics (published every second); None without one (the echo)."""
@@ -189,7 +192,8 @@ def pooled(runs: list[dict]) -> dict:
            "gap_p99_ms": max(r["gap_p99_ms"] for r in runs), "driver_late": sum(r.get("driver_late", 0) for r in runs),
            "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs])),
            "compute_ms_mean": float(np.mean([r.get("compute_ms_mean", np.nan) for r in runs])),
-           "compute_cpu_ms_mean": float(np.mean([r.get("compute_cpu_ms_mean", np.nan) for r in runs]))}
+           "compute_cpu_ms_mean": float(np.mean([r.get("compute_cpu_ms_mean", np.nan) for r in runs])),
+           "dynamics_diag": [d for r in runs for d in r.get("dynamics_diag", [])]}
     if "pingpong" in runs[0]:
         out["pingpong"] = pooled([r["pingpong"] for r in runs])
         out["pingpong"]["cpu_us_per_state"] = float("nan")
@@ -287,6 +291,7 @@ def _both(ex, driver: Driver, rate: float, seconds: float, proc=None, echo: bool
     out = run_stream(ex, driver, rate, seconds)
     out["cpu_us_per_state"] = 1e6 * (cpu_seconds({"p": proc})["p"] - cpu0) / out["sent"] if proc else float("nan")
     d1 = driver.fresh_diag(ex) if d0 is not None else None
+    out["dynamics_diag"] = [driver.dyn_diag]  # its last report (counts since its start)
     if d1 is not None:  # the node's own law-compute figures over the stream: wall time and thread CPU time
         n = d1["commands"] - d0["commands"]
         for key in ("compute_ms_mean", "compute_cpu_ms_mean"):
@@ -474,6 +479,10 @@ def main(argv=None) -> int:
               f"{sp['compute_ms_mean']:.3f} ms, thread CPU {sp['compute_cpu_ms_mean']:.3f} ms per state "
               f"(the difference: descheduled inside the compute); process CPU per state: controller "
               f"{sp['cpu_us_per_state']:.0f} µs, echo {echo['cpu_us_per_state']:.0f} µs")
+        keys = ("messages", "inputs_lost", "decimation", "process_cpu_share", "missed_deadlines")
+        for d in sp["dynamics_diag"]:  # the observer beside the controller: what it evaluated, what it missed
+            print("  dynamics node beside it (its last /diagnostics of the round): "
+                  + ", ".join(f"{k} {d.get(k, '?')}" for k in keys))
     if "bringup" in parts:
         print("\nin-process bringup (sim + controller [+ dynamics]), lock-step, dt = 1 ms")
         for dyn in (True, False):
