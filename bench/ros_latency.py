@@ -119,12 +119,22 @@ class Driver:
         if t_sent is not None:
             self.lat.append(now - t_sent)
             self.recv_times.append(now)
-            values = msg.effort.tobytes()
+            self._pair(msg.effort.tobytes(), t_sent=t_sent)
+
+    def _pair(self, values: bytes, t_sent: float | None = None, t_cmd: float | None = None) -> None:
+        """A command (``t_cmd``: its arrival) and its stamped copy (``t_sent``: its state's publish time) meet
+        by their τ bytes, in either order; the second of the two adds ``t_cmd - t_sent`` to ``lat_cmd``."""
+        if t_sent is None:
+            t_sent = self._cmd_sent.pop(values, None)
+            if t_sent is None:
+                self._cmd_at[values] = t_cmd
+                return
+        else:
             t_cmd = self._cmd_at.pop(values, None)
-            if t_cmd is not None:
-                self.lat_cmd.append(t_cmd - t_sent)
-            else:
+            if t_cmd is None:
                 self._cmd_sent[values] = t_sent
+                return
+        self.lat_cmd.append(t_cmd - t_sent)
 
     def on_diag(self, msg) -> None:
         for st in msg.status:
@@ -145,12 +155,7 @@ class Driver:
     def on_cmd(self, msg) -> None:
         now = time.perf_counter()
         self.commands += 1
-        values = msg.data.tobytes()
-        t_sent = self._cmd_sent.pop(values, None)
-        if t_sent is not None:
-            self.lat_cmd.append(now - t_sent)
-        else:
-            self._cmd_at[values] = now
+        self._pair(msg.data.tobytes(), t_cmd=now)
 
     def publish(self) -> None:
         # the state of the closed loop at the stamp's time: the node's reference counts from its first state
