@@ -3,8 +3,7 @@ the callers keep the same products in numpy as their reference path (``compiled=
 kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
 :func:`qv_dynamics.compiled.warm_all` (scripts/setup.sh).
 
-:func:`rotation_rates` (:meth:`qv_control.coordinates.MinimalCoordinates._rotation`): with φ = log₃(RR_refᵀ),
-P = [φ]×, G = I − ½P + cP², φ̇ = GJ_ωq̇, Ġ = −½[φ̇]× + c([φ̇]×P + P[φ̇]×) + k(φᵀφ̇)P²: GJ_ω and GJ̇_ω + ĠJ_ω.
+The minimal coordinates' kernel is :mod:`qv_control.coord_kernel`.
 
 :func:`tracking` (:class:`~qv_control.laws.quasi_tracking.QuasiTrackingLaw`, eq. 35–38 with the
 normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe,
@@ -132,36 +131,6 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     return 1
 
 
-@kernel(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])")
-def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
-    """GJ_ω into ``out[:3]`` and GJ̇_ω + ĠJ_ω into ``out[3:]`` (3 × n each; module doc)."""
-    n = qdot.shape[0]
-    P = np.zeros((3, 3))
-    P[0, 1], P[0, 2], P[1, 2] = -phi[2], phi[1], -phi[0]
-    P[1, 0], P[2, 0], P[2, 1] = phi[2], -phi[1], phi[0]
-    P2 = P.dot(P)
-    G = c * P2 - 0.5 * P
-    w = np.zeros(3)
-    for i in range(3):
-        G[i, i] += 1.0
-        for j in range(n):
-            w[i] += J6[3 + i, j] * qdot[j]
-    pd = G.dot(w)
-    Pd = np.zeros((3, 3))
-    Pd[0, 1], Pd[0, 2], Pd[1, 2] = -pd[2], pd[1], -pd[0]
-    Pd[1, 0], Pd[2, 0], Pd[2, 1] = pd[2], -pd[1], pd[0]
-    S = Pd.dot(P)
-    Gd = c * (S + S.T) - 0.5 * Pd + (k * (phi[0] * pd[0] + phi[1] * pd[1] + phi[2] * pd[2])) * P2
-    for i in range(3):
-        for j in range(n):
-            a = b = 0.0
-            for t in range(3):
-                a += G[i, t] * J6[3 + t, j]
-                b += G[i, t] * dJ6[3 + t, j] + Gd[i, t] * J6[3 + t, j]
-            out[i, j] = a
-            out[3 + i, j] = b
-
-
 @njit(cache=True)
 def _householder(At, Qf, R) -> None:
     """Aᵀ = Q_f[:, :m]R with Q_f (n × n) orthogonal (Householder QR, the full factor accumulated)."""
@@ -262,7 +231,6 @@ def warm() -> None:
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
          np.empty((3, 2)))
-    rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)
     z = np.zeros((r, n))

@@ -47,7 +47,7 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
 
 
 def test_compiled_rotation_rows_equal_numpy():
-    """θ, J, J̇ of frame orientation coordinates (qv_control.kernels.rotation_rates vs the numpy products),
+    """θ, J, J̇ of frame orientation coordinates (qv_control.coord_kernel vs the numpy products),
     from the identity (series branch of c, c′) to 2.5 rad."""
     from qv_control.coordinates import MinimalCoordinates
     from qv_dynamics import ConstrainedSystem
@@ -66,6 +66,42 @@ def test_compiled_rotation_rows_equal_numpy():
         for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot"):
             x, y = getattr(a, f), getattr(b, f)
             assert np.abs(x - y).max() <= 1e-14 * max(1.0, np.abs(y).max()), (scale, f)
+
+
+def test_compiled_coordinates_equal_numpy_two_frames_and_constraint_rates():
+    """The coordinates kernel (qv_control.coord_kernel: frame Jacobians from Pinocchio's joint Jacobians, log₃,
+    G, Ġ, Ȧ rows) against the numpy path: two frames, a joint, Ȧ of a two-axis point contact, in the private
+    Data and in the system's; then an orientation beyond the chart raises the same error on both paths."""
+    from qv_control.coordinates import MinimalCoordinates
+    from qv_dynamics import ConstrainedSystem
+    from qv_dynamics.errors import RankDeficiencyError
+
+    system = ConstrainedSystem.from_urdf(
+        "panda", constraints=[{"type": "point_contact", "frame": "panda_hand", "axes": ["x", "z"]}])
+    spec = ["panda_hand.rx", "panda_hand.ry", "panda_hand.x", "panda_hand.rz", "panda_joint3", "panda_link5.y"]
+    fast, slow = MinimalCoordinates(system, spec), MinimalCoordinates(system, spec, compiled=False)
+    assert fast._fast is not None and slow._kernel is None
+    rng = np.random.default_rng(5)
+    q0 = system.random_configuration(rng)
+    worst = 0.0
+    for scale in (0.0, 1e-6, 1e-4, 0.01, 0.3, 1.0):
+        q, qdot = q0 + scale * rng.normal(size=7), rng.normal(size=7)
+        system.evaluate(q, qdot)
+        for data in (None, system.data):
+            a = fast.evaluate(q, qdot, constraint_rates=True, data=data)
+            b = slow.evaluate(q, qdot, constraint_rates=True, data=data)
+            for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot", "Adot"):
+                x, y = getattr(a, f), getattr(b, f)
+                worst = max(worst, float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
+    assert worst <= 1e-14, worst  # measured 6e-16
+    q = q0.copy()
+    q[6] += 3.0  # the hand turned by 3 rad about its axis: beyond MAX_ROTATION_ANGLE
+    msgs = []
+    for c in (fast, slow):
+        with pytest.raises(RankDeficiencyError) as err:
+            c.evaluate(q, np.zeros(7))
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
 
 
 @pytest.mark.parametrize("name", ["pidc", "pidc_force", "passive", "quasi_tracking"])
