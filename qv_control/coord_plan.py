@@ -93,19 +93,26 @@ class CompiledCoordinates:
             self._ref = (coords._ref_version, fids, Rref)
         return Rref
 
-    def evaluate(self, data, q, qdot, constraint_rates: bool):
-        """(θ, J, J̇, J̇q̇, θ̇, Ȧ or None) as views of one fresh array, or None: not served here (module doc) or an
-        orientation beyond the rotation-vector chart (the numpy path then raises its error)."""
+    def prepare(self, data, constraint_rates: bool):
+        """The kernel's inputs before q, q̇: (plan, sup, (J_w, J̇_w, R₀, p₀, R₁, p₁), R_ref), or None (not served
+        here, module doc)."""
         p = self._plan(constraint_rates)
         if p is None:
             return None
         plan, fids, sup = p
-        v = self._data_views(data, fids)
-        Rref = self._references(fids, data)
+        return plan, sup, self._data_views(data, fids)[2:], self._references(fids, data)
+
+    def evaluate(self, data, q, qdot, constraint_rates: bool):
+        """(θ, J, J̇, J̇q̇, θ̇, Ȧ or None) as views of one fresh array, or None: not served here (module doc) or an
+        orientation beyond the rotation-vector chart (the numpy path then raises its error)."""
+        p = self.prepare(data, constraint_rates)
+        if p is None:
+            return None
+        plan, sup, v, Rref = p
         k = self.coords.k
         m = plan.shape[0] - k
-        out = np.empty((2 * k + m + 3, q.shape[0]))
-        if self.kernel(v[2], v[3], v[4], v[5], v[6], v[7], Rref, plan, sup, k, q, qdot, out):
+        out = np.empty((2 * k + m + 3, qdot.shape[0]))
+        if self.kernel(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, out):
             return None
         b = 2 * k + m
         return out[b, :k], out[:k], out[k:2 * k], out[b + 2, :k], out[b + 1, :k], \

@@ -173,6 +173,12 @@ def _householder(At, Qf, R) -> None:
 @kernel(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
       "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
+    """:func:`pidc_core` as one compiled entry point."""
+    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs)
+
+
+@njit(cache=True)
+def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
     decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
@@ -214,6 +220,12 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
 
 @kernel(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])")
 def coupled(M, P, x, y, out) -> None:
+    """:func:`coupled_core` as one compiled entry point."""
+    coupled_core(M, P, x, y, out)
+
+
+@njit(cache=True)
+def coupled_core(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
     by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
     n = M.shape[0]

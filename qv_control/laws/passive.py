@@ -92,6 +92,7 @@ class PassiveJointLaw(ProjectionLawBase):
     space are logged in ``law.internal.events``."""
 
     name = "passive"
+    tick_mode = 2  # the compiled tick serves the case I + H = I (every joint actuated)
 
     def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
                  q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
@@ -140,7 +141,13 @@ class PassiveJointLaw(ProjectionLawBase):
         return t, terms, base, motion, u_p, lam_m, ref, lam_meas
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
+        fast = None if self._passive.any() else self._compiled_tick(state, reference)
+        if fast is not None:
+            t, terms, ref, out, lam_meas = fast
+            self.last.update(controllability_residual=0.0)
+            base, motion, u_p, lam_m = out[1], out[3], out[4], out[6, :terms.m]
+        else:
+            t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
         cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, self.saturation.force_frozen,
                                     terms.row_labels)
