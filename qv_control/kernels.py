@@ -73,6 +73,12 @@ def _reduced(Qi, V, r, J, N, D) -> None:
 
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
 def reduced_jacobian(Qi, V, r, J, D) -> float:
+    """:func:`reduced_core` as one compiled entry point."""
+    return reduced_core(Qi, V, r, J, D)
+
+
+@njit(cache=True)
+def reduced_core(Qi, V, r, J, D) -> float:
     """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
     n = V.shape[0]
     _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
@@ -82,6 +88,14 @@ def reduced_jacobian(Qi, V, r, J, D) -> float:
 @kernel(_SIG)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
+    """:func:`tracking_core` as one compiled entry point."""
+    return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
+                         cond_max, normal, out)
+
+
+@njit(cache=True)
+def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
+                  normal, out) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
     θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
     ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
