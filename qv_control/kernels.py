@@ -23,7 +23,9 @@ from numba import njit
 
 from qv_dynamics.compiled import kernel
 from qv_dynamics.quasi_kernel import full_rank
-from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv
+from qv_dynamics.sim.kernel_linalg import lu_solve, mv, upper_solve
+
+_EPS = np.finfo(np.float64).eps  # kernel_linalg.jacobi's orthogonality threshold
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -31,18 +33,83 @@ _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64,
 
 @njit(cache=True)
 def _cond(D) -> float:
-    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
-    of the rotated D are its singular values), inf when D is singular."""
-    k = D.shape[0]
+    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
+    (:func:`~qv_dynamics.sim.kernel_linalg.jacobi`'s rotations of the rows, without accumulating them)."""
+    k, n = D.shape
     B = D.copy()
-    jacobi(B, np.eye(k))
+    for _sweep in range(60):
+        rotated = False
+        for i in range(k - 1):
+            for j in range(i + 1, k):
+                a = b = g = 0.0
+                for t in range(n):
+                    a += B[i, t] * B[i, t]
+                    b += B[j, t] * B[j, t]
+                    g += B[i, t] * B[j, t]
+                if g == 0.0 or abs(g) <= _EPS * math.sqrt(a * b):
+                    continue
+                rotated = True
+                zeta = (b - a) / (2.0 * g)
+                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                c = 1.0 / math.sqrt(1.0 + tt * tt)
+                s = c * tt
+                for t in range(n):
+                    bi, bj = B[i, t], B[j, t]
+                    B[i, t] = c * bi - s * bj
+                    B[j, t] = s * bi + c * bj
+        if not rotated:
+            break
     hi, lo = 0.0, np.inf
     for i in range(k):
         s = 0.0
-        for t in range(B.shape[1]):
+        for t in range(n):
             s += B[i, t] * B[i, t]
         hi, lo = max(hi, s), min(lo, s)
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
+@njit(cache=True)
+def lu_factor(K, LU, piv) -> bool:
+    """K = PLU by partial pivoting into ``LU`` (multipliers below the diagonal) and ``piv`` (the row swapped
+    with row j at step j): the eliminations of :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`, kept for
+    several right-hand sides (:func:`lu_apply` gives the same x bit for bit). False when a pivot is 0."""
+    n = K.shape[0]
+    LU[:] = K
+    for j in range(n):
+        p = j
+        for i in range(j + 1, n):
+            if abs(LU[i, j]) > abs(LU[p, j]):
+                p = i
+        piv[j] = p
+        if LU[p, j] == 0.0:
+            return False
+        if p != j:
+            for t in range(n):
+                LU[j, t], LU[p, t] = LU[p, t], LU[j, t]
+        for i in range(j + 1, n):
+            f = LU[i, j] / LU[j, j]
+            LU[i, j] = f
+            if f != 0.0:
+                for t in range(j + 1, n):
+                    LU[i, t] -= f * LU[j, t]
+    return True
+
+
+@njit(cache=True)
+def lu_apply(LU, piv, b):
+    """K⁻¹b from :func:`lu_factor` (the row swaps in order, forward then back substitution)."""
+    n = b.shape[0]
+    x = b.copy()
+    for j in range(n):
+        p = piv[j]
+        if p != j:
+            x[j], x[p] = x[p], x[j]
+    for j in range(n):
+        for i in range(j + 1, n):
+            f = LU[i, j]
+            if f != 0.0:
+                x[i] -= f * x[j]
+    return upper_solve(LU, x)
 
 
 @njit(cache=True)
@@ -118,14 +185,17 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
         sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
     V1 = V[:, :r]
     V2 = V[:, r:]
-    sigma = _solve(D, s_d)
+    LU = np.empty((k, k))
+    piv = np.empty(k, np.int64)
+    lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
+    sigma = lu_apply(LU, piv, s_d)
     eps = vr - sigma
     u_v = np.zeros(k)
     if normal and r:
         v_n = mv(V1.T, v)
         out[4, :r] = v_n
         V1vn = mv(V1, v_n)
-        gvn = _solve(D, mv(J, mv(Qi.T, V1vn)))
+        gvn = lu_apply(LU, piv, mv(J, mv(Qi.T, V1vn)))
         out[3, :k] = gvn
         z = mv(W1.T, v_n)
         u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
@@ -138,7 +208,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
     if r:
         a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
     Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
-    u_v += _solve(D, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
+    u_v += lu_apply(LU, piv, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
     out[0, :k] = u_v
     out[1, :k] = eps
     out[2, :k] = sigma
