@@ -10,15 +10,18 @@ With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_
 - ``mode`` 1 (hybrid, eq. 54): u_F = (I−P)f_F for f_F = Aᵀλ_d + PI (from the caller), base = h + μMa⊥,
   motion = PMu_p + μPMu_p, μ = (I−P)MM_c⁻¹ (:func:`qv_control.kernels.coupled_core`);
 - ``mode`` 2 (passive joints, every joint actuated: I + H = I, eq. 62): base = Ph, motion = PMu_p and
-  λ_m = A⁺ᵀ(base + motion − h − Mu_p) (the multiplier the motion command produces).
+  λ_m = A⁺ᵀ(base + motion − h − Mu_p) (the multiplier the motion command produces); ``mode`` 3 adds the
+  internal-force channel without PI (:func:`_internal`; ``f_F`` = its check tolerances (rtol, atol)).
 
 τ = base [+ force] + motion and peak = max |τ_i|/L_i over the finite limits (NaN: inf), as
 :func:`qv_control.saturation.saturate` computes them; the caller scales the channels when peak > 1.
 
-``out`` rows (n columns): τ, base, force, motion, u_p, a⊥, λ_m (m entries), θ, e, [cond D, peak], then
+``out`` rows (n columns): τ, base, force, motion, u_p, a⊥, λ_m (m entries), θ, e, [cond D, peak, dim 𝓔],
+z and z_d of the internal-force channel (m entries), then
 P (n rows), A⁺ᵀ (m rows), D (k rows, k columns) and the coordinates' workspace (2k + 3 rows).
 Returns 1, or 0 (A not certified of full row rank: the numpy path decides), 2 (cond D > cond_max: the
-numpy path raises), 3 (an orientation coordinate beyond its chart: the numpy path raises).
+numpy path raises), 3 (an orientation coordinate beyond its chart: the numpy path raises), 4 (λ_d not
+internal: the numpy path raises).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from .coord_kernel import evaluate_into
 from .kernels import coupled_core, pidc_core
 
 _M = "float64[:, :]"
-ROWS = 10  # vector rows before the matrices (module doc)
+ROWS = 12  # vector rows before the matrices (module doc)
 
 
 @njit(cache=True)
@@ -94,7 +97,7 @@ def _channels(mode, M, h, P, ApT, u_p, a_perp, f_F, out) -> None:
         for t in range(n):
             s += P[i, t] * h[t]
         base[i] = s                                  # Ph
-    if mode == 2:
+    if mode >= 2:
         m = ApT.shape[0]
         r = np.empty(n)
         for i in range(n):
@@ -109,15 +112,62 @@ def _channels(mode, M, h, P, ApT, u_p, a_perp, f_F, out) -> None:
             out[6, j] = s                            # λ_m = A⁺ᵀ(f − h − Mu_p)
 
 
+@njit(cache=True)
+def _internal(A, lam_d, check, rtol, atol, out) -> bool:
+    """The internal-force channel with every joint actuated (qv_control.laws.internal_force, no PI): E = U₁ of
+    A = U₁S₁V₁ᵀ (the same LAPACK dgesdd as its numpy path), z_m = Eᵀλ_m, z_d = Eᵀλ_d after the check
+    ‖λ_d − EEᵀλ_d‖ ≤ check[1] + check[0]·‖λ_d‖ (False: the numpy path raises), τ_F = AᵀE(z_d − z_m) into row 2,
+    z_d into rows 10 and 11, dim 𝓔 into out[9, 2]."""
+    m, n = A.shape
+    if m == 0:
+        out[9, 2] = 0
+        out[2] = 0.0
+        return True
+    U, sv, _ = np.linalg.svd(np.ascontiguousarray(A))
+    tol = max(rtol * sv[0], atol)
+    r = 0
+    for i in range(sv.shape[0]):
+        r += sv[i] > tol
+    out[9, 2] = r
+    zz = np.empty(r)
+    off = lam_d.copy()
+    total = 0.0
+    for j in range(r):
+        a = b = 0.0
+        for i in range(m):
+            a += U[i, j] * lam_d[i]
+            b += U[i, j] * out[6, i]
+        out[10, j] = out[11, j] = a
+        zz[j] = a - b
+        for i in range(m):
+            off[i] -= U[i, j] * a
+    size = 0.0
+    for i in range(m):
+        size += off[i] * off[i]
+        total += lam_d[i] * lam_d[i]
+    if math.sqrt(size) > check[1] + check[0] * math.sqrt(total):
+        return False
+    w = np.zeros(m)
+    for i in range(m):
+        for j in range(r):
+            w[i] += U[i, j] * zz[j]
+    for t in range(n):
+        s = 0.0
+        for i in range(m):
+            s += A[i, t] * w[i]
+        out[2, t] = s
+    return True
+
+
 _SIG = (f"int64({_M}, {_M}, {_M}, float64[:], {_M}, float64[:], float64[:, :, ::1], int64[:, ::1], "
         f"int64[:, ::1], int64, float64[::1], float64[::1], {_M}, float64[:], {_M}, float64[:], float64[:], "
-        "float64[:], float64[:], float64[:], float64, float64, float64, float64, int64, float64[:], "
+        "float64[:], float64[:], float64[:], float64[:], float64, float64, float64, float64, int64, float64[:], "
         "float64[:], float64[:, ::1])")
 
 
 @kernel(_SIG)
 def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, A, ad, th_d, thd_d, thdd_d,
-                    kp, kd, rtol, atol, cond_max, mode, f_F, limits, out) -> int:
+                    lam_d, kp, kd, rtol, atol, cond_max, mode, f_F, limits, out) -> int:
     """The tick of a projection law (module doc)."""
     m, n = A.shape
     W = out[ROWS + n + m + k:]                       # the coordinates' rows
@@ -142,9 +192,11 @@ def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, 
     out[4] = vecs[0]
     out[5] = vecs[1]
     _channels(mode, M, h, mats[:n], mats[n:n + m], out[4], out[5], f_F, out)
+    if mode == 3 and not _internal(A, lam_d, f_F, rtol, atol, out):
+        return 4
     tau = out[0]
     for i in range(n):
-        tau[i] = (out[1, i] + out[2, i]) + out[3, i] if mode == 1 else out[1, i] + out[3, i]
+        tau[i] = (out[1, i] + out[2, i]) + out[3, i] if mode == 1 or mode == 3 else out[1, i] + out[3, i]
     out[9, 1] = peak_ratio(tau, limits)
     return 1
 
@@ -163,8 +215,13 @@ def warm() -> None:
     out = np.zeros((rows(n, 1, k, 1), n))
     projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
                     np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
-                    np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(k), 1.0, 1e-9, 1e-9, 1e6, 1,
-                    np.ones(n), np.full(n, math.inf), out)
+                    np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
+                    1e6, 1, np.ones(n), np.full(n, math.inf), out)
+    out[:] = 0.0
+    projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
+                    np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
+                    np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
+                    1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out)
 
 
 if __name__ == "__main__":

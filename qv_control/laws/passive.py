@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qv_dynamics.linalg import norm2
+from qv_dynamics.linalg import ATOL, RTOL, norm2
 from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
@@ -141,11 +141,22 @@ class PassiveJointLaw(ProjectionLawBase):
         return t, terms, base, motion, u_p, lam_m, ref, lam_meas
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        fast = None if self._passive.any() else self._compiled_tick(state, reference)
+        ch = self.internal
+        # the compiled tick (every joint actuated); with the internal-force channel when it has no PI or chooser
+        whole = ch.chooser is None and not (ch.kf > 0 or ch.ki > 0) and (ch.rtol, ch.atol) == (RTOL, ATOL)
+        fast = None if self._passive.any() else \
+            self._compiled_tick(state, reference, self._check_tolerances, 3 if whole else 2)
         if fast is not None:
             t, terms, ref, out, lam_meas = fast
+            m = terms.m
             self.last.update(controllability_residual=0.0)
-            base, motion, u_p, lam_m = out[1], out[3], out[4], out[6, :terms.m]
+            base, motion, u_p, lam_m = out[1], out[3], out[4], out[6, :m]
+            if whole:
+                s = int(out[9, 2])
+                ch.note((m, s, s), t, terms.row_labels)
+                self.last.update(lambda_motion=lam_m, internal_z=out[10, :s], internal_z_d=out[11, :s],
+                                 internal_dim=s)
+                return self._limited(out, True)
         else:
             t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
@@ -153,6 +164,10 @@ class PassiveJointLaw(ProjectionLawBase):
                                     terms.row_labels)
         self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
         return self._finish(base, cmd.tau, motion)
+
+    def _check_tolerances(self, *_) -> np.ndarray:
+        """(rtol, atol) of the internal-force check, for the compiled tick (mode 3)."""
+        return np.array([self.internal.check_rtol, self.internal.check_atol])
 
     def reset(self) -> None:
         super().reset()

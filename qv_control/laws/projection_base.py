@@ -62,10 +62,11 @@ class ProjectionLawBase(ControlLaw):
         self._tick = load("qv_control.tick_kernel", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
 
-    def _compiled_tick(self, state: State, reference, force=None):
+    def _compiled_tick(self, state: State, reference, force=None, mode: int | None = None):
         """(t, terms, ref, out, λ_meas) of :func:`qv_control.tick_kernel.projection_tick`, or None: the numpy
         path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
-        or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1)."""
+        or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1),
+        the check tolerances (mode 3); ``mode``: the kernel's (default ``tick_mode``)."""
         if self._tick is None or self._theta_hold is None:
             return None
         t, q, qdot, lam_meas = self._read_state(state)
@@ -81,8 +82,9 @@ class ProjectionLawBase(ControlLaw):
         lim = self.limits
         out = np.empty((tick_rows(n, m, k, plan.shape[0]), n))
         if self._tick(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, terms.M, terms.h, terms.A,
-                      terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, self.kp, self.kd, RTOL, ATOL,
-                      self.cond_max, self.tick_mode, f_F, _no_limits(n) if lim is None else lim, out) != 1:
+                      terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, self.kp, self.kd, RTOL,
+                      ATOL, self.cond_max, self.tick_mode if mode is None else mode, f_F,
+                      _no_limits(n) if lim is None else lim, out) != 1:
             return None
         e = out[8, :k]
         self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=float(out[9, 0]),
