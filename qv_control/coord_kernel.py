@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import compile_kernel, kernel
+from qv_dynamics.compiled import kernel
 
 _M = "float64[:, :]"
 _SERIES_BELOW = 0.02  # as coordinates._SERIES_BELOW: below, the series of c and c′/θ
@@ -210,14 +210,10 @@ def coordinates(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, out) -> in
 
 
 def warm() -> None:
-    """Compile the kernel into numba's disk cache (or load it) and run it once."""
-    compile_kernel(coordinates)
+    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
     n = 2
     E = np.eye(3)
     coordinates(np.ones((6, n)), np.ones((6, n)), E, np.zeros(3), E, np.zeros(3), np.zeros((2, 3, 3)) + E,
                 np.array([[1, 0, 0, 0], [2, 0, 2, 0]]), np.ones((2, n), np.int64), 2, np.ones(n), np.ones(n),
                 np.empty((7, n)))
 
-
-if __name__ == "__main__":
-    warm()

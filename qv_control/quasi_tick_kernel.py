@@ -23,7 +23,7 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import compile_kernel, kernel
+from qv_dynamics.compiled import kernel
 
 from .coord_kernel import evaluate_into
 from .kernels import reduced_core, tracking_core
@@ -154,8 +154,7 @@ def rows(n: int, k: int, plan_rows: int) -> int:
 
 
 def warm() -> None:
-    """Compile the kernel into numba's disk cache (or load it) and run it once per mode."""
-    compile_kernel(quasi_tick)
+    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
     n, k = 3, 2
     E, z3, z = np.eye(3), np.zeros(3), np.zeros(k)
     plan = np.array([[0, 0, 0, 0], [0, 0, 1, 1], [3, 0, 2, 0]])
@@ -166,6 +165,3 @@ def warm() -> None:
                    np.ones(1), np.ones(1), np.ones(k), 1.0, 1e6, mode, 1, 1, 1, 1, z, 1e-3, z,
                    np.full(n, math.inf), np.zeros((rows(n, k, 3), n)))
 
-
-if __name__ == "__main__":
-    warm()

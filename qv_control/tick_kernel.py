@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import compile_kernel, kernel
+from qv_dynamics.compiled import kernel
 
 from .coord_kernel import evaluate_into
 from .kernels import coupled_core, pidc_core
@@ -207,8 +207,7 @@ def rows(n: int, m: int, k: int, plan_rows: int) -> int:
 
 
 def warm() -> None:
-    """Compile the kernel into numba's disk cache (or load it) and run it once."""
-    compile_kernel(projection_tick)
+    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
     n, k = 2, 1
     E, z3 = np.eye(3), np.zeros(3)
     plan = np.array([[0, 0, 0, 0]])
@@ -223,6 +222,3 @@ def warm() -> None:
                     np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
                     1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out)
 
-
-if __name__ == "__main__":
-    warm()
