@@ -41,10 +41,13 @@ ROWS = 12  # vector rows before the matrices (module doc)
 
 @njit(cache=True)
 def peak_ratio(tau, limits) -> float:
-    """max |τ_i|/L_i over the finite L_i (all > 0), inf at a NaN (saturation._LimitInfo's fast path)."""
+    """max |τ_i|/L_i over the finite L_i, inf at a NaN or a zero limit (as :func:`~qv_control.saturation.saturate`
+    computes the peak ratio)."""
     peak = 0.0
     for i in range(tau.shape[0]):
         li = limits[i]
+        if li == 0.0:
+            return np.inf
         if li < np.inf:
             x = abs(tau[i]) / li
             if not x <= peak:

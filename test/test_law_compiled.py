@@ -150,3 +150,25 @@ def test_compiled_law_refuses_singular_coordinates_as_the_reference(closed_loop,
                 law.compute(s, None)
         msgs.append(str(err.value).split(": cond(D)")[0])
     assert msgs[0] == msgs[1] and "panda_hand_tcp.z" in msgs[0]
+
+
+@pytest.mark.parametrize("limits", ["tight", "zero"])
+@pytest.mark.parametrize("name", ["quasi_tracking", "pidc_force", "passive"])
+def test_compiled_tick_limiter_equals_reference(closed_loop, name, limits):
+    """The fused ticks' limiter (the kernel's τ and peak ratio, saturate() beyond a limit) against the numpy path:
+    limits the command exceeds (the motion channel scaled) and one zero limit (peak ratio inf, clipped)."""
+    system, states, ref = closed_loop
+    L = np.full(system.nv, 5.0) if limits == "tight" else np.r_[87.0, 87.0, 0.0, 87.0, 12.0, 12.0, 12.0]
+    fast = make_law(name, system, coordinates=lt.COORDS, effort_limits=L, **lt.PARAMS[name])
+    slow = make_law(name, system, coordinates=lt.COORDS, effort_limits=L, compiled=False, **lt.PARAMS[name])
+    active = 0
+    for s in states[:12]:
+        r = ref(s.t)
+        a, b = fast.compute(s, r), slow.compute(s, r)
+        assert np.abs(a - b).max() <= 1e-12 * np.abs(b).max()
+        sa, sb = fast.saturation, slow.saturation
+        assert (sa.active, sa.clipped) == (sb.active, sb.clipped)
+        assert abs(sa.motion_scale - sb.motion_scale) <= 1e-12 and abs(sa.force_scale - sb.force_scale) <= 1e-12
+        assert sa.peak_ratio == pytest.approx(sb.peak_ratio, rel=1e-12)
+        active += sa.active
+    assert active >= 11

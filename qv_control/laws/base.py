@@ -22,6 +22,8 @@ from ..coordinates import MinimalCoordinates, as_coordinates
 from ..references import ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 
+_F64 = np.dtype(np.float64)
+
 
 class GainError(QVError):
     """A gain that is not a finite positive number (or outside its stability range)."""
@@ -155,6 +157,8 @@ class ControlLaw(ABC):
         self.saturation = SaturationStatus()
         self.last: dict = {}
         self._theta_hold: np.ndarray | None = None
+        # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
+        self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
 
     # ------------------------------------------------------------------ helpers for subclasses
     def reset(self) -> None:
@@ -186,16 +190,16 @@ class ControlLaw(ABC):
         """(q, q̇, λ_meas) when they are already float64 vectors of the right sizes with finite entries and a
         fixed base (the 1 kHz case: one finiteness test, q·q + q̇·q̇ + λ·λ, for all three); None otherwise,
         and :meth:`_read_state` checks them one by one (and raises naming the bad one)."""
-        system = self.system
         q, qdot, lam = state.q, state.qdot, state.lambda_meas
-        if system.floating_base or type(q) is not np.ndarray or type(qdot) is not np.ndarray:
+        shapes = self._shapes
+        if shapes is None or type(q) is not np.ndarray or type(qdot) is not np.ndarray:
             return None
-        if q.dtype != np.float64 or qdot.dtype != np.float64 or q.shape != (system.nq,) \
-                or qdot.shape != (system.nv,):
+        # (the float64 dtype is one object: an identity test; anything else takes the checking path)
+        if q.dtype is not _F64 or qdot.dtype is not _F64 or q.shape != shapes[0] or qdot.shape != shapes[1]:
             return None
         s = q.dot(q) + qdot.dot(qdot)
         if lam is not None:
-            if type(lam) is not np.ndarray or lam.dtype != np.float64 or lam.shape != (system.m,):
+            if type(lam) is not np.ndarray or lam.dtype is not _F64 or lam.shape != (self.system.m,):
                 return None
             s += lam.dot(lam)
         return (q, qdot, lam) if math.isfinite(s) else None

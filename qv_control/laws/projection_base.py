@@ -28,7 +28,7 @@ from qv_dynamics.projection import projection
 from qv_dynamics.state import State
 
 from ..coordinates import check_reduced_jacobian
-from ..saturation import SaturationStatus, _limit_info
+from ..saturation import SaturationStatus
 from ..tick_kernel import rows as tick_rows
 from .base import ControlLaw
 
@@ -97,7 +97,7 @@ class ProjectionLawBase(ControlLaw):
         lim = self.limits
         if lim is None:
             status = SaturationStatus()
-        elif out[9, 1] <= 1.0 and _limit_info(lim).simple:
+        elif out[9, 1] <= 1.0:
             status = SaturationStatus(peak_ratio=float(out[9, 1]))
         else:
             return self._finish(out[1], out[2] if force else None, out[3])

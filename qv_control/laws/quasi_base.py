@@ -30,7 +30,7 @@ from qv_dynamics.quasi import compiled_kernel, quasi_decompose
 
 from ..coordinates import check_reduced_jacobian
 from ..quasi_tick_kernel import rows as quasi_rows
-from ..saturation import SaturationStatus, _limit_info, saturate
+from ..saturation import SaturationStatus, saturate
 from .base import ControlLaw
 from .projection_base import _no_limits
 
@@ -114,7 +114,7 @@ class QuasiLawBase(ControlLaw):
             return None
         if lim is None:
             status = SaturationStatus()
-        elif out[13, 1] <= 1.0 and _limit_info(lim).simple:
+        elif out[13, 1] <= 1.0:
             status = SaturationStatus(peak_ratio=float(out[13, 1]))
         else:
             tau, status = saturate(out[1], out[2] if r else None, out[3], lim)
