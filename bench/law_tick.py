@@ -135,6 +135,7 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     print(f"target (every law <= 10x pin.constraintDynamics): worst {worst:.1f}x -> "
           f"{'met' if worst <= 10 else 'NOT met'} (the legged law: bench/legged.py, ANYmal on a floor)")
     shared_breakdown(system, laws["pidc"], states, refs, reps)
+    quasi_breakdown(laws["quasi_tracking"], states, refs, reps)
     return med
 
 
@@ -165,6 +166,29 @@ def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
     print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside system.evaluate)")
     for k, t in med.items():
         print(f"  {k:32s} {t:8.2f} µs")
+    return med
+
+
+def quasi_breakdown(law, states, refs, reps: int = 5) -> dict:
+    """Medians of the parts of a quasi_tracking tick on the same states: the state check, the decomposition
+    (``evaluate`` + ``quasi_decompose`` with ``prev``) and the fused tick after it (reference, force PI, the one
+    kernel call: coordinates, motion, force channel, torque channels, limiter)."""
+    times: dict[str, list[float]] = {k: [] for k in ("_read_state", "_decompose (evaluate + quasi_decompose)",
+                                                      "_tick (fused, after the decomposition)",
+                                                      "  _read_reference", "  force PI")}
+    for s, r in zip(states, refs):
+        law.compute(s, r)
+        t, q, qdot, lam = law._read_state(s)
+        terms, qs = law._decompose(q, qdot)
+        times["_read_state"] += time_calls(law._read_state, reps, s)
+        times["_decompose (evaluate + quasi_decompose)"] += time_calls(law._decompose, reps, q, qdot)
+        times["_tick (fused, after the decomposition)"] += time_calls(law._tick, reps, t, q, qdot, lam, terms, qs, r)
+        times["  _read_reference"] += time_calls(law._read_reference, reps, r, t, law._theta_hold, terms.m)
+        times["  force PI"] += time_calls(law._force_correction, reps, t, r.lambda_, lam)
+    med = medians_us(times)
+    print(f"parts of a {law.name} tick")
+    for k, v in med.items():
+        print(f"  {k:40s} {v:8.2f} µs")
     return med
 
 
