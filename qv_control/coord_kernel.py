@@ -27,9 +27,9 @@ from numba import njit
 
 from qv_dynamics.compiled import kernel
 
+from .coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
+
 _M = "float64[:, :]"
-_SERIES_BELOW = 0.02  # as coordinates._SERIES_BELOW: below, the series of c and c′/θ
-MAX_ANGLE = 2.8       # as coordinates.MAX_ROTATION_ANGLE
 
 
 @njit(cache=True)
@@ -75,15 +75,7 @@ def _log3(E, phi) -> float:
     return th
 
 
-@njit(cache=True)
-def _coefficients(th2):
-    """c(θ) and c′(θ)/θ of G = J_l⁻¹(φ) (coordinates._left_jacobian_coefficients)."""
-    if th2 < _SERIES_BELOW ** 2:
-        return (1 / 12 + th2 * (1 / 720 + th2 * (1 / 30240 + th2 / 1209600)),
-                1 / 360 + th2 * (1 / 7560 + th2 / 201600))
-    th = math.sqrt(th2)
-    cot = 1.0 / math.tan(0.5 * th)
-    return 1.0 / th2 - 0.5 * cot / th, (-2.0 / th2 + 0.25 * (1.0 + cot * cot) + 0.5 * cot / th) / th2
+_coefficients = njit(cache=True)(_left_jacobian_coefficients)  # c(θ), c′(θ)/θ of G = J_l⁻¹(φ), from θ²
 
 
 @njit(cache=True)
@@ -103,7 +95,7 @@ def _mm3(A, B, C) -> None:
 
 @njit(cache=True)
 def _rotation(R, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
-    """φ, GJ_ω, GJ̇_ω + ĠJ_ω of one frame (3 rows each); False beyond MAX_ANGLE (the caller raises).
+    """φ, GJ_ω, GJ̇_ω + ĠJ_ω of one frame (3 rows each); False beyond MAX_ROTATION_ANGLE (the caller raises).
     ``W``: scratch (7 × 3 × 3)."""
     n = qdot.shape[0]
     E, P, P2, G, Pd, S, Gd = W[0], W[1], W[2], W[3], W[4], W[5], W[6]
@@ -111,7 +103,7 @@ def _rotation(R, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
         for j in range(3):
             E[i, j] = R[i, 0] * Rref[j, 0] + R[i, 1] * Rref[j, 1] + R[i, 2] * Rref[j, 2]
     th = _log3(E, phi)
-    if not th <= MAX_ANGLE:
+    if not th <= MAX_ROTATION_ANGLE:
         return False
     c, k = _coefficients(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
     _skew(phi, P)
@@ -148,7 +140,7 @@ def _rotation(R, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
 def evaluate_into(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, out) -> int:
     """θ, J, J̇, J̇q̇, θ̇ and Ȧ rows (module doc) into ``out``: rows 0..k−1 J, k..2k−1 J̇, 2k..2k+m−1 Ȧ (m = rows
     of ``plan`` after the first k), then θ, θ̇, J̇q̇ (first k columns). Returns 0, or 1 + the slot of a frame
-    whose orientation is beyond MAX_ANGLE from its reference (nothing else meaningful then)."""
+    whose orientation is beyond MAX_ROTATION_ANGLE from its reference (nothing else meaningful then)."""
     n = qdot.shape[0]
     nslot = sup.shape[0]
     F = np.empty((nslot, 12, n))

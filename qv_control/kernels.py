@@ -23,9 +23,7 @@ from numba import njit
 
 from qv_dynamics.compiled import kernel
 from qv_dynamics.quasi_kernel import full_rank
-from qv_dynamics.sim.kernel_linalg import lu_solve, mv, upper_solve
-
-_EPS = np.finfo(np.float64).eps  # kernel_linalg.jacobi's orthogonality threshold
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv, upper_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -33,36 +31,15 @@ _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64,
 
 @njit(cache=True)
 def _cond(D) -> float:
-    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
-    (:func:`~qv_dynamics.sim.kernel_linalg.jacobi`'s rotations of the rows, without accumulating them)."""
-    k, n = D.shape
+    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
+    of the rotated D are its singular values), inf when D is singular."""
+    k = D.shape[0]
     B = D.copy()
-    for _sweep in range(60):
-        rotated = False
-        for i in range(k - 1):
-            for j in range(i + 1, k):
-                a = b = g = 0.0
-                for t in range(n):
-                    a += B[i, t] * B[i, t]
-                    b += B[j, t] * B[j, t]
-                    g += B[i, t] * B[j, t]
-                if g == 0.0 or abs(g) <= _EPS * math.sqrt(a * b):
-                    continue
-                rotated = True
-                zeta = (b - a) / (2.0 * g)
-                tt = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                c = 1.0 / math.sqrt(1.0 + tt * tt)
-                s = c * tt
-                for t in range(n):
-                    bi, bj = B[i, t], B[j, t]
-                    B[i, t] = c * bi - s * bj
-                    B[j, t] = s * bi + c * bj
-        if not rotated:
-            break
+    jacobi(B, np.eye(k))
     hi, lo = 0.0, np.inf
     for i in range(k):
         s = 0.0
-        for t in range(n):
+        for t in range(B.shape[1]):
             s += B[i, t] * B[i, t]
         hi, lo = max(hi, s), min(lo, s)
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf

@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
+from qv_dynamics.sim.kernel_linalg import mv
 
 from .coord_kernel import evaluate_into
 from .kernels import coupled_core, pidc_core
@@ -60,16 +61,7 @@ def peak_ratio(tau, limits) -> float:
 @njit(cache=True)
 def _pmv(P, M, x, y) -> None:
     """y = P(Mx)."""
-    n = x.shape[0]
-    w = np.zeros(n)
-    for i in range(n):
-        for t in range(n):
-            w[i] += M[i, t] * x[t]
-    for i in range(n):
-        s = 0.0
-        for t in range(n):
-            s += P[i, t] * w[t]
-        y[i] = s
+    y[:] = mv(P, mv(M, x))
 
 
 @njit(cache=True)
@@ -150,15 +142,7 @@ def _internal(A, lam_d, check, rtol, atol, out) -> bool:
         total += lam_d[i] * lam_d[i]
     if math.sqrt(size) > check[1] + check[0] * math.sqrt(total):
         return False
-    w = np.zeros(m)
-    for i in range(m):
-        for j in range(r):
-            w[i] += U[i, j] * zz[j]
-    for t in range(n):
-        s = 0.0
-        for i in range(m):
-            s += A[i, t] * w[i]
-        out[2, t] = s
+    out[2] = mv(A.T, mv(U[:, :r], zz))          # AᵀE(z_d − z_m)
     return True
 
 
