@@ -101,6 +101,7 @@ class PassiveJointLaw(ProjectionLawBase):
                          cond_max=cond_max, compiled=compiled)
         self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
                                              check_rtol=internal_tol, check_atol=internal_tol)
+        self._tols: tuple = (None, None)  # the internal-force check's (rtol, atol) and their array (mode 3)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
         self._passive = ~self.mask
@@ -167,7 +168,10 @@ class PassiveJointLaw(ProjectionLawBase):
 
     def _check_tolerances(self, *_) -> np.ndarray:
         """(rtol, atol) of the internal-force check, for the compiled tick (mode 3)."""
-        return np.array([self.internal.check_rtol, self.internal.check_atol])
+        ch = self.internal
+        if self._tols[0] != (ch.check_rtol, ch.check_atol):
+            self._tols = ((ch.check_rtol, ch.check_atol), np.array([ch.check_rtol, ch.check_atol]))
+        return self._tols[1]
 
     def reset(self) -> None:
         super().reset()

@@ -55,6 +55,8 @@ def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
 class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
+    normal_motion = False  # the tracking law's normal-motion terms (QuasiTrackingLaw sets its own)
+
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
                  compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
                  compiled: bool = True):
@@ -108,7 +110,7 @@ class QuasiLawBase(ControlLaw):
                        qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, qs.v, qs.v_r, qs.Gamma_xi_vr,
                        terms.g if bias is None else terms.g + bias, ref.theta, ref.theta_dot, ref.theta_ddot,
                        ref.lambda_, _NONE if corr is None else corr, self.kp, self.kd, self.cond_max, mode,
-                       int(getattr(self, "normal_motion", False) and r > 0), int(force_on),
+                       int(self.normal_motion and r > 0), int(force_on),
                        int(self.compensate_velocity), rate[0], rate[1], rate[2], rate[3],
                        _no_limits(n) if lim is None else lim, out) != 1:
             return None
