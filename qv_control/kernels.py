@@ -30,12 +30,21 @@ _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64,
 
 
 @njit(cache=True)
-def _cond(D) -> float:
-    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
-    of the rotated D are its singular values), inf when D is singular."""
+def _cond(D, U) -> float:
+    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
+    (:func:`~qv_dynamics.sim.kernel_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
+    orthogonal U (k × k) of the previous call (the identity: a cold start) and updated in place (D = U·rows), so
+    that a D that moved little since needs about one sweep. The caller resets U to the identity now and then
+    (its orthogonality drifts by rounding)."""
     k = D.shape[0]
-    B = D.copy()
-    jacobi(B, np.eye(k))
+    B = np.empty((k, D.shape[1]))
+    for i in range(k):
+        for j in range(D.shape[1]):
+            s = 0.0
+            for t in range(k):
+                s += U[t, i] * D[t, j]
+            B[i, j] = s
+    jacobi(B, U)
     hi, lo = 0.0, np.inf
     for i in range(k):
         s = 0.0
@@ -117,29 +126,29 @@ def _reduced(Qi, V, r, J, N, D) -> None:
 
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
 def reduced_jacobian(Qi, V, r, J, D) -> float:
-    """:func:`reduced_core` as one compiled entry point."""
-    return reduced_core(Qi, V, r, J, D)
+    """:func:`reduced_core` as one compiled entry point (cold-started Jacobi)."""
+    return reduced_core(Qi, V, r, J, D, np.eye(D.shape[0]))
 
 
 @njit(cache=True)
-def reduced_core(Qi, V, r, J, D) -> float:
-    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
+def reduced_core(Qi, V, r, J, D, U) -> float:
+    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi from the rotation U, :func:`_cond`)."""
     n = V.shape[0]
     _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
-    return _cond(D)
+    return _cond(D, U)
 
 
 @kernel(_SIG)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
-    """:func:`tracking_core` as one compiled entry point."""
+    """:func:`tracking_core` as one compiled entry point (cold-started Jacobi)."""
     return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
-                         cond_max, normal, out)
+                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]))
 
 
 @njit(cache=True)
 def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
-                  normal, out) -> int:
+                  normal, out, U) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
     θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
     ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
@@ -150,7 +159,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
     N = np.empty((n, k))
     D = out[7:7 + k, :k]
     _reduced(Qi, V, r, J, N, D)
-    out[6, 0] = cond = _cond(D)
+    out[6, 0] = cond = _cond(D, U)
     if not cond <= cond_max:
         return 0
     e = out[5, :k]
@@ -234,12 +243,12 @@ def _householder(At, Qf, R) -> None:
 @kernel(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
       "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
-    """:func:`pidc_core` as one compiled entry point."""
-    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs)
+    """:func:`pidc_core` as one compiled entry point (cold-started Jacobi)."""
+    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]))
 
 
 @njit(cache=True)
-def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
+def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
     decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
@@ -271,7 +280,7 @@ def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     Jc = np.ascontiguousarray(J)
     D = Jc.dot(N)
     mats[n + m:n + m + k, :k] = D
-    vecs[2, 0] = cond = _cond(D)
+    vecs[2, 0] = cond = _cond(D, U)
     if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
         return 1
     x = _solve(D, acc - Jdq - Jc.dot(a_perp))

@@ -13,7 +13,8 @@ Force channel (``force_on``, eq. 42/47): ξ_d = V₁ᵀΛᵀλ_d, u_ξ = ξ_d �
 with base = g (+ the carried bias), peak = max |τ_i|/L_i (:func:`qv_control.tick_kernel.peak_ratio`).
 
 ``out`` rows (n columns): τ, base, force, motion, u_v, ε, e = θ − θ_d, θ, u_ξ, ξ_d, Gv_n, (Gv_n)˙, v_n,
-[cond D, peak, V = ½‖v_r‖² + ½eᵀK_pe], the tracking kernel's rows (7 + k), the coordinates' rows. Returns 1,
+[cond D, peak, V = ½‖v_r‖² + ½eᵀK_pe], the tracking kernel's rows (7 + k), the coordinates' rows. ``U``: the
+Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels._cond`). Returns 1,
 2 (cond D > cond_max: the numpy path raises) or 3 (an orientation beyond its chart: the numpy path raises).
 """
 from __future__ import annotations
@@ -84,13 +85,14 @@ def _torque(Q, V, r, k, base, out) -> None:
 
 _SIG = (f"int64({_M}, {_M}, {_M}, {_V}, {_M}, {_V}, float64[:, :, ::1], int64[:, ::1], int64[:, ::1], int64, "
         f"float64[::1], float64[::1], {', '.join([_M] * 8)}, {_V}, {_V}, {_V}, {_V}, {_V}, {_V}, {_V}, {_V}, {_V}, "
-        f"{_V}, float64, float64, int64, int64, int64, int64, int64, {_V}, float64, {_V}, {_V}, float64[:, ::1])")
+        f"{_V}, float64, float64, int64, int64, int64, int64, int64, {_V}, float64, {_V}, {_V}, float64[:, ::1], "
+        "float64[:, ::1])")
 
 
 @kernel(_SIG)
 def quasi_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, Q, Qi, Qd, V, W1, Lam, G, Gv, v, vr, gxi,
                base, th_d, thd_d, thdd_d, lam_d, corr, kp, kd, cond_max, mode, normal, force_on, compensate,
-               rate_mode, gvn_prev, dt, rate_prev, limits, out) -> int:
+               rate_mode, gvn_prev, dt, rate_prev, limits, out, U) -> int:
     """The tick of a quasi-velocity law (module doc)."""
     r = W1.shape[0]
     T = out[ROWS:ROWS + 7 + k]
@@ -103,7 +105,7 @@ def quasi_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, Q, Qi, Qd, 
     u_v = out[4, :k]
     if mode == 0:
         if not tracking_core(Qi, Qd, V, W1, Lam, G, Gv, W[:k], W[k:2 * k], W[2 * k:b], v, vr, theta, th_d,
-                             W[b + 1, :k], thd_d, thdd_d, kp, kd, cond_max, normal, T):
+                             W[b + 1, :k], thd_d, thdd_d, kp, kd, cond_max, normal, T, U):
             return 2
         out[13, 0] = T[6, 0]
         for i in range(k):
@@ -121,7 +123,7 @@ def quasi_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, Q, Qi, Qd, 
             out[12, i] = T[4, i]
     else:
         D = T[7:7 + k, :k]
-        cond = reduced_core(Qi, V, r, W[:k], D)
+        cond = reduced_core(Qi, V, r, W[:k], D, U)
         out[13, 0] = cond
         if not cond <= cond_max:
             return 2
@@ -163,5 +165,5 @@ def warm() -> None:
                    np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), E, E, E, E, np.ones((1, 1)),
                    np.ones((1, n)), E, np.eye(k), np.ones(n), np.ones(k), np.ones(1), np.ones(n), z, z, z,
                    np.ones(1), np.ones(1), np.ones(k), 1.0, 1e6, mode, 1, 1, 1, 1, z, 1e-3, z,
-                   np.full(n, math.inf), np.zeros((rows(n, k, 3), n)))
+                   np.full(n, math.inf), np.zeros((rows(n, k, 3), n)), np.eye(k))
 

@@ -18,7 +18,8 @@ With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_
 
 ``out`` rows (n columns): τ, base, force, motion, u_p, a⊥, λ_m (m entries), θ, e, [cond D, peak, dim 𝓔],
 z and z_d of the internal-force channel (m entries), then
-P (n rows), A⁺ᵀ (m rows), D (k rows, k columns) and the coordinates' workspace (2k + 3 rows).
+P (n rows), A⁺ᵀ (m rows), D (k rows, k columns) and the coordinates' workspace (2k + 3 rows). ``U``: the
+Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels._cond`).
 Returns 1, or 0 (A not certified of full row rank: the numpy path decides), 2 (cond D > cond_max: the
 numpy path raises), 3 (an orientation coordinate beyond its chart: the numpy path raises), 4 (λ_d not
 internal: the numpy path raises).
@@ -149,12 +150,12 @@ def _internal(A, lam_d, check, rtol, atol, out) -> bool:
 _SIG = (f"int64({_M}, {_M}, {_M}, float64[:], {_M}, float64[:], float64[:, :, ::1], int64[:, ::1], "
         f"int64[:, ::1], int64, float64[::1], float64[::1], {_M}, float64[:], {_M}, float64[:], float64[:], "
         "float64[:], float64[:], float64[:], float64[:], float64, float64, float64, float64, int64, float64[:], "
-        "float64[:], float64[:, ::1])")
+        "float64[:], float64[:, ::1], float64[:, ::1])")
 
 
 @kernel(_SIG)
 def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, A, ad, th_d, thd_d, thdd_d,
-                    lam_d, kp, kd, rtol, atol, cond_max, mode, f_F, limits, out) -> int:
+                    lam_d, kp, kd, rtol, atol, cond_max, mode, f_F, limits, out, U) -> int:
     """The tick of a projection law (module doc)."""
     m, n = A.shape
     W = out[ROWS + n + m + k:]                       # the coordinates' rows
@@ -170,7 +171,7 @@ def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, 
         acc[i] = thdd_d[i] + kd * (thd_d[i] - thd[i]) + kp[i] * e
     mats = out[ROWS:ROWS + n + m + k]
     vecs = np.empty((3, n))
-    if not pidc_core(A, ad, W[:k], Jdq, acc, rtol, atol, mats, vecs):
+    if not pidc_core(A, ad, W[:k], Jdq, acc, rtol, atol, mats, vecs, U):
         return 0
     cond = vecs[2, 0]
     out[9, 0] = cond
@@ -202,10 +203,10 @@ def warm() -> None:
     projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
                     np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
                     np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
-                    1e6, 1, np.ones(n), np.full(n, math.inf), out)
+                    1e6, 1, np.ones(n), np.full(n, math.inf), out, np.eye(k))
     out[:] = 0.0
     projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
                     np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
                     np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
-                    1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out)
+                    1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out, np.eye(k))
 

@@ -32,14 +32,14 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
     assert fast.compiled and not slow.compiled
     if not name.startswith("quasi"):
         assert fast._kernel is not None and slow._kernel is None
-    worst = dict.fromkeys(["tau", "u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion"], 0.0)
+    worst = dict.fromkeys(["tau", "u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion", "cond_D"], 0.0)
     fused = 0
     for s in states:
         r = ref(s.t)
         a, b = fast.compute(s, r), slow.compute(s, r)
         fused += a.base is not None  # τ is a row of the fused tick kernel's output (a fresh array otherwise)
         worst["tau"] = max(worst["tau"], float(np.abs(a - b).max() / np.abs(b).max()))
-        for f in ("u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion"):
+        for f in ("u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion", "cond_D"):
             if f in slow.last:
                 x, y = fast.last[f], slow.last[f]
                 worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))

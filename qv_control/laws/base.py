@@ -159,6 +159,8 @@ class ControlLaw(ABC):
         self._theta_hold: np.ndarray | None = None
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
+        self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
+        self._cond_calls = 0
 
     # ------------------------------------------------------------------ helpers for subclasses
     def reset(self) -> None:
@@ -210,6 +212,16 @@ class ControlLaw(ABC):
         if self._theta_hold is None:
             self._theta_hold = theta_now.copy()
         return validate_reference(reference, self.k, m, self.coords, theta_hold=self._theta_hold)
+
+    def _cond_rotation(self) -> np.ndarray:
+        """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
+        (:func:`qv_control.kernels._cond`): kept between samples, so that a slowly moving D needs about one
+        sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
+        drifts its orthogonality)."""
+        self._cond_calls += 1
+        if self._cond_U is None or not self._cond_calls & 1023:
+            self._cond_U = np.eye(self.k)
+        return self._cond_U
 
     def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)

@@ -84,7 +84,8 @@ class ProjectionLawBase(ControlLaw):
         if self._tick(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, terms.M, terms.h, terms.A,
                       terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, self.kp, self.kd, RTOL,
                       ATOL, self.cond_max, self.tick_mode if mode is None else mode, f_F,
-                      _no_limits(n) if lim is None else lim, out) != 1:
+                      _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
+            self._cond_U = None
             return None
         e = out[8, :k]
         self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=float(out[9, 0]),

@@ -112,7 +112,8 @@ class QuasiLawBase(ControlLaw):
                        ref.lambda_, _NONE if corr is None else corr, self.kp, self.kd, self.cond_max, mode,
                        int(self.normal_motion and r > 0), int(force_on),
                        int(self.compensate_velocity), rate[0], rate[1], rate[2], rate[3],
-                       _no_limits(n) if lim is None else lim, out) != 1:
+                       _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
+            self._cond_U = None
             return None
         if lim is None:
             status = SaturationStatus()
