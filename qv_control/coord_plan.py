@@ -19,8 +19,8 @@ MAX_SLOTS = 2
 class CompiledCoordinates:
     """Kernel inputs of one :class:`~qv_control.coordinates.MinimalCoordinates` (module doc)."""
 
-    def __init__(self, coords, kernel):
-        self.coords, self.kernel = coords, kernel
+    def __init__(self, coords):
+        self.coords = coords
         self.model = coords.model
         self._plans: dict = {}            # (constraint_rates, id of the constraint plan) -> (it, (plan, fids, sup))
         self._views = None                # (data, fids, Jw, dJw, R0, p0, R1, p1)
@@ -105,14 +105,15 @@ class CompiledCoordinates:
     def evaluate(self, data, q, qdot, constraint_rates: bool):
         """(θ, J, J̇, J̇q̇, θ̇, Ȧ or None) as views of one fresh array, or None: not served here (module doc) or an
         orientation beyond the rotation-vector chart (the numpy path then raises its error)."""
-        p = self.prepare(data, constraint_rates)
+        kernel = self.coords._kernel
+        p = None if kernel is None else self.prepare(data, constraint_rates)
         if p is None:
             return None
         plan, sup, v, Rref = p
         k = self.coords.k
         m = plan.shape[0] - k
         out = np.empty((2 * k + m + 3, qdot.shape[0]))
-        if self.kernel(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, out):
+        if kernel(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, out):
             return None
         b = 2 * k + m
         return out[b, :k], out[:k], out[k:2 * k], out[b + 2, :k], out[b + 1, :k], \

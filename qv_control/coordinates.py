@@ -147,8 +147,9 @@ class MinimalCoordinates:
 
     def __init__(self, system, spec: Sequence | str | dict, compiled: bool = True):
         self.system = system
-        # θ, J, J̇, Ȧ in one compiled call (qv_control.coord_kernel, coord_plan); None: numpy (the reference)
-        self._kernel = load("qv_control.coord_kernel", "coordinates") if compiled else None
+        # θ, J, J̇, Ȧ in one compiled call (qv_control.coord_kernel, coord_plan), loaded at the first evaluation
+        # (a law whose fused tick does the coordinates itself never needs it); compiled=False: numpy (the reference)
+        self.compiled = bool(compiled)
         self.model = system.model
         self.data = self.model.createData()  # private: never clobbers the system's Data
         self.spec = spec
@@ -176,13 +177,18 @@ class MinimalCoordinates:
             pos = [(i, self.items[i].index) for i in rows if self.items[i].kind == "position"]
             rot = [(i, self.items[i].index) for i in rows if self.items[i].kind == "rotation"]
             self._frame_plan.append((fid, _row_map(pos), _row_map(rot), rot[0][0] if rot else -1))
-        self._fast = None if self._kernel is None else CompiledCoordinates(self, self._kernel)
+        self._fast = CompiledCoordinates(self) if self.compiled else None
         # range check bounds (joint rows only have finite ones)
         self._lo = self.lower - 1e-12
         self._hi = self.upper + 1e-12
         self._has_range = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
         self._range_rows = [(i, float(lo), float(hi)) for i, (lo, hi) in enumerate(zip(self._lo, self._hi))
                             if math.isfinite(lo) or math.isfinite(hi)]
+
+    @property
+    def _kernel(self):
+        """:func:`qv_control.coord_kernel.coordinates`, or None (numpy path: ``compiled=False`` or not loadable)."""
+        return load("qv_control.coord_kernel", "coordinates") if self.compiled else None
 
     @property
     def size(self) -> int:
@@ -219,7 +225,7 @@ class MinimalCoordinates:
             raise ReferenceRangeError(f"{name}: outside the joint range: {msg}")
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, q, qdot, constraint_rates: bool = False, data=None) -> KinematicTerms:
+    def evaluate(self, q, qdot, constraint_rates: bool = False, data=None, compiled: bool = True) -> KinematicTerms:
         """θ, J = ∂θ/∂q, J̇, J̇q̇ at (q, q̇); with ``constraint_rates`` also Ȧ of the system's active
         constraints (rows in the order of ``system.evaluate(...).A``).
 
@@ -236,7 +242,7 @@ class MinimalCoordinates:
             data = self.data
             pin.computeJointJacobiansTimeVariation(model, data, q, qdot)
             pin.updateFramePlacements(model, data)
-        if self._fast is not None:
+        if self._fast is not None and compiled:  # (compiled=False: the numpy path for this call)
             fast = self._fast.evaluate(data, q, qdot, constraint_rates)
             if fast is not None:
                 theta, J, Jd, Jdq, thd, Adot = fast
@@ -381,14 +387,11 @@ def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int,
 
 def as_coordinates(system, coordinates, compiled: bool = True) -> MinimalCoordinates:
     if isinstance(coordinates, MinimalCoordinates):
-        if coordinates.system is system and (coordinates._kernel is not None) == (compiled and _has_kernel()):
+        if coordinates.system is system and coordinates.compiled == bool(compiled):
             return coordinates
         coordinates = coordinates.spec
     return MinimalCoordinates(system, coordinates, compiled)
 
-
-def _has_kernel() -> bool:
-    return load("qv_control.coord_kernel", "coordinates") is not None
 
 
 __all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES"]

@@ -47,7 +47,7 @@ qs = quasi_decompose(t, prev=quasi_decompose(t))
 law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"], kp=400.0,
                kd=40.0)
 print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels", "tracking") is None,
-      law.coords._fast is None, load("qv_control.tick_kernel", "projection_tick") is None,
+      law.coords._kernel is None, load("qv_control.tick_kernel", "projection_tick") is None,
       load("qv_control.quasi_tick_kernel", "quasi_tick") is None)
 for m in sorted(STATUS):
     print(m, STATUS[m])

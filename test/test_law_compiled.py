@@ -45,8 +45,9 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
                 worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
     if name.startswith("quasi"):
         assert fast._prev._V is not None  # the steady state went through the kernel
-    # every sample but the first (which latches the hold target) through the fused tick (no motion integral)
-    assert fused == (0 if extra else len(states) - 1), fused
+    # every sample through the fused tick (the first one latches the hold target there too); with a motion
+    # integral none
+    assert fused == (0 if extra else len(states)), fused
     # measured: τ ≤ 1e-14, u_v ≤ 4.4e-13 (the fused tick's θ differs by ≤ 1.3e-16 from Pinocchio's log₃; the gains
     # amplify it through D⁻¹)
     assert max(worst.values()) < 1e-12, worst

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, QVError, as_vector
 from qv_dynamics.state import Reference, State
 
@@ -135,6 +136,27 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
+class LazyKernel:
+    """A kernel of ``qv_control.kernels`` that only a law's numpy-side path calls (the first sample's and the
+    fallbacks' products), loaded at its first use (:func:`qv_dynamics.compiled.load`) rather than when the law is
+    built: a law whose ticks all go through its fused kernel never loads it (start-up time). None when the law
+    runs the numpy path (``compiled=False``) or the kernel cannot be loaded."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __set_name__(self, owner, attr: str) -> None:
+        self.attr = f"_loaded{attr}"
+
+    def __get__(self, law, owner=None):
+        if law is None:
+            return self
+        fn = law.__dict__.get(self.attr, self)
+        if fn is self:
+            fn = law.__dict__[self.attr] = load("qv_control.kernels", self.name) if law.compiled else None
+        return fn
+
+
 class ControlLaw(ABC):
     """Abstract base of the laws: holds the model, the minimal coordinates θ(q), limits, the force PI and
     diagnostics; a law implements :meth:`compute`."""
@@ -212,6 +234,13 @@ class ControlLaw(ABC):
         if self._theta_hold is None:
             self._theta_hold = theta_now.copy()
         return validate_reference(reference, self.k, m, self.coords, theta_hold=self._theta_hold)
+
+    def _held_theta(self, q, qdot) -> np.ndarray:
+        """The hold target θ_d of a reference without θ_d: latched at the first sample (θ there; evaluated
+        only then)."""
+        if self._theta_hold is None:  # (numpy path: no coordinates kernel to load for this one sample)
+            return self.coords.evaluate(q, qdot, data=self.system.data, compiled=False).theta
+        return self._theta_hold
 
     def _cond_rotation(self) -> np.ndarray:
         """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.projection import coupling
 from qv_dynamics.state import Reference, State
 
+from .base import LazyKernel
 from .projection_base import ProjectionLawBase
 
 
@@ -18,13 +18,13 @@ class PIDCForceLaw(ProjectionLawBase):
     model). With a measurement the force error obeys (G_F + 1)ė_f + G_I e_f = 0."""
 
     name = "pidc_force"
+    _coupling = LazyKernel("coupled")
     tick_mode = 1
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
                          cond_max=cond_max, compiled=compiled)
-        self._coupling = load("qv_control.kernels", "coupled") if self.compiled else None
 
     def _force_target(self, t, terms, ref, lam_meas) -> np.ndarray:
         """f_F = F_d + PI (eq. 51–52, before the projection (I−P)), F_d = Aᵀλ_d; sets ``last``'s entries."""

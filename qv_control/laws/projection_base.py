@@ -30,7 +30,7 @@ from qv_dynamics.state import State
 from ..coordinates import check_reduced_jacobian
 from ..saturation import SaturationStatus
 from ..tick_kernel import rows as tick_rows
-from .base import ControlLaw
+from .base import ControlLaw, LazyKernel
 
 _NO_FORCE = np.zeros(0)
 _INF: dict[int, np.ndarray] = {}
@@ -53,11 +53,11 @@ class ProjectionLawBase(ControlLaw):
 
     #: the compiled tick's channels (qv_control.tick_kernel ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
     tick_mode: int | None = None
+    # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.pidc)
+    _kernel = LazyKernel("pidc")
 
     def __init__(self, system, coordinates, **kw):
         super().__init__(system, coordinates, **kw)
-        # the projection and u_p in one compiled call (qv_control.kernels.pidc); None: numpy (the reference)
-        self._kernel = load("qv_control.kernels", "pidc") if self.compiled else None
         # the whole tick after Pinocchio's passes in one call (qv_control.tick_kernel)
         self._tick = load("qv_control.tick_kernel", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
@@ -67,7 +67,7 @@ class ProjectionLawBase(ControlLaw):
         path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
         or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1),
         the check tolerances (mode 3); ``mode``: the kernel's (default ``tick_mode``)."""
-        if self._tick is None or self._theta_hold is None:
+        if self._tick is None:
             return None
         t, q, qdot, lam_meas = self._read_state(state)
         terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
@@ -76,7 +76,7 @@ class ProjectionLawBase(ControlLaw):
         prep = self.coords._fast.prepare(self.system.data, False) if k == n - m else None
         if prep is None:
             return None
-        ref = self._read_reference(reference, t, self._theta_hold, m)
+        ref = self._read_reference(reference, t, self._held_theta(q, qdot), m)
         plan, sup, v, Rref = prep
         f_F = _NO_FORCE if force is None else force(t, terms, ref, lam_meas)
         lim = self.limits

@@ -31,7 +31,7 @@ from qv_dynamics.quasi import compiled_kernel, quasi_decompose
 from ..coordinates import check_reduced_jacobian
 from ..quasi_tick_kernel import rows as quasi_rows
 from ..saturation import SaturationStatus, saturate
-from .base import ControlLaw
+from .base import ControlLaw, LazyKernel
 from .projection_base import _no_limits
 
 _NONE = np.zeros(0)
@@ -56,6 +56,7 @@ class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
     normal_motion = False  # the tracking law's normal-motion terms (QuasiTrackingLaw sets its own)
+    _reduced = LazyKernel("reduced_jacobian")
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
                  compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
@@ -65,7 +66,6 @@ class QuasiLawBase(ControlLaw):
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
         self._prev = None
-        self._reduced = load("qv_control.kernels", "reduced_jacobian") if self.compiled else None
         # the tick after the decomposition in one call (qv_control.quasi_tick_kernel)
         self._qtick = load("qv_control.quasi_tick_kernel", "quasi_tick") \
             if self.compiled and self.coords._fast is not None else None
@@ -88,17 +88,17 @@ class QuasiLawBase(ControlLaw):
                        bias=None):
         """(out, ref) of :func:`qv_control.quasi_tick_kernel.quasi_tick` for this sample (``mode``: 0 tracking,
         1/2 setpoint; ``rate``: (rate_mode, Gv_n,prev, dt, rate_prev)), or None: the numpy path serves it
-        (the first sample, which latches the hold target; θ not of size n − r; more frames than the kernel
+        (θ not of size n − r; more frames than the kernel
         serves; a singular D or an orientation beyond its chart, where the numpy path raises). Sets the
         limiter's status and ``last["force_feedback"]``."""
-        if self._qtick is None or self._theta_hold is None:
+        if self._qtick is None:
             return None
         n, r, k = qdot.shape[0], qs.rank, self.k
         prep = self.coords._fast.prepare(self.system.data, mode == 0 and r > 0) if k == n - r else None
         if prep is None:
             return None
         plan, sup, vw, Rref = prep
-        ref = self._read_reference(reference, t, self._theta_hold, terms.m)
+        ref = self._read_reference(reference, t, self._held_theta(q, qdot), terms.m)
         force_on = self.force and r > 0
         corr = self._force_correction(t, ref.lambda_, lam_meas) if force_on else None
         if force_on:

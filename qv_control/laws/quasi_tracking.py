@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
-from .base import scalar_gain
+from .base import LazyKernel, scalar_gain
 from .carry import IntegralCarry
 from .integral import BoundedIntegral
 from .quasi_base import _NONE, QuasiLawBase, normal_coupling
@@ -77,6 +76,7 @@ class QuasiTrackingLaw(QuasiLawBase):
     """
 
     name = "quasi_tracking"
+    _kernel = LazyKernel("tracking")  # the numpy-side path's motion products (ki_motion, fallbacks)
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
                  normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0,
@@ -93,7 +93,6 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate: np.ndarray | None = None
         self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
         self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
-        self._kernel = load("qv_control.kernels", "tracking") if self.compiled else None
 
     def reset(self) -> None:
         super().reset()
