@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_kernel import full_rank
+from qv_dynamics.quasi_linalg import full_rank
 from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv, upper_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
