@@ -54,6 +54,9 @@ setup(
             "sim = qv_dynamics.sim.kernels",
             "quasi = qv_dynamics.quasi_kernel",
             "control = qv_control.kernels",
+            "coordinates = qv_control.coord_kernel",
+            "projection_tick = qv_control.tick_kernel",
+            "quasi_tick = qv_control.quasi_tick_kernel",
         ],
     },
 )

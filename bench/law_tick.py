@@ -28,7 +28,7 @@ from timing import median_table, medians_us, time_calls  # noqa: E402  (bench/)
 from qv_control.laws import LAWS, make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
 from qv_dynamics import ConstrainedSystem  # noqa: E402
-from qv_dynamics.state import State  # noqa: E402
+from qv_dynamics.state import Reference, State  # noqa: E402
 
 COORDS = ["panda_hand_tcp.x", "panda_hand_tcp.y", "panda_hand_tcp.rx", "panda_hand_tcp.ry", "panda_hand_tcp.rz",
           "panda_joint3"]
@@ -39,6 +39,13 @@ PARAMS = {  # gains of config/panda_table.yaml for the quasi-velocity laws; PIDC
     "pidc": dict(kp=400.0, kd=40.0),
     "pidc_force": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0),
     "passive": dict(kp=400.0, kd=40.0, actuated=JOINTS),
+}
+#: the tool-frame baselines (θ = tool position): the operational-space law with the table task's bandwidths and
+#: force PI (config/panda_table.yaml), the impedance baseline with the demo's gains (config/demo.yaml)
+TOOL = "panda_hand_tcp"
+TOOL_PARAMS = {
+    "osc": dict(frame=TOOL, contact="contact", kp=60.0, kd=120.0, kf=0.3, ki=30.0),
+    "impedance": dict(frame=TOOL, contact="contact", kp_pos=3000.0, kd_pos=150.0, kp_rot=150.0, kd_rot=12.0),
 }
 
 
@@ -57,6 +64,21 @@ def reference(system):
     r = c["reference"]
     W = np.asarray(r["waypoints"], float).reshape(len(r["times"]), -1)
     return SplineReference(r["times"], W, kind=r["kind"], lambda_=np.asarray(c["lambda_desired"], float))
+
+
+def tool_laws(system, q0: np.ndarray) -> dict:
+    """osc and impedance at the table task's start: posture q0, tool orientation held at its start."""
+    pin.framesForwardKinematics(system.model, system.data, q0)
+    R0 = system.data.oMf[system.frame_id(TOOL)].rotation.copy()
+    return {name: make_law(name, system, q_null=q0, rotation=R0, **p) for name, p in TOOL_PARAMS.items()}
+
+
+def tool_reference(system, r: Reference) -> Reference:
+    """The table task's reference for a tool-position law: (x_d, y_d) of θ_d, z on the table (the contact's
+    anchored height), the same λ_d."""
+    z = float(system.constraint("contact").position[2])
+    return Reference(theta=np.array([r.theta[0], r.theta[1], z]), theta_dot=np.array([*r.theta_dot[:2], 0.0]),
+                     theta_ddot=np.array([*r.theta_ddot[:2], 0.0]), lambda_=r.lambda_)
 
 
 def closed_loop_states(seconds: float, every: int):
@@ -86,13 +108,20 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     prox = pin.ProximalSettings(1e-12, 0.0, 1)
     # every law of the registry that runs on the fixed-base Panda (the legged law: bench/legged.py)
     laws = {name: make_law(name, system, coordinates=COORDS, **PARAMS[name]) for name in LAWS if name in PARAMS}
+    tool = tool_laws(system, states[0].q)
+    missing = sorted(set(LAWS) - set(laws) - set(tool) - {"legged"})
+    assert not missing, f"laws not benchmarked: {missing}"
+    laws.update(tool)
+    trefs = [tool_reference(system, r) for r in refs]
     times = {k: [] for k in [*laws, "pin.constraintDynamics"]}
     sat = {k: 0 for k in laws}
     tau0 = np.zeros(system.nv)
-    for s, r in zip(states, refs):
+    for s, r, tr in zip(states, refs, trefs):
         for name, law in laws.items():
-            times[name] += time_calls(law.compute, reps, s, r)
-            sat[name] += bool(law.saturation.active)
+            if name in tool:  # posture target = this state: the states drift 0.2 rad from q0 in null-space motion
+                law.q_null = s.q  # that the tool laws' stiff posture term (k_p·k_d = 7200/s²) would saturate
+            times[name] += time_calls(law.compute, reps, s, tr if name in tool else r)
+            sat[name] += bool(getattr(law, "saturation", None) is not None and law.saturation.active)
         times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
                                                       cms, cds, prox)
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
@@ -104,8 +133,9 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     print("compiled kernels (QV_COMPILED=0 for the numpy path): "
           + ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in sorted(STATUS.items())))
     print(f"target (every law <= 10x pin.constraintDynamics): worst {worst:.1f}x -> "
-          f"{'met' if worst <= 10 else 'NOT met'}")
+          f"{'met' if worst <= 10 else 'NOT met'} (the legged law: bench/legged.py, ANYmal on a floor)")
     shared_breakdown(system, laws["pidc"], states, refs, reps)
+    quasi_breakdown(laws["quasi_tracking"], states, refs, reps)
     return med
 
 
@@ -136,6 +166,29 @@ def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
     print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside system.evaluate)")
     for k, t in med.items():
         print(f"  {k:32s} {t:8.2f} µs")
+    return med
+
+
+def quasi_breakdown(law, states, refs, reps: int = 5) -> dict:
+    """Medians of the parts of a quasi_tracking tick on the same states: the state check, the decomposition
+    (``evaluate`` + ``quasi_decompose`` with ``prev``) and the fused tick after it (reference, force PI, the one
+    kernel call: coordinates, motion, force channel, torque channels, limiter)."""
+    times: dict[str, list[float]] = {k: [] for k in ("_read_state", "_decompose (evaluate + quasi_decompose)",
+                                                      "_tick (fused, after the decomposition)",
+                                                      "  _read_reference", "  force PI")}
+    for s, r in zip(states, refs):
+        law.compute(s, r)
+        t, q, qdot, lam = law._read_state(s)
+        terms, qs = law._decompose(q, qdot)
+        times["_read_state"] += time_calls(law._read_state, reps, s)
+        times["_decompose (evaluate + quasi_decompose)"] += time_calls(law._decompose, reps, q, qdot)
+        times["_tick (fused, after the decomposition)"] += time_calls(law._tick, reps, t, q, qdot, lam, terms, qs, r)
+        times["  _read_reference"] += time_calls(law._read_reference, reps, r, t, law._theta_hold, terms.m)
+        times["  force PI"] += time_calls(law._force_correction, reps, t, r.lambda_, lam)
+    med = medians_us(times)
+    print(f"parts of a {law.name} tick")
+    for k, v in med.items():
+        print(f"  {k:40s} {v:8.2f} µs")
     return med
 
 

@@ -34,6 +34,8 @@ from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 
+from .coord_plan import CompiledCoordinates
+
 AXES = ("x", "y", "z", "rx", "ry", "rz")
 #: beyond this angle (rad) the rotation-vector coordinates are too close to the log₃ singularity at π
 MAX_ROTATION_ANGLE = 2.8
@@ -145,8 +147,9 @@ class MinimalCoordinates:
 
     def __init__(self, system, spec: Sequence | str | dict, compiled: bool = True):
         self.system = system
-        # the rotation rows' G, Ġ products in one compiled call (qv_control.kernels); None: numpy (reference)
-        self._kernel = load("qv_control.kernels", "rotation_rates") if compiled else None
+        # θ, J, J̇, Ȧ in one compiled call (qv_control.coord_kernel, coord_plan), loaded at the first evaluation
+        # (a law whose fused tick does the coordinates itself never needs it); compiled=False: numpy (the reference)
+        self.compiled = bool(compiled)
         self.model = system.model
         self.data = self.model.createData()  # private: never clobbers the system's Data
         self.spec = spec
@@ -162,6 +165,7 @@ class MinimalCoordinates:
                 frames.setdefault(it.frame_id, []).append(i)
         self._frames = frames
         self._rot_ref: dict[int, np.ndarray | None] = {}
+        self._ref_version = 0  # bumped whenever an orientation reference is set (the compiled path's copy)
         for fid, rows in frames.items():
             refs = [getattr(self.items[i], "rotation_reference", None) for i in rows]
             self._rot_ref[fid] = next((r for r in refs if r is not None), None)
@@ -173,12 +177,18 @@ class MinimalCoordinates:
             pos = [(i, self.items[i].index) for i in rows if self.items[i].kind == "position"]
             rot = [(i, self.items[i].index) for i in rows if self.items[i].kind == "rotation"]
             self._frame_plan.append((fid, _row_map(pos), _row_map(rot), rot[0][0] if rot else -1))
+        self._fast = CompiledCoordinates(self) if self.compiled else None
         # range check bounds (joint rows only have finite ones)
         self._lo = self.lower - 1e-12
         self._hi = self.upper + 1e-12
         self._has_range = bool(np.isfinite(self.lower).any() or np.isfinite(self.upper).any())
         self._range_rows = [(i, float(lo), float(hi)) for i, (lo, hi) in enumerate(zip(self._lo, self._hi))
                             if math.isfinite(lo) or math.isfinite(hi)]
+
+    @property
+    def _kernel(self):
+        """:func:`qv_control.coord_kernel.coordinates`, or None (numpy path: ``compiled=False`` or not loadable)."""
+        return load("qv_control.coord_kernel", "coordinates") if self.compiled else None
 
     @property
     def size(self) -> int:
@@ -194,6 +204,7 @@ class MinimalCoordinates:
         for fid in self._frames:
             if force or self._rot_ref[fid] is None:
                 self._rot_ref[fid] = self.data.oMf[fid].rotation.copy()
+        self._ref_version += 1
 
     def check_range(self, theta, name: str = "theta_d") -> None:
         """Raise ReferenceRangeError when a joint coordinate leaves its URDF joint range."""
@@ -214,7 +225,7 @@ class MinimalCoordinates:
             raise ReferenceRangeError(f"{name}: outside the joint range: {msg}")
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, q, qdot, constraint_rates: bool = False, data=None) -> KinematicTerms:
+    def evaluate(self, q, qdot, constraint_rates: bool = False, data=None, compiled: bool = True) -> KinematicTerms:
         """θ, J = ∂θ/∂q, J̇, J̇q̇ at (q, q̇); with ``constraint_rates`` also Ȧ of the system's active
         constraints (rows in the order of ``system.evaluate(...).A``).
 
@@ -231,6 +242,11 @@ class MinimalCoordinates:
             data = self.data
             pin.computeJointJacobiansTimeVariation(model, data, q, qdot)
             pin.updateFramePlacements(model, data)
+        if self._fast is not None and compiled:  # (compiled=False: the numpy path for this call)
+            fast = self._fast.evaluate(data, q, qdot, constraint_rates)
+            if fast is not None:
+                theta, J, Jd, Jdq, thd, Adot = fast
+                return KinematicTerms(theta=theta, J=J, Jdot=Jd, Jdot_qdot=Jdq, theta_dot=thd, Adot=Adot)
         k = self.k
         theta = np.zeros(k)
         J = np.zeros((k, n))
@@ -269,6 +285,7 @@ class MinimalCoordinates:
         R_ref = self._rot_ref[fid]
         if R_ref is None:
             R_ref = self._rot_ref[fid] = R.copy()
+            self._ref_version += 1
         phi = pin.log3(R.dot(R_ref.T))
         th2 = float(phi.dot(phi))
         if th2 > MAX_ROTATION_ANGLE ** 2:
@@ -277,10 +294,6 @@ class MinimalCoordinates:
                 "from its orientation reference; rotation-vector coordinates are singular near pi "
                 "(choose a rotation_reference closer to the working orientation)")
         c, k = _left_jacobian_coefficients(th2)
-        if self._kernel is not None:
-            out = np.empty((6, qdot.shape[0]))
-            self._kernel(phi, c, k, J6, dJ6, qdot, out)
-            return phi, out[:3], out[3:]
         P = pin.skew(phi)
         P2 = P.dot(P)
         G = c * P2
@@ -374,14 +387,11 @@ def check_reduced_jacobian(D: np.ndarray, labels: Sequence[str], n: int, r: int,
 
 def as_coordinates(system, coordinates, compiled: bool = True) -> MinimalCoordinates:
     if isinstance(coordinates, MinimalCoordinates):
-        if coordinates.system is system and (coordinates._kernel is not None) == (compiled and _has_kernel()):
+        if coordinates.system is system and coordinates.compiled == bool(compiled):
             return coordinates
         coordinates = coordinates.spec
     return MinimalCoordinates(system, coordinates, compiled)
 
-
-def _has_kernel() -> bool:
-    return load("qv_control.kernels", "rotation_rates") is not None
 
 
 __all__ = ["MinimalCoordinates", "KinematicTerms", "check_reduced_jacobian", "as_coordinates", "AXES"]

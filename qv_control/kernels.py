@@ -3,8 +3,7 @@ the callers keep the same products in numpy as their reference path (``compiled=
 kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
 :func:`qv_dynamics.compiled.warm_all` (scripts/setup.sh).
 
-:func:`rotation_rates` (:meth:`qv_control.coordinates.MinimalCoordinates._rotation`): with φ = log₃(RR_refᵀ),
-P = [φ]×, G = I − ½P + cP², φ̇ = GJ_ωq̇, Ġ = −½[φ̇]× + c([φ̇]×P + P[φ̇]×) + k(φᵀφ̇)P²: GJ_ω and GJ̇_ω + ĠJ_ω.
+The minimal coordinates' kernel is :mod:`qv_control.coord_kernel`.
 
 :func:`tracking` (:class:`~qv_control.laws.quasi_tracking.QuasiTrackingLaw`, eq. 35–38 with the
 normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe,
@@ -23,20 +22,29 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_kernel import full_rank
-from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv
+from qv_dynamics.quasi_linalg import full_rank
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv, upper_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
 
 
 @njit(cache=True)
-def _cond(D) -> float:
-    """σ₁/σ_k of a square D (one-sided Jacobi, :func:`~qv_dynamics.sim.kernel_linalg.jacobi`: the row norms
-    of the rotated D are its singular values), inf when D is singular."""
+def _cond(D, U) -> float:
+    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
+    (:func:`~qv_dynamics.sim.kernel_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
+    orthogonal U (k × k) of the previous call (the identity: a cold start) and updated in place (D = U·rows), so
+    that a D that moved little since needs about one sweep. The caller resets U to the identity now and then
+    (its orthogonality drifts by rounding)."""
     k = D.shape[0]
-    B = D.copy()
-    jacobi(B, np.eye(k))
+    B = np.empty((k, D.shape[1]))
+    for i in range(k):
+        for j in range(D.shape[1]):
+            s = 0.0
+            for t in range(k):
+                s += U[t, i] * D[t, j]
+            B[i, j] = s
+    jacobi(B, U)
     hi, lo = 0.0, np.inf
     for i in range(k):
         s = 0.0
@@ -44,6 +52,50 @@ def _cond(D) -> float:
             s += B[i, t] * B[i, t]
         hi, lo = max(hi, s), min(lo, s)
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf
+
+
+@njit(cache=True)
+def lu_factor(K, LU, piv) -> bool:
+    """K = PLU by partial pivoting into ``LU`` (multipliers below the diagonal) and ``piv`` (the row swapped
+    with row j at step j): the eliminations of :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`, kept for
+    several right-hand sides (:func:`lu_apply` gives the same x bit for bit). False when a pivot is 0."""
+    n = K.shape[0]
+    LU[:] = K
+    for j in range(n):
+        p = j
+        for i in range(j + 1, n):
+            if abs(LU[i, j]) > abs(LU[p, j]):
+                p = i
+        piv[j] = p
+        if LU[p, j] == 0.0:
+            return False
+        if p != j:
+            for t in range(n):
+                LU[j, t], LU[p, t] = LU[p, t], LU[j, t]
+        for i in range(j + 1, n):
+            f = LU[i, j] / LU[j, j]
+            LU[i, j] = f
+            if f != 0.0:
+                for t in range(j + 1, n):
+                    LU[i, t] -= f * LU[j, t]
+    return True
+
+
+@njit(cache=True)
+def lu_apply(LU, piv, b):
+    """K⁻¹b from :func:`lu_factor` (the row swaps in order, forward then back substitution)."""
+    n = b.shape[0]
+    x = b.copy()
+    for j in range(n):
+        p = piv[j]
+        if p != j:
+            x[j], x[p] = x[p], x[j]
+    for j in range(n):
+        for i in range(j + 1, n):
+            f = LU[i, j]
+            if f != 0.0:
+                x[i] -= f * x[j]
+    return upper_solve(LU, x)
 
 
 @njit(cache=True)
@@ -74,15 +126,29 @@ def _reduced(Qi, V, r, J, N, D) -> None:
 
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
 def reduced_jacobian(Qi, V, r, J, D) -> float:
-    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi; inf when singular)."""
+    """:func:`reduced_core` as one compiled entry point (cold-started Jacobi)."""
+    return reduced_core(Qi, V, r, J, D, np.eye(D.shape[0]))
+
+
+@njit(cache=True)
+def reduced_core(Qi, V, r, J, D, U) -> float:
+    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi from the rotation U, :func:`_cond`)."""
     n = V.shape[0]
     _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
-    return _cond(D)
+    return _cond(D, U)
 
 
 @kernel(_SIG)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
+    """:func:`tracking_core` as one compiled entry point (cold-started Jacobi)."""
+    return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
+                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]))
+
+
+@njit(cache=True)
+def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
+                  normal, out, U) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
     θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
     ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
@@ -93,7 +159,7 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     N = np.empty((n, k))
     D = out[7:7 + k, :k]
     _reduced(Qi, V, r, J, N, D)
-    out[6, 0] = cond = _cond(D)
+    out[6, 0] = cond = _cond(D, U)
     if not cond <= cond_max:
         return 0
     e = out[5, :k]
@@ -105,14 +171,17 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
         sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
     V1 = V[:, :r]
     V2 = V[:, r:]
-    sigma = _solve(D, s_d)
+    LU = np.empty((k, k))
+    piv = np.empty(k, np.int64)
+    lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
+    sigma = lu_apply(LU, piv, s_d)
     eps = vr - sigma
     u_v = np.zeros(k)
     if normal and r:
         v_n = mv(V1.T, v)
         out[4, :r] = v_n
         V1vn = mv(V1, v_n)
-        gvn = _solve(D, mv(J, mv(Qi.T, V1vn)))
+        gvn = lu_apply(LU, piv, mv(J, mv(Qi.T, V1vn)))
         out[3, :k] = gvn
         z = mv(W1.T, v_n)
         u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
@@ -125,41 +194,11 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     if r:
         a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
     Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
-    u_v += _solve(D, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
+    u_v += lu_apply(LU, piv, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
     out[0, :k] = u_v
     out[1, :k] = eps
     out[2, :k] = sigma
     return 1
-
-
-@kernel(f"void(float64[::1], float64, float64, {_M}, {_M}, float64[::1], float64[:, ::1])")
-def rotation_rates(phi, c, k, J6, dJ6, qdot, out) -> None:
-    """GJ_ω into ``out[:3]`` and GJ̇_ω + ĠJ_ω into ``out[3:]`` (3 × n each; module doc)."""
-    n = qdot.shape[0]
-    P = np.zeros((3, 3))
-    P[0, 1], P[0, 2], P[1, 2] = -phi[2], phi[1], -phi[0]
-    P[1, 0], P[2, 0], P[2, 1] = phi[2], -phi[1], phi[0]
-    P2 = P.dot(P)
-    G = c * P2 - 0.5 * P
-    w = np.zeros(3)
-    for i in range(3):
-        G[i, i] += 1.0
-        for j in range(n):
-            w[i] += J6[3 + i, j] * qdot[j]
-    pd = G.dot(w)
-    Pd = np.zeros((3, 3))
-    Pd[0, 1], Pd[0, 2], Pd[1, 2] = -pd[2], pd[1], -pd[0]
-    Pd[1, 0], Pd[2, 0], Pd[2, 1] = pd[2], -pd[1], pd[0]
-    S = Pd.dot(P)
-    Gd = c * (S + S.T) - 0.5 * Pd + (k * (phi[0] * pd[0] + phi[1] * pd[1] + phi[2] * pd[2])) * P2
-    for i in range(3):
-        for j in range(n):
-            a = b = 0.0
-            for t in range(3):
-                a += G[i, t] * J6[3 + t, j]
-                b += G[i, t] * dJ6[3 + t, j] + Gd[i, t] * J6[3 + t, j]
-            out[i, j] = a
-            out[3 + i, j] = b
 
 
 @njit(cache=True)
@@ -204,6 +243,12 @@ def _householder(At, Qf, R) -> None:
 @kernel(f"int64({_M}, float64[:], {_M}, float64[:], float64[:], float64, float64, float64[:, ::1], "
       "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
+    """:func:`pidc_core` as one compiled entry point (cold-started Jacobi)."""
+    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]))
+
+
+@njit(cache=True)
+def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
     decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
@@ -235,7 +280,7 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     Jc = np.ascontiguousarray(J)
     D = Jc.dot(N)
     mats[n + m:n + m + k, :k] = D
-    vecs[2, 0] = cond = _cond(D)
+    vecs[2, 0] = cond = _cond(D, U)
     if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
         return 1
     x = _solve(D, acc - Jdq - Jc.dot(a_perp))
@@ -245,6 +290,12 @@ def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
 
 @kernel(f"void(float64[:, ::1], {_M}, float64[:], float64[:], float64[:, ::1])")
 def coupled(M, P, x, y, out) -> None:
+    """:func:`coupled_core` as one compiled entry point."""
+    coupled_core(M, P, x, y, out)
+
+
+@njit(cache=True)
+def coupled_core(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
     by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
     n = M.shape[0]
@@ -262,7 +313,6 @@ def warm() -> None:
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
          np.empty((3, 2)))
-    rotation_rates(np.ones(3), 0.1, 0.01, np.ones((6, 2)), np.ones((6, 2)), np.ones(2), np.empty((6, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)
     z = np.zeros((r, n))

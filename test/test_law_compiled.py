@@ -32,22 +32,29 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
     assert fast.compiled and not slow.compiled
     if not name.startswith("quasi"):
         assert fast._kernel is not None and slow._kernel is None
-    worst = dict.fromkeys(["tau", "u_v", "u_xi", "eps", "u_p"], 0.0)
+    worst = dict.fromkeys(["tau", "u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion", "cond_D"], 0.0)
+    fused = 0
     for s in states:
         r = ref(s.t)
         a, b = fast.compute(s, r), slow.compute(s, r)
+        fused += a.base is not None  # τ is a row of the fused tick kernel's output (a fresh array otherwise)
         worst["tau"] = max(worst["tau"], float(np.abs(a - b).max() / np.abs(b).max()))
-        for f in ("u_v", "u_xi", "eps", "u_p"):
+        for f in ("u_v", "u_xi", "eps", "u_p", "internal_z", "lambda_motion", "cond_D"):
             if f in slow.last:
                 x, y = fast.last[f], slow.last[f]
                 worst[f] = max(worst[f], float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
     if name.startswith("quasi"):
         assert fast._prev._V is not None  # the steady state went through the kernel
-    assert max(worst.values()) < 1e-12, worst  # measured ≤ 8e-15
+    # every sample through the fused tick (the first one latches the hold target there too); with a motion
+    # integral none
+    assert fused == (0 if extra else len(states)), fused
+    # measured: τ ≤ 1e-14, u_v ≤ 4.4e-13 (the fused tick's θ differs by ≤ 1.3e-16 from Pinocchio's log₃; the gains
+    # amplify it through D⁻¹)
+    assert max(worst.values()) < 1e-12, worst
 
 
 def test_compiled_rotation_rows_equal_numpy():
-    """θ, J, J̇ of frame orientation coordinates (qv_control.kernels.rotation_rates vs the numpy products),
+    """θ, J, J̇ of frame orientation coordinates (qv_control.coord_kernel vs the numpy products),
     from the identity (series branch of c, c′) to 2.5 rad."""
     from qv_control.coordinates import MinimalCoordinates
     from qv_dynamics import ConstrainedSystem
@@ -66,6 +73,42 @@ def test_compiled_rotation_rows_equal_numpy():
         for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot"):
             x, y = getattr(a, f), getattr(b, f)
             assert np.abs(x - y).max() <= 1e-14 * max(1.0, np.abs(y).max()), (scale, f)
+
+
+def test_compiled_coordinates_equal_numpy_two_frames_and_constraint_rates():
+    """The coordinates kernel (qv_control.coord_kernel: frame Jacobians from Pinocchio's joint Jacobians, log₃,
+    G, Ġ, Ȧ rows) against the numpy path: two frames, a joint, Ȧ of a two-axis point contact, in the private
+    Data and in the system's; then an orientation beyond the chart raises the same error on both paths."""
+    from qv_control.coordinates import MinimalCoordinates
+    from qv_dynamics import ConstrainedSystem
+    from qv_dynamics.errors import RankDeficiencyError
+
+    system = ConstrainedSystem.from_urdf(
+        "panda", constraints=[{"type": "point_contact", "frame": "panda_hand", "axes": ["x", "z"]}])
+    spec = ["panda_hand.rx", "panda_hand.ry", "panda_hand.x", "panda_hand.rz", "panda_joint3", "panda_link5.y"]
+    fast, slow = MinimalCoordinates(system, spec), MinimalCoordinates(system, spec, compiled=False)
+    assert fast._fast is not None and slow._kernel is None
+    rng = np.random.default_rng(5)
+    q0 = system.random_configuration(rng)
+    worst = 0.0
+    for scale in (0.0, 1e-6, 1e-4, 0.01, 0.3, 1.0):
+        q, qdot = q0 + scale * rng.normal(size=7), rng.normal(size=7)
+        system.evaluate(q, qdot)
+        for data in (None, system.data):
+            a = fast.evaluate(q, qdot, constraint_rates=True, data=data)
+            b = slow.evaluate(q, qdot, constraint_rates=True, data=data)
+            for f in ("theta", "J", "Jdot", "Jdot_qdot", "theta_dot", "Adot"):
+                x, y = getattr(a, f), getattr(b, f)
+                worst = max(worst, float(np.abs(x - y).max() / max(1.0, np.abs(y).max())))
+    assert worst <= 1e-14, worst  # measured 6e-16
+    q = q0.copy()
+    q[6] += 3.0  # the hand turned by 3 rad about its axis: beyond MAX_ROTATION_ANGLE
+    msgs = []
+    for c in (fast, slow):
+        with pytest.raises(RankDeficiencyError) as err:
+            c.evaluate(q, np.zeros(7))
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
 
 
 @pytest.mark.parametrize("name", ["pidc", "pidc_force", "passive", "quasi_tracking"])
@@ -110,3 +153,25 @@ def test_compiled_law_refuses_singular_coordinates_as_the_reference(closed_loop,
                 law.compute(s, None)
         msgs.append(str(err.value).split(": cond(D)")[0])
     assert msgs[0] == msgs[1] and "panda_hand_tcp.z" in msgs[0]
+
+
+@pytest.mark.parametrize("limits", ["tight", "zero"])
+@pytest.mark.parametrize("name", ["quasi_tracking", "pidc_force", "passive"])
+def test_compiled_tick_limiter_equals_reference(closed_loop, name, limits):
+    """The fused ticks' limiter (the kernel's τ and peak ratio, saturate() beyond a limit) against the numpy path:
+    limits the command exceeds (the motion channel scaled) and one zero limit (peak ratio inf, clipped)."""
+    system, states, ref = closed_loop
+    L = np.full(system.nv, 5.0) if limits == "tight" else np.r_[87.0, 87.0, 0.0, 87.0, 12.0, 12.0, 12.0]
+    fast = make_law(name, system, coordinates=lt.COORDS, effort_limits=L, **lt.PARAMS[name])
+    slow = make_law(name, system, coordinates=lt.COORDS, effort_limits=L, compiled=False, **lt.PARAMS[name])
+    active = 0
+    for s in states[:12]:
+        r = ref(s.t)
+        a, b = fast.compute(s, r), slow.compute(s, r)
+        assert np.abs(a - b).max() <= 1e-12 * np.abs(b).max()
+        sa, sb = fast.saturation, slow.saturation
+        assert (sa.active, sa.clipped) == (sb.active, sb.clipped)
+        assert abs(sa.motion_scale - sb.motion_scale) <= 1e-12 and abs(sa.force_scale - sb.force_scale) <= 1e-12
+        assert sa.peak_ratio == pytest.approx(sb.peak_ratio, rel=1e-12)
+        active += sa.active
+    assert active >= 11

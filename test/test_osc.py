@@ -129,3 +129,19 @@ def test_baselines_are_in_the_law_registry(name):
     sysm.set_active("contact", False)
     with pytest.raises(UnknownNameError, match="accepted"):
         make_law(name, sysm, frame=FRAME, kpp=1.0)
+
+
+def test_impedance_null_projection_equals_pinv_form():
+    """The impedance baseline's null-space torque (I − JᵀJ⁺ᵀ)x from the thin SVD equals the numpy.linalg.pinv
+    form it replaces (rcond 1e-4), for a full-rank J and one with a singular value below the cut-off."""
+    from qv_control.laws.impedance import _null_projection
+
+    rng = np.random.default_rng(3)
+    for scale in (1.0, 1e-6):
+        U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        V, _ = np.linalg.qr(rng.normal(size=(7, 7)))
+        s = np.array([2.0, 1.5, 1.0, 0.7, 0.5, 0.3 * scale])
+        J = (U * s) @ V[:6]
+        x = rng.normal(size=7)
+        want = (np.eye(7) - J.T @ np.linalg.pinv(J, rcond=1e-4).T) @ x
+        assert np.abs(_null_projection(J, x) - want).max() <= 1e-14 * np.abs(want).max()  # measured ~1e-16

@@ -15,12 +15,15 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, QVError, as_vector
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
 from ..references import ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
+
+_F64 = np.dtype(np.float64)
 
 
 class GainError(QVError):
@@ -133,6 +136,27 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
+class LazyKernel:
+    """A kernel of ``qv_control.kernels`` that only a law's numpy-side path calls (the first sample's and the
+    fallbacks' products), loaded at its first use (:func:`qv_dynamics.compiled.load`) rather than when the law is
+    built: a law whose ticks all go through its fused kernel never loads it (start-up time). None when the law
+    runs the numpy path (``compiled=False``) or the kernel cannot be loaded."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __set_name__(self, owner, attr: str) -> None:
+        self.attr = f"_loaded{attr}"
+
+    def __get__(self, law, owner=None):
+        if law is None:
+            return self
+        fn = law.__dict__.get(self.attr, self)
+        if fn is self:
+            fn = law.__dict__[self.attr] = load("qv_control.kernels", self.name) if law.compiled else None
+        return fn
+
+
 class ControlLaw(ABC):
     """Abstract base of the laws: holds the model, the minimal coordinates θ(q), limits, the force PI and
     diagnostics; a law implements :meth:`compute`."""
@@ -155,6 +179,10 @@ class ControlLaw(ABC):
         self.saturation = SaturationStatus()
         self.last: dict = {}
         self._theta_hold: np.ndarray | None = None
+        # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
+        self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
+        self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
+        self._cond_calls = 0
 
     # ------------------------------------------------------------------ helpers for subclasses
     def reset(self) -> None:
@@ -186,16 +214,16 @@ class ControlLaw(ABC):
         """(q, q̇, λ_meas) when they are already float64 vectors of the right sizes with finite entries and a
         fixed base (the 1 kHz case: one finiteness test, q·q + q̇·q̇ + λ·λ, for all three); None otherwise,
         and :meth:`_read_state` checks them one by one (and raises naming the bad one)."""
-        system = self.system
         q, qdot, lam = state.q, state.qdot, state.lambda_meas
-        if system.floating_base or type(q) is not np.ndarray or type(qdot) is not np.ndarray:
+        shapes = self._shapes
+        if shapes is None or type(q) is not np.ndarray or type(qdot) is not np.ndarray:
             return None
-        if q.dtype != np.float64 or qdot.dtype != np.float64 or q.shape != (system.nq,) \
-                or qdot.shape != (system.nv,):
+        # (the float64 dtype is one object: an identity test; anything else takes the checking path)
+        if q.dtype is not _F64 or qdot.dtype is not _F64 or q.shape != shapes[0] or qdot.shape != shapes[1]:
             return None
         s = q.dot(q) + qdot.dot(qdot)
         if lam is not None:
-            if type(lam) is not np.ndarray or lam.dtype != np.float64 or lam.shape != (system.m,):
+            if type(lam) is not np.ndarray or lam.dtype is not _F64 or lam.shape != (self.system.m,):
                 return None
             s += lam.dot(lam)
         return (q, qdot, lam) if math.isfinite(s) else None
@@ -206,6 +234,23 @@ class ControlLaw(ABC):
         if self._theta_hold is None:
             self._theta_hold = theta_now.copy()
         return validate_reference(reference, self.k, m, self.coords, theta_hold=self._theta_hold)
+
+    def _held_theta(self, q, qdot) -> np.ndarray:
+        """The hold target θ_d of a reference without θ_d: latched at the first sample (θ there; evaluated
+        only then)."""
+        if self._theta_hold is None:  # (numpy path: no coordinates kernel to load for this one sample)
+            return self.coords.evaluate(q, qdot, data=self.system.data, compiled=False).theta
+        return self._theta_hold
+
+    def _cond_rotation(self) -> np.ndarray:
+        """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
+        (:func:`qv_control.kernels._cond`): kept between samples, so that a slowly moving D needs about one
+        sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
+        drifts its orthogonality)."""
+        self._cond_calls += 1
+        if self._cond_U is None or not self._cond_calls & 1023:
+            self._cond_U = np.eye(self.k)
+        return self._cond_U
 
     def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)

@@ -21,7 +21,7 @@ import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.errors import DimensionError, as_vector
-from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
+from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED, svd_thin
 from qv_dynamics.state import Reference, State
 
 from .base import tool_and_contact
@@ -85,7 +85,14 @@ class ImpedanceForceBaseline:
             w[2] = lam_d + self._int
         else:
             self._int = 0.0
-        Jpinv = np.linalg.pinv(J, rcond=1e-4)
-        N = np.eye(sysm.nv) - J.T @ Jpinv.T
-        tau_null = N @ (self.kp_null * (self.q_null - q) - self.kd_null * qd)
-        return g + Cqd + J.T @ w + tau_null
+        return g + Cqd + J.T @ w + _null_projection(J, self.kp_null * (self.q_null - q) - self.kd_null * qd)
+
+
+def _null_projection(J: np.ndarray, x: np.ndarray, rcond: float = 1e-4) -> np.ndarray:
+    """(I − JᵀJ⁺ᵀ)x with J⁺ = numpy.linalg.pinv(J, rcond) (singular values ≤ rcond·σ₁ dropped), from the thin SVD
+    J = USVᵀ (LAPACK dgesdd called directly): J⁺ᵀx = US⁺Vᵀx, without forming J⁺ or the n × n projector."""
+    U, s, Vt = svd_thin(J)
+    s_inv = np.zeros_like(s)
+    large = s > rcond * s[0]
+    s_inv[large] = 1.0 / s[large]
+    return x - J.T.dot(U.dot(s_inv * Vt.dot(x)))

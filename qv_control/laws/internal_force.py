@@ -218,16 +218,20 @@ class InternalForceChannel:
     def basis(self, A: np.ndarray, actuated, t: float = 0.0, labels: Sequence[str] | None = None) -> InternalForceBasis:
         """:func:`internal_force_basis`, logging a re-seed event when (m, rank, s) change."""
         b = internal_force_basis(A, actuated, self.rtol, self.atol)
-        sig = (b.m, b.rank, b.size)
+        self.note((b.m, b.rank, b.size), t, labels)
+        return b
+
+    def note(self, sig: tuple, t: float = 0.0, labels: Sequence[str] | None = None) -> None:
+        """Log a re-seed event when the basis signature (m, rank, dim 𝓔) changes; reset the integral when m
+        does (also for a basis formed elsewhere, e.g. the compiled tick of a passive law)."""
         if sig != self._signature:
             if self._signature is not None:
-                self.events.append({"t": float(t), "m": b.m, "rank": b.rank, "internal_dim": b.size,
+                self.events.append({"t": float(t), "m": sig[0], "rank": sig[1], "internal_dim": sig[2],
                                     "previous": dict(zip(("m", "rank", "internal_dim"), self._signature)),
                                     "rows": list(labels) if labels is not None else None})
-            if self._signature is None or self._signature[0] != b.m:
+            if self._signature is None or self._signature[0] != sig[0]:
                 self._integral.reset()        # rows changed: the old integral has no meaning
             self._signature = sig
-        return b
 
     def _pi(self, t: float, e: np.ndarray, freeze: bool) -> np.ndarray:
         return self.kf * e + self._integral.step(t, e, freeze)

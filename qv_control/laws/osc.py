@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg.lapack import dpotrf, dpotrs
 
-from qv_dynamics.errors import DimensionError, as_vector
+from qv_dynamics.errors import DimensionError, NotPositiveDefiniteError, as_vector
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
+from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
 from ..saturation import SaturationStatus, resolve_limits, saturate
@@ -78,6 +79,8 @@ class OperationalSpaceLaw:
         self._was_contact: bool | None = None
         self._a_int = np.zeros(6)                # Ω K_I z of the last sample
         self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
+        self._zero = np.zeros(system.nv)
+        self._zero.flags.writeable = False
 
     @property
     def peak_ratio(self) -> float:
@@ -100,14 +103,15 @@ class OperationalSpaceLaw:
     def _kinematics(self, q, qd):
         """M, h, J (6×n, world-aligned), J̇q̇ (classical) and the tool placement at (q, q̇)."""
         model, data = self.system.model, self.system.data
-        pin.forwardKinematics(model, data, q, qd, np.zeros(model.nv))
+        zero = self._zero
+        pin.forwardKinematics(model, data, q, qd, zero)
         pin.computeJointJacobians(model, data, q)
         pin.updateFramePlacements(model, data)
         J = pin.getFrameJacobian(model, data, self.fid, LWA)
         Jdqd = pin.getFrameClassicalAcceleration(model, data, self.fid, LWA).vector.copy()
         oMf = data.oMf[self.fid].copy()
         M = self.system.mass_matrix(q)
-        h = pin.rnea(model, data, q, qd, np.zeros(model.nv)).copy()
+        h = pin.rnea(model, data, q, qd, zero).copy()
         return M, h, J, Jdqd, oMf
 
     def _task_acceleration(self, dt, contact, oMf, xdot, ref: Reference) -> np.ndarray:
@@ -117,8 +121,12 @@ class OperationalSpaceLaw:
             raise DimensionError(f"osc reference.theta must be the tool position (3,), got {p_d.shape}")
         v_d = np.zeros(3) if ref.theta_dot is None else as_vector("theta_dot", ref.theta_dot, 3)
         a_d = np.zeros(3) if ref.theta_ddot is None else as_vector("theta_ddot", ref.theta_ddot, 3)
-        e = np.concatenate([p_d - oMf.translation, pin.log3(self.R_d @ oMf.rotation.T)])
-        a = self.KP * e + self.KD * (np.concatenate([v_d, np.zeros(3)]) - xdot)
+        e = np.empty(6)
+        e[:3] = p_d - oMf.translation
+        e[3:] = pin.log3(self.R_d.dot(oMf.rotation.T))
+        ev = -xdot                                                   # ẋ_d − ẋ, ẋ_d = (v_d, 0)
+        ev[:3] += v_d
+        a = self.KP * e + self.KD * ev
         a[:3] += a_d
         omega = np.ones(6)
         if contact:
@@ -155,14 +163,17 @@ class OperationalSpaceLaw:
             self._carry.switch()                                    # bumpless transfer (module doc)
         self._carry.tick(t)
         a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
-        Mc = cho_factor(M)
-        MinvJt = cho_solve(Mc, J.T)
-        Lam = np.linalg.inv(J @ MinvJt)                             # Λ_x = (J M⁻¹ Jᵀ)⁻¹
-        Jbar = MinvJt @ Lam                                         # J̄ = M⁻¹ Jᵀ Λ_x
-        tau0 = M @ (self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
-        motion = J.T @ (Lam @ a_star) + tau0 - J.T @ (Jbar.T @ tau0)  # + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
-        base = h - J.T @ (Lam @ Jdqd) + (0.0 if self._carry.bias is None else self._carry.bias)
-        tau_int = J.T @ (Lam @ self._a_int)
+        MinvJt = _cho_solve(M, J.T)                                 # M⁻¹Jᵀ
+        Lam = inv(J.dot(MinvJt))                                    # Λ_x = (J M⁻¹ Jᵀ)⁻¹
+        Jbar = MinvJt.dot(Lam)                                      # J̄ = M⁻¹ Jᵀ Λ_x
+        tau0 = M.dot(self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
+        Jt = J.T
+        motion = Jt.dot(Lam.dot(a_star) - Jbar.T.dot(tau0))          # Jᵀ Λ_x a* + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
+        motion += tau0
+        base = h - Jt.dot(Lam.dot(Jdqd))
+        if self._carry.bias is not None:
+            base += self._carry.bias
+        tau_int = Jt.dot(Lam.dot(self._a_int)) if self.KI > 0 else np.zeros(J.shape[1])
         force = None
         if contact:
             lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
@@ -179,6 +190,16 @@ class OperationalSpaceLaw:
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau
+
+
+def _cho_solve(M: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """M⁻¹B by Cholesky, LAPACK dpotrf + dpotrs called directly (what scipy's cho_factor / cho_solve call, without
+    their wrappers' checks and copies: ~15 µs of a law tick)."""
+    c, info = dpotrf(M, lower=0, clean=0)
+    if info != 0:
+        raise NotPositiveDefiniteError(f"osc: the mass matrix is not positive definite (dpotrf info {info})")
+    x, info = dpotrs(c, B, lower=0)
+    return x
 
 
 __all__ = ["OperationalSpaceLaw"]

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qv_dynamics.linalg import norm2
+from qv_dynamics.linalg import ATOL, RTOL, norm2
 from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
@@ -92,6 +92,7 @@ class PassiveJointLaw(ProjectionLawBase):
     space are logged in ``law.internal.events``."""
 
     name = "passive"
+    tick_mode = 2  # the compiled tick serves the case I + H = I (every joint actuated)
 
     def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
                  q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
@@ -100,6 +101,7 @@ class PassiveJointLaw(ProjectionLawBase):
                          cond_max=cond_max, compiled=compiled)
         self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
                                              check_rtol=internal_tol, check_atol=internal_tol)
+        self._tols: tuple = (None, None)  # the internal-force check's (rtol, atol) and their array (mode 3)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
         self._passive = ~self.mask
@@ -140,12 +142,36 @@ class PassiveJointLaw(ProjectionLawBase):
         return t, terms, base, motion, u_p, lam_m, ref, lam_meas
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
+        ch = self.internal
+        # the compiled tick (every joint actuated); with the internal-force channel when it has no PI or chooser
+        whole = ch.chooser is None and not (ch.kf > 0 or ch.ki > 0) and (ch.rtol, ch.atol) == (RTOL, ATOL)
+        fast = None if self._passive.any() else \
+            self._compiled_tick(state, reference, self._check_tolerances, 3 if whole else 2)
+        if fast is not None:
+            t, terms, ref, out, lam_meas = fast
+            m = terms.m
+            self.last.update(controllability_residual=0.0)
+            base, motion, u_p, lam_m = out[1], out[3], out[4], out[6, :m]
+            if whole:
+                s = int(out[9, 2])
+                ch.note((m, s, s), t, terms.row_labels)
+                self.last.update(lambda_motion=lam_m, internal_z=out[10, :s], internal_z_d=out[11, :s],
+                                 internal_dim=s)
+                return self._limited(out, True)
+        else:
+            t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
         cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, self.saturation.force_frozen,
                                     terms.row_labels)
         self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
         return self._finish(base, cmd.tau, motion)
+
+    def _check_tolerances(self, *_) -> np.ndarray:
+        """(rtol, atol) of the internal-force check, for the compiled tick (mode 3)."""
+        ch = self.internal
+        if self._tols[0] != (ch.check_rtol, ch.check_atol):
+            self._tols = ((ch.check_rtol, ch.check_atol), np.array([ch.check_rtol, ch.check_atol]))
+        return self._tols[1]
 
     def reset(self) -> None:
         super().reset()

@@ -21,6 +21,7 @@ class PIDCLaw(ProjectionLawBase):
     weighted minimum-norm variant (eq. 49). The constraint force is whatever the motion requires."""
 
     name = "pidc"
+    tick_mode = 0
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, W=None, kappa: float | None = None,
                  translational: Sequence[str] = (), effort_limits="urdf", cond_max: float = 1e6,
@@ -51,6 +52,10 @@ class PIDCLaw(ProjectionLawBase):
         return self._Wh @ (V2w @ (V2w.T @ self._Wmh))
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        if self.W is None:
+            fast = self._compiled_tick(state, reference)
+            if fast is not None:
+                return self._limited(fast[3], False)
         t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
         Pw = self._weighted_parallel(terms.A, P)
         return self._finish(Pw.dot(terms.h), None, Pw.dot(terms.M.dot(u_p)))

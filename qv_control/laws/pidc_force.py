@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.projection import coupling
 from qv_dynamics.state import Reference, State
 
+from .base import LazyKernel
 from .projection_base import ProjectionLawBase
 
 
@@ -18,25 +18,37 @@ class PIDCForceLaw(ProjectionLawBase):
     model). With a measurement the force error obeys (G_F + 1)ė_f + G_I e_f = 0."""
 
     name = "pidc_force"
+    _coupling = LazyKernel("coupled")
+    tick_mode = 1
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
                          cond_max=cond_max, compiled=compiled)
-        self._coupling = load("qv_control.kernels", "coupled") if self.compiled else None
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
-        M, A = terms.M, terms.A
+    def _force_target(self, t, terms, ref, lam_meas) -> np.ndarray:
+        """f_F = F_d + PI (eq. 51–52, before the projection (I−P)), F_d = Aᵀλ_d; sets ``last``'s entries."""
+        A = terms.A
         F_d = ref.lambda_.dot(A)
         corr = self._force_correction(t, F_d, None if lam_meas is None else lam_meas.dot(A))
-        u_F = F_d if corr is None else F_d + corr
+        self.last.update(F_d=F_d, force_feedback=corr is not None)
+        return F_d if corr is None else F_d + corr
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        fast = self._compiled_tick(state, reference, self._force_target)
+        if fast is not None:
+            out = fast[3]
+            self.last["u_F"] = out[2]
+            return self._limited(out, True)
+        t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
+        M = terms.M
+        u_F = self._force_target(t, terms, ref, lam_meas)
         u_F = u_F - P.dot(u_F)                              # keep it impotent: (I−P)u_F
         PMu = P.dot(M.dot(u_p))
         mu_Ma, mu_PMu = self._coupled(M, P, M.dot(a_perp), PMu)   # μ = (I−P)MM_c⁻¹ (eq. 32)
         base = terms.h + mu_Ma
         motion = PMu + mu_PMu
-        self.last.update(F_d=F_d, u_F=u_F, force_feedback=corr is not None)
+        self.last["u_F"] = u_F
         return self._finish(base, u_F, motion)
 
     def _coupled(self, M, P, x, y) -> tuple[np.ndarray, np.ndarray]:

@@ -28,7 +28,20 @@ from qv_dynamics.projection import projection
 from qv_dynamics.state import State
 
 from ..coordinates import check_reduced_jacobian
-from .base import ControlLaw
+from ..saturation import SaturationStatus
+from ..tick_kernel import rows as tick_rows
+from .base import ControlLaw, LazyKernel
+
+_NO_FORCE = np.zeros(0)
+_INF: dict[int, np.ndarray] = {}
+
+
+def _no_limits(n: int) -> np.ndarray:
+    """An n-vector of inf (the kernel's limits when the law has none)."""
+    x = _INF.get(n)
+    if x is None:
+        x = _INF[n] = np.full(n, np.inf)
+    return x
 
 
 class UncontrollableError(RankDeficiencyError):
@@ -38,10 +51,60 @@ class UncontrollableError(RankDeficiencyError):
 class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
+    #: the compiled tick's channels (qv_control.tick_kernel ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
+    tick_mode: int | None = None
+    # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.pidc)
+    _kernel = LazyKernel("pidc")
+
     def __init__(self, system, coordinates, **kw):
         super().__init__(system, coordinates, **kw)
-        # the projection and u_p in one compiled call (qv_control.kernels.pidc); None: numpy (the reference)
-        self._kernel = load("qv_control.kernels", "pidc") if self.compiled else None
+        # the whole tick after Pinocchio's passes in one call (qv_control.tick_kernel)
+        self._tick = load("qv_control.tick_kernel", "projection_tick") \
+            if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
+
+    def _compiled_tick(self, state: State, reference, force=None, mode: int | None = None):
+        """(t, terms, ref, out, λ_meas) of :func:`qv_control.tick_kernel.projection_tick`, or None: the numpy
+        path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
+        or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1),
+        the check tolerances (mode 3); ``mode``: the kernel's (default ``tick_mode``)."""
+        if self._tick is None:
+            return None
+        t, q, qdot, lam_meas = self._read_state(state)
+        terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
+        m, n = terms.A.shape
+        k = self.k
+        prep = self.coords._fast.prepare(self.system.data, False) if k == n - m else None
+        if prep is None:
+            return None
+        ref = self._read_reference(reference, t, self._held_theta(q, qdot), m)
+        plan, sup, v, Rref = prep
+        f_F = _NO_FORCE if force is None else force(t, terms, ref, lam_meas)
+        lim = self.limits
+        out = np.empty((tick_rows(n, m, k, plan.shape[0]), n))
+        if self._tick(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, terms.M, terms.h, terms.A,
+                      terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, self.kp, self.kd, RTOL,
+                      ATOL, self.cond_max, self.tick_mode if mode is None else mode, f_F,
+                      _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
+            self._cond_U = None
+            return None
+        e = out[8, :k]
+        self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=float(out[9, 0]),
+                         u_p=out[4], lambda_d=ref.lambda_)
+        return t, terms, ref, out, lam_meas
+
+    def _limited(self, out, force: bool) -> np.ndarray:
+        """τ of the compiled tick's channels (``out`` rows 0–3) through the limiter: the kernel's τ and peak
+        ratio when no limit is exceeded (what :func:`saturate` returns then), :func:`saturate` otherwise."""
+        lim = self.limits
+        if lim is None:
+            status = SaturationStatus()
+        elif out[9, 1] <= 1.0:
+            status = SaturationStatus(peak_ratio=float(out[9, 1]))
+        else:
+            return self._finish(out[1], out[2] if force else None, out[3])
+        self.saturation = status
+        self.last["saturation"] = status
+        return out[0]
 
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)

@@ -29,7 +29,12 @@ from qv_dynamics.compiled import load
 from qv_dynamics.quasi import compiled_kernel, quasi_decompose
 
 from ..coordinates import check_reduced_jacobian
-from .base import ControlLaw
+from ..quasi_tick_kernel import rows as quasi_rows
+from ..saturation import SaturationStatus, saturate
+from .base import ControlLaw, LazyKernel
+from .projection_base import _no_limits
+
+_NONE = np.zeros(0)
 
 
 def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
@@ -50,6 +55,9 @@ def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
 class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
+    normal_motion = False  # the tracking law's normal-motion terms (QuasiTrackingLaw sets its own)
+    _reduced = LazyKernel("reduced_jacobian")
+
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, force: bool = True,
                  compensate_velocity: bool = True, effort_limits="urdf", cond_max: float = 1e6,
                  compiled: bool = True):
@@ -58,7 +66,9 @@ class QuasiLawBase(ControlLaw):
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
         self._prev = None
-        self._reduced = load("qv_control.kernels", "reduced_jacobian") if self.compiled else None
+        # the tick after the decomposition in one call (qv_control.quasi_tick_kernel)
+        self._qtick = load("qv_control.quasi_tick_kernel", "quasi_tick") \
+            if self.compiled and self.coords._fast is not None else None
         if self.compiled:  # else the reference path: SVD gauge, numpy products
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
 
@@ -73,6 +83,48 @@ class QuasiLawBase(ControlLaw):
             self.force_pi.reset()
         self._prev = qs
         return terms, qs
+
+    def _compiled_tick(self, t, q, qdot, lam_meas, terms, qs, reference, mode: int, rate=(0, _NONE, 0.0, _NONE),
+                       bias=None):
+        """(out, ref) of :func:`qv_control.quasi_tick_kernel.quasi_tick` for this sample (``mode``: 0 tracking,
+        1/2 setpoint; ``rate``: (rate_mode, Gv_n,prev, dt, rate_prev)), or None: the numpy path serves it
+        (θ not of size n − r; more frames than the kernel
+        serves; a singular D or an orientation beyond its chart, where the numpy path raises). Sets the
+        limiter's status and ``last["force_feedback"]``."""
+        if self._qtick is None:
+            return None
+        n, r, k = qdot.shape[0], qs.rank, self.k
+        prep = self.coords._fast.prepare(self.system.data, mode == 0 and r > 0) if k == n - r else None
+        if prep is None:
+            return None
+        plan, sup, vw, Rref = prep
+        ref = self._read_reference(reference, t, self._held_theta(q, qdot), terms.m)
+        force_on = self.force and r > 0
+        corr = self._force_correction(t, ref.lambda_, lam_meas) if force_on else None
+        if force_on:
+            self.last["force_feedback"] = corr is not None
+        V = qs._V if qs._V is not None else qs._Vt.T
+        lim = self.limits
+        out = np.empty((quasi_rows(n, k, plan.shape[0]), n))
+        if self._qtick(vw[0], vw[1], vw[2], vw[3], vw[4], vw[5], Rref, plan, sup, k, q, qdot, qs.Q, qs.Qinv,
+                       qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, qs.v, qs.v_r, qs.Gamma_xi_vr,
+                       terms.g if bias is None else terms.g + bias, ref.theta, ref.theta_dot, ref.theta_ddot,
+                       ref.lambda_, _NONE if corr is None else corr, self.kp, self.kd, self.cond_max, mode,
+                       int(self.normal_motion and r > 0), int(force_on),
+                       int(self.compensate_velocity), rate[0], rate[1], rate[2], rate[3],
+                       _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
+            self._cond_U = None
+            return None
+        if lim is None:
+            status = SaturationStatus()
+        elif out[13, 1] <= 1.0:
+            status = SaturationStatus(peak_ratio=float(out[13, 1]))
+        else:
+            tau, status = saturate(out[1], out[2] if r else None, out[3], lim)
+            out[0] = tau
+        self.saturation = status
+        self.last["saturation"] = status
+        return out, ref
 
     def _reduced_jacobian(self, qs, J: np.ndarray) -> tuple[np.ndarray, float]:
         """D = JQ⁻ᵀV₂ (eq. 34) and cond(D), checked (:func:`~qv_control.coordinates.check_reduced_jacobian`);

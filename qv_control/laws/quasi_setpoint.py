@@ -32,6 +32,14 @@ class QuasiSetpointLaw(QuasiLawBase):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
+        fast = self._compiled_tick(t, q, qdot, lam_meas, terms, qs, reference, 1 if self.form == "lyapunov" else 2)
+        if fast is not None:
+            out, ref = fast
+            k, r = self.k, qs.rank
+            self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=out[6, :k], cond_D=float(out[13, 0]),
+                             u_v=out[4, :k], u_xi=out[8, :r], xi_d=out[9, :r], v_r=qs.v_r, V=float(out[13, 2]),
+                             lambda_d=ref.lambda_)
+            return out[0]
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuse evaluate's kinematics
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         D, cond = self._reduced_jacobian(qs, kin.J)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
-from .base import scalar_gain
+from .base import LazyKernel, scalar_gain
 from .carry import IntegralCarry
 from .integral import BoundedIntegral
-from .quasi_base import QuasiLawBase, normal_coupling
+from .quasi_base import _NONE, QuasiLawBase, normal_coupling
 
 
 class QuasiTrackingLaw(QuasiLawBase):
@@ -77,6 +76,7 @@ class QuasiTrackingLaw(QuasiLawBase):
     """
 
     name = "quasi_tracking"
+    _kernel = LazyKernel("tracking")  # the numpy-side path's motion products (ki_motion, fallbacks)
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
                  normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0,
@@ -93,7 +93,6 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._gvn_rate: np.ndarray | None = None
         self._tau_int_pending: tuple | None = None  # τ_I's ingredients of the last sample (see _tau_int)
         self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
-        self._kernel = load("qv_control.kernels", "tracking") if self.compiled else None
 
     def reset(self) -> None:
         super().reset()
@@ -155,18 +154,55 @@ class QuasiTrackingLaw(QuasiLawBase):
 
     def _normal_rate(self, t: float, qs, gvn: np.ndarray) -> np.ndarray | None:
         """(Gv_n)˙ by the backward difference of the measured Gv_n (None: not available or not wanted)."""
+        mode, prev = self._rate_plan(t, qs, gvn.shape[0])
+        rate = (gvn - prev[1]) / (t - prev[0]) if mode == 1 else self._gvn_rate if mode == 2 else None
+        self._rate_store(t, mode, prev, gvn, rate)
+        return rate
+
+    def _rate_plan(self, t: float, qs, k: int):
+        """(mode, previous (t, Gv_n)) of this sample's (Gv_n)˙: −1 not wanted, 0 none, 1 the backward difference
+        from the previous sample, 2 the previous sample's rate (a repeated stamp)."""
         if qs.rank_changed:
             self._gvn_prev = self._gvn_rate = None
         if not self.normal_rate:
-            return None
+            return -1, None
         prev = self._gvn_prev
-        if prev is not None and prev[1].shape == gvn.shape and 0.0 < t - prev[0] <= self.rate_max_dt:
-            self._gvn_rate = (gvn - prev[1]) / (t - prev[0])
+        if prev is not None and prev[1].shape == (k,) and 0.0 < t - prev[0] <= self.rate_max_dt:
+            return 1, prev
+        if prev is None or t != prev[0]:
+            return 0, prev
+        return (2 if self._gvn_rate is not None else 0), prev
+
+    def _rate_store(self, t: float, mode: int, prev, gvn: np.ndarray, rate) -> None:
+        """Keep this sample's Gv_n and rate (the stamps followed both ways: one bad stamp cannot freeze them)."""
+        if mode < 0:
+            return
+        if mode == 1:
+            self._gvn_rate = rate
         elif prev is None or t != prev[0]:
             self._gvn_rate = None
-        if prev is None or t != prev[0]:  # follows the stamps both ways: one bad stamp cannot freeze it
+        if prev is None or t != prev[0]:
             self._gvn_prev = (t, gvn)
-        return self._gvn_rate
+
+    def _tick(self, t, q, qdot, lam_meas, terms, qs, reference) -> np.ndarray | None:
+        """The compiled sample (:meth:`QuasiLawBase._compiled_tick`, mode 0) or None (the numpy path)."""
+        k, r = self.k, qs.rank
+        normal = self.normal_motion and r > 0
+        mode, prev = self._rate_plan(t, qs, k) if normal else (-1, None)
+        rate = (mode, prev[1], t - prev[0], _NONE) if mode == 1 else \
+            (2, _NONE, 0.0, self._gvn_rate) if mode == 2 else (0, _NONE, 0.0, _NONE)
+        fast = self._compiled_tick(t, q, qdot, lam_meas, terms, qs, reference, 0, rate, self._carry.bias)
+        if fast is None:
+            return None
+        out, ref = fast
+        if normal:
+            self.last["v_n"] = out[12, :r]
+            self._rate_store(t, mode, prev, out[10, :k], out[11, :k] if mode == 1 else None)
+        self._tau_int_pending = (qs, None, self.force_pi.z)
+        self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=out[6, :k], eps=out[5, :k],
+                         cond_D=float(out[13, 0]), u_v=out[4, :k], u_xi=out[8, :r], xi_d=out[9, :r], v_r=qs.v_r,
+                         lambda_d=ref.lambda_)
+        return out[0]
 
     def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
@@ -225,14 +261,18 @@ class QuasiTrackingLaw(QuasiLawBase):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
-        # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
-        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
-        ref = self._read_reference(reference, t, kin.theta, terms.m)
-        u_v, eps, e, cond, D = self._motion(t, qs, kin, ref)
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
             self._tau_int()
             self._carry.switch()
         self._carry.tick(t)
+        if self.ki_motion == 0:
+            tau = self._tick(t, q, qdot, lam_meas, terms, qs, reference)
+            if tau is not None:
+                return tau
+        # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
+        kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
+        ref = self._read_reference(reference, t, kin.theta, terms.m)
+        u_v, eps, e, cond, D = self._motion(t, qs, kin, ref)
         z_motion = None
         if self.ki_motion > 0:
             z_motion = self._motion_integral(t, qs, D, e, eps)
