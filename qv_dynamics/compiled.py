@@ -13,8 +13,11 @@ package above it. A process then gets a kernel from :func:`load` in ~0.1 s, and 
 - numba is not installed;
 - numba cannot use a cache for ``cache=True`` functions (no writable ``__pycache__`` next to the module
   nor a user cache directory: numba raises at decoration);
-- the cache does not hold the kernels for this source (not warmed, or the file or numba changed since): a
-  compile takes ~10–30 s (~50 s on a loaded machine), which a node starting, a law being built or a
+- the cache does not hold the kernels for this source (not warmed, or the file or numba changed since), or a
+  helper module the kernels draw from (another kernel file, a constant of the package) changed after the
+  cache was written: numba keys a kernel's cache on its own file only, so without this check it would load
+  stale code (:func:`kernel_sources`); ``qv warm`` then recompiles. A compile takes ~10–30 s (~50 s on a
+  loaded machine), which a node starting, a law being built or a
   simulation stepping must not wait for;
 - numba's cache cannot be queried (:func:`_in_disk_cache`).
 
@@ -22,8 +25,11 @@ Why, per kernel module, is in :data:`STATUS` (diagnostics and benchmarks print i
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
+from functools import lru_cache
 from importlib.metadata import entry_points
 from types import ModuleType
 
@@ -52,21 +58,67 @@ def kernels_of(module: ModuleType) -> list:
             and v.py_func.__module__ == module.__name__]
 
 
-def _in_disk_cache(dispatcher) -> bool:
+@lru_cache(maxsize=None)
+def _package_imports(path: str, package: str) -> frozenset[str]:
+    """Source files of the qv_dynamics / qv_control modules (but this loader) the module at ``path`` imports
+    from."""
+    found = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom):
+            name = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            if name.split(".")[0] in ("qv_dynamics", "qv_control") and name != __name__:  # not the loader
+                spec = importlib.util.find_spec(name)
+                if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                    found.add(spec.origin)
+    return frozenset(found)
+
+
+def kernel_sources(module: ModuleType) -> list[str]:
+    """The source files whose text a kernel module's compiled code depends on: its own, the package modules it
+    imports from, and, through any of those that defines jitted helpers, theirs (numba freezes the helpers'
+    code and the imported constants into the cached machine code of the caller)."""
+    seen, todo = set(), [(module.__file__, module.__package__ or "")]
+    while todo:
+        path, package = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        text = open(path, encoding="utf-8").read()
+        if path == module.__file__ or "njit" in text or "@kernel" in text:
+            for dep in _package_imports(path, package):
+                dep_package = ".".join(_module_name(dep).split(".")[:-1])
+                todo.append((dep, dep_package))
+    return sorted(seen)
+
+
+def _module_name(path: str) -> str:
+    """``qv_dynamics.sim.kernel_linalg`` of ``.../qv_dynamics/sim/kernel_linalg.py``."""
+    parts = os.path.normpath(path)[:-3].split(os.sep)
+    top = max(i for i, p in enumerate(parts) if p in ("qv_dynamics", "qv_control"))
+    return ".".join(parts[top:])
+
+
+def _in_disk_cache(dispatcher, newest_source: float = 0.0) -> bool:
     """Whether numba's disk cache holds code of ``dispatcher`` for its current source and numba (an index
-    that is missing, or written for another source stamp or numba version, loads as empty).
+    that is missing, or written for another source stamp or numba version, loads as empty), written after
+    ``newest_source`` (the mtime of the newest file in :func:`kernel_sources`).
 
     Numba has no public query for this: its "Notes on Caching" (developer docs) describe the per-function
     index file, and ``Dispatcher.stats`` counts cache hits only after a call has compiled or loaded. So this
     one function reads the private index; if a numba release moves it, the AttributeError makes
     :func:`load` take the numpy path and say so (never a compile at start)."""
-    return bool(dispatcher._cache._cache_file._load_index())
+    cache_file = dispatcher._cache._cache_file
+    return bool(cache_file._load_index()) and os.path.getmtime(cache_file._index_path) >= newest_source
 
 
-def cache_ready(*dispatchers) -> bool:
-    """Whether numba's disk cache holds all these kernels for their current source: then a process loads
-    them instead of compiling."""
-    return all(_in_disk_cache(d) for d in dispatchers)
+def cache_ready(*dispatchers, newest_source: float = 0.0) -> bool:
+    """Whether numba's disk cache holds all these kernels for their current source, written after
+    ``newest_source``: then a process loads them instead of compiling."""
+    return all(_in_disk_cache(d, newest_source) for d in dispatchers)
+
+
+def _newest_source(mod: ModuleType) -> float:
+    return max(os.path.getmtime(f) for f in kernel_sources(mod))
 
 
 def compile_kernel(dispatcher):
@@ -86,9 +138,14 @@ def _open(module: str, name: str | None, force: bool):
     try:
         mod = importlib.import_module(module)
         kernels = kernels_of(mod) if name is None else [getattr(mod, name)]
-        if not force and not cache_ready(*kernels):
-            STATUS[module] = "numpy path (no compiled cache: run scripts/setup.sh or qv warm)"
-            return None
+        newest = _newest_source(mod)
+        if not cache_ready(*kernels, newest_source=newest):
+            if not force:
+                STATUS[module] = ("numpy path (no compiled cache, or one older than the kernel sources: "
+                                  "run scripts/setup.sh or qv warm)")
+                return None
+            for k in kernels_of(mod):  # stale by a helper: numba would load the old code by its own key
+                k._cache.flush()
         for k in kernels:
             compile_kernel(k)
     except Exception as exc:  # ImportError, numba's RuntimeError for an unusable cache, typing errors
@@ -139,4 +196,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["GROUP", "STATUS", "cache_ready", "compile_kernel", "kernels_of", "kernel", "kernel_modules",
-           "load", "main", "warm_all"]
+           "kernel_sources", "load", "main", "warm_all"]

@@ -4,8 +4,9 @@ sized for n ≤ ~40: loops where a BLAS call through numba (~0.3 µs) would cost
 BLOCKED_N, so that the n³ work runs in BLAS and the loops stay short. Same algorithms as LAPACK's (dpotf2,
 forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding.
 
-numba keys the kernel's disk cache on :mod:`qv_dynamics.quasi_kernel`'s source only (callees in other files are not
-tracked): after editing this file, touch quasi_kernel.py too, then ``qv warm``, or the kernel keeps the old code.
+numba keys the kernel's disk cache on :mod:`qv_dynamics.quasi_kernel`'s source only; the loader
+(:func:`qv_dynamics.compiled.kernel_sources`) also watches this file, so after editing it the laws take the numpy
+path until ``qv warm`` recompiles.
 """
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from qv_dynamics.compiled import kernel_modules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,3 +68,29 @@ def test_cold_cache_runs_the_numpy_paths_and_compiles_nothing(tmp_path):
     assert sorted(status) == kernel_modules()
     assert all(s.startswith("numpy path (no compiled cache") for s in status.values()), status
     assert not any(tmp_path.rglob("*.nbc")) and not any(tmp_path.rglob("*.nbi"))
+
+
+def test_kernel_sources_cover_every_jitted_helper_and_a_newer_one_makes_the_cache_stale():
+    """numba keys a kernel's cache on its own file: the loader also watches the files of the jitted helpers
+    and package constants a kernel module draws from. Reference: the helpers numba itself links (every
+    dispatcher in the module's namespace defined in another module). A cache older than one of those files
+    is not ready (the loader then takes the numpy path and ``qv warm`` recompiles)."""
+    import importlib
+    import time
+
+    numba = pytest.importorskip("numba")
+    from qv_dynamics.compiled import cache_ready, kernel_sources, kernels_of
+
+    for name in kernel_modules():
+        mod = importlib.import_module(name)
+        helpers = {sys.modules[v.py_func.__module__].__file__ for v in vars(mod).values()
+                   if isinstance(v, numba.core.registry.CPUDispatcher)}
+        sources = set(kernel_sources(mod))
+        assert helpers <= sources and mod.__file__ in sources, (name, helpers - sources)
+    tick = importlib.import_module("qv_control.tick_kernel")
+    assert {"kernel_linalg.py", "quasi_linalg.py", "coord_kernel.py", "coordinates.py"} <= {
+        Path(f).name for f in kernel_sources(tick)}
+    kernels = kernels_of(importlib.import_module("qv_dynamics.sim.kernels"))
+    if not cache_ready(*kernels):
+        pytest.skip("numba's cache is not warmed here (scripts/setup.sh warms it)")
+    assert not cache_ready(*kernels, newest_source=time.time() + 60.0)
