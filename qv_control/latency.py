@@ -16,8 +16,9 @@ are ‖q̂̇ − q̇(t+L)‖ ≤ ½ L² max‖q⃛‖ and ‖q̂ − q(t+L)‖ �
 The prediction keeps A q̂̇ = A q̇ − L Ȧq̇ + O(L²): to first order it stays on the constraint manifold.
 
 The horizon is either given (seconds) or one update period measured from the states' stamps
-(:class:`StampPeriod`: the median spacing of recent stamps; a skipped state doubles one spacing, which the
-median ignores).
+(:class:`StampPeriod`: the 10th percentile of recent spacings. A node that answers the freshest state only
+sees a spacing of two or more periods wherever it skipped states, under load most of them, so a median
+would double the horizon; a low percentile needs one spacing in ten to be a single period).
 """
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ AUTO = -1.0  # horizon: one update period measured from the stamps
 
 
 class StampPeriod:
-    """The update period of a periodic state stream from its stamps: the median of the last ``window``
+    """The update period of a periodic state stream from its stamps: the ``quantile`` of the last ``window``
     positive spacings no longer than ``max_gap`` (recomputed when ``window`` new ones have come); 0 until
     ``min_samples`` spacings are known."""
 
-    def __init__(self, window: int = 64, min_samples: int = 8, max_gap: float = 0.1):
+    def __init__(self, window: int = 64, min_samples: int = 8, max_gap: float = 0.1, quantile: float = 0.1):
         self.window, self.min_samples, self.max_gap = int(window), int(min_samples), float(max_gap)
+        self.quantile = float(quantile)
         self._buf = np.zeros(self.window)
         self._n = 0                       # spacings collected so far
         self._t: float | None = None
@@ -54,7 +56,7 @@ class StampPeriod:
             self._buf[self._n % self.window] = gap
             self._n += 1
             if self._n == self.min_samples or self._n % self.window == 0:
-                self.period = float(np.median(self._buf[:min(self._n, self.window)]))
+                self.period = float(np.quantile(self._buf[:min(self._n, self.window)], self.quantile))
         return self.period
 
 
