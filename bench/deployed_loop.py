@@ -11,6 +11,10 @@ the dynamics node's decimation and missed deadlines, and the RMS tracking error 
 gains, reference and duration; the controller counts t from its first state, so does this figure).
 
     PYTHONPATH=. .venv/bin/python bench/deployed_loop.py [--config config/panda_table.yaml] [--seconds 60]
+
+``--schedule`` also records the controller's ~/command_stamped (one more publish per tick for it) and prints
+the age of the command the simulator applied at each step and lock-step replays of that schedule without and
+with the controller's latency compensation (``bench/command_schedule.py``).
 """
 from __future__ import annotations
 
@@ -84,17 +88,20 @@ class Monitor:
     deserialized afterwards) and /diagnostics. It does not subscribe to the effort commands: their rate is
     the simulator's count of the commands it received (``commands_received`` in its diagnostics)."""
 
-    def __init__(self, node):
+    def __init__(self, node, schedule: bool = False):
         from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import JointState
 
         self.js: list[tuple[float, bytes]] = []    # (arrival, serialized message)
+        self.cmds: list[bytes] = []                # ~/command_stamped (``schedule``; costs the controller a publish)
         self.diag: dict[str, dict] = {}
         # (arrival, stamp, count[, states_published, simulated t]); the stamp is the node's wall clock when it
         # published, so rates over these do not depend on how late this monitor took the messages
         self.counts: dict[str, list] = {"sim": [], "ctrl": []}
         node.create_subscription(JointState, "/joint_states", self.on_js, 1000, raw=True)
         node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 100)
+        if schedule:
+            node.create_subscription(JointState, "/qv_controller/command_stamped", self.cmds.append, 1000, raw=True)
 
     def on_js(self, data: bytes) -> None:
         self.js.append((time.perf_counter(), data))
@@ -150,7 +157,7 @@ def _wait_line(proc: subprocess.Popen, text: str, timeout: float = 60.0) -> None
     raise TimeoutError(text)
 
 
-def run_deployed(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
+def run_deployed(config: str, seconds: float, domain_id: int, overrides=(), schedule: bool = False) -> dict:
     import rclpy
     from rclpy.context import Context
 
@@ -165,7 +172,7 @@ def run_deployed(config: str, seconds: float, domain_id: int, overrides=()) -> d
     ex = make_executor(ctx)
     ex.add_node(node)
     system, _, ref, coords, _ = controller_setup(config)
-    mon = Monitor(node)
+    mon = Monitor(node, schedule)
     try:
         for name, ready in (("qv_controller", "law '"), ("qv_dynamics", "model '")):
             procs[name] = _start(name, config, env, overrides)
@@ -200,7 +207,26 @@ def run_deployed(config: str, seconds: float, domain_id: int, overrides=()) -> d
         rclpy.try_shutdown(context=ctx)
     out = summarize(mon, system, coords, ref, codes)
     out["cpu"] = cpu
+    if schedule:
+        out["schedule"] = command_ages(mon)
     return out
+
+
+def command_ages(mon: Monitor) -> tuple[np.ndarray, np.ndarray]:
+    """(stamps, age of the command applied over the step ending there) from the recorded states' efforts and
+    the controller's stamped commands (``bench/command_schedule.py``); one state per stamp."""
+    from command_schedule import applied_ages
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+
+    _, stamps, msgs = mon.states()
+    stamps, first = np.unique(stamps, return_index=True)   # the waiting plant re-sends its first state
+    names = list(msgs[0].name)
+    eff = np.array([np.asarray(msgs[i].effort)[[list(msgs[i].name).index(n) for n in names]] for i in first])
+    cmds = [deserialize_message(b, JointState) for b in mon.cmds]
+    ct = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in cmds])
+    ce = np.array([np.asarray(m.effort)[[list(m.name).index(n) for n in names]] for m in cmds]).reshape(len(cmds), -1)
+    return stamps, applied_ages(stamps, eff, ct, ce, 1e-3)
 
 
 def cpu_seconds(procs: dict) -> dict:
@@ -247,11 +273,12 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
             "dyn_missed": d.get("qv_dynamics", {}).get("missed_deadlines", "?"),
             "dyn_tick_ms": float(d.get("qv_dynamics", {}).get("tick_time_ms_mean", "nan")),
             "ctrl_compute_ms": float(d.get("qv_controller", {}).get("compute_ms_mean", "nan")),
+            "ctrl_delay_ms": float(d.get("qv_controller", {}).get("command_delay_ms", "nan")),
             "exit_codes": codes}
 
 
-def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
-    r = run_deployed(config, seconds, domain_id, overrides)
+def report(config: str, seconds: float, domain_id: int, overrides=(), schedule: bool = False) -> dict:
+    r = run_deployed(config, seconds, domain_id, overrides, schedule)
     r["lockstep_theta_rms"] = lockstep_rms(config, seconds)
     print(f"\ndeployed loop: sim + controller + dynamics as three processes, realtime, dt = 1 ms, {seconds:g} s "
           f"({Path(config).name})")
@@ -260,7 +287,8 @@ def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
           f"{r['rtf']:.4f} (states as received here: {r['rtf_monitor']:.4f}; simulator's last window "
           f"{r['sim_rtf_last']:.3f}, overruns {r['sim_overruns']}; pacing thread late by "
           f"{r['sim_wake_late_ms']:.3f} ms on average, compiled stepper {r['sim_compiled']})")
-    print(f"  controller: watchdog episodes {r['watchdog_episodes']}, law compute {r['ctrl_compute_ms']:.3f} ms mean; "
+    print(f"  controller: watchdog episodes {r['watchdog_episodes']}, law compute {r['ctrl_compute_ms']:.3f} ms mean "
+          f"(latency compensation horizon {r['ctrl_delay_ms']:.3f} ms); "
           f"dynamics node: decimation {r['dyn_decimation']}, missed deadlines {r['dyn_missed']}, "
           f"tick {r['dyn_tick_ms']:.3f} ms")
     print("  CPU use (cores): " + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items())
@@ -268,11 +296,26 @@ def report(config: str, seconds: float, domain_id: int, overrides=()) -> dict:
     ratio = r["theta_rms"] / r["lockstep_theta_rms"]
     print(f"  θ tracking RMS {r['theta_rms']:.3e} vs lock-step {r['lockstep_theta_rms']:.3e} ({ratio:.2f}x); "
           f"exit codes on SIGTERM {r['exit_codes']}")
+    if schedule:
+        print_schedule(config, seconds, r)
     ok = (r["js_hz"] >= 990 and r["cmd_hz"] >= 990 and r["rtf"] >= 0.99 and r["watchdog_episodes"] == 0
           and ratio <= 2.0)
     print(f"  target (>= 990 Hz both, RTF >= 0.99, no watchdog episode, tracking <= 2x lock-step): "
           f"{'MET' if ok else 'NOT met'}")
     return r
+
+
+def print_schedule(config: str, seconds: float, r: dict) -> None:
+    """The applied commands' ages and the lock-step replays of that schedule (``bench/command_schedule.py``)."""
+    from command_schedule import replay, summary
+
+    stamps, ages = r["schedule"]
+    print("  " + summary(ages))
+    plain = replay(config, seconds, ages, stamps, 1e-3)
+    comp = replay(config, seconds, ages, stamps, 1e-3, command_delay=-1.0)
+    lock = r["lockstep_theta_rms"]
+    print(f"  lock-step replay of this schedule: θ RMS {plain:.3e} ({plain / lock:.2f}x lock-step) without latency "
+          f"compensation, {comp:.3e} ({comp / lock:.2f}x) with command_delay = one measured period")
 
 
 def main(argv=None) -> int:
@@ -281,8 +324,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--set", action="append", default=[], metavar="NODE:PARAM:=VALUE",
                     help="a parameter for one node on top of the config, e.g. qv_sim:publish_wrench:=false")
+    ap.add_argument("--schedule", action="store_true",
+                    help="record the controller's ~/command_stamped (one more publish per tick) and print the age of "
+                         "the command applied at each step, with lock-step replays of that schedule")
     args = ap.parse_args(argv)
-    report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 7) % 200, args.set)
+    report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 7) % 200, args.set,
+           args.schedule)
     return 0
 
 

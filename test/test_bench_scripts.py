@@ -42,3 +42,11 @@ def test_bench_ros_latency_parses_its_arguments(script):
 def test_bench_legged_small_run():
     text = run("legged.py", "--states", "2", "--reps", "2")
     assert "pin.constraintDynamics" in text and "LeggedLaw.compute" in text
+
+
+def test_bench_command_schedule_small_run():
+    """The schedule replay applies the answer of the state each step starts from as lock-step does (same θ
+    RMS to the printed digits), and a late command changes the figure."""
+    text = run("command_schedule.py", "--seconds", "1.3")
+    lines = [ln for ln in text.splitlines() if ln.startswith("  every")]
+    assert len(lines) == 3 and "(1.00x) /" in lines[0] and "(1.00x) /" not in lines[1], text

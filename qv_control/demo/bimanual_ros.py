@@ -53,6 +53,7 @@ def run_ros(cfg: BimanualConfig, domain_id: int | None = None, wall_limit: float
         ctrl = ControllerNode("qv_controller", context=context, system=system, law=law, reference=plan.reference,
                               parameter_overrides=to_parameters({
                                   "joints": arm_joints(), "watchdog_timeout": 5.0, "odom_topic": ODOM,
+                                  "command_delay": 0.0,   # lock-step: each command acts from the state it answers
                                   "wrench_topics": [f"/{PLANT_NODE}/grasp_{s}/wrench" for s in SIDES],
                                   "wrench_constraints": [f"grasp_{s}" for s in SIDES]}))
         nodes.append(ctrl)

@@ -57,6 +57,7 @@ class DemoGraph:
             reference=lambda t: reference_for(self.kind, self.sc.task(t), q3),
             parameter_overrides=to_parameters({
                 "joints": list(plant.joint_names), "watchdog_timeout": 5.0, "safe_mode": "gravity",
+                "command_delay": 0.0,   # lock-step: each command acts from the state it answers
                 "wrench_topics": ["/qv_mujoco/tool_ft/wrench"], "wrench_constraints": [CONTACT]}))
         self.nodes.append(self.ctrl)
         self.mj.on_step.append(self.track_rotation)

@@ -173,6 +173,7 @@ class Bringup:
                 # scheduling hiccup would inject a safe command into the loop. Keep it for real stalls only.
                 given = ctrl_p.get("watchdog_timeout", 0.1)
                 ctrl_p["watchdog_timeout"] = lockstep_watchdog(given)
+                ctrl_p["command_delay"] = 0.0  # a lock-step plant applies each command from the state it answers
             self.controller = ControllerNode("qv_controller", context=self.context, system=system, law=law,
                                              reference=reference, parameter_overrides=to_parameters(ctrl_p))
             self.nodes.append(self.controller)

@@ -61,7 +61,7 @@ from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
 from .outputs import CommandOutput
-from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names
+from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names, make_predictor
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
@@ -120,6 +120,8 @@ class ControllerNode(ControllerParameters, Node):
         hz = float(gp("velocity_observer_hz").value)   # q̇ for the law: measured, or the model-based observer's
         self.observer = VelocityObserver(system, hz) if hz > 0 else None
         self._tau_sent = np.zeros(system.nv)             # the observer's input: the last command sent
+        # latency compensation: the law answers the state at the time its command acts (command_delay)
+        self.predictor = make_predictor(system, gp("command_delay").value)
         self.last_rx: float | None = None
         self.stale = False
         self._answered = (None, 0.0)  # (stamp, wall time) of the last state answered
@@ -298,12 +300,15 @@ class ControllerNode(ControllerParameters, Node):
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0, st = time.perf_counter(), time.thread_time(), self.stats
         try:
             if self.observer is not None:
                 qdot = self.observer.update(t, q, qdot, self._tau_sent)
-            tau = self.law.compute(State(t=t, q=q, qdot=qdot, lambda_meas=self.measured_lambda(q)),
-                                   self.reference_at(t))
+            lam, t_act = self.measured_lambda(q), t
+            if self.predictor is not None:  # τ held until ours acts: the last sent (unknown before the first)
+                held = self._tau_sent if st["commands"] or st["safe_commands"] else None
+                t_act, q, qdot = self.predictor.predict(t, q, qdot, held)
+            tau = self.law.compute(State(t=t_act, q=q, qdot=qdot, lambda_meas=lam), self.reference_at(t_act))
             tau = np.asarray(tau, float)
             if tau.shape != (self.system.nv,) or not (math.isfinite(tau.dot(tau)) or np.all(np.isfinite(tau))):
                 raise QVError(f"law returned {tau.shape} / non-finite torque")
@@ -314,7 +319,6 @@ class ControllerNode(ControllerParameters, Node):
         self.rejects["law"].ok()
         self._tau_sent = tau
         dt = 1e3 * (time.perf_counter() - t0)
-        st = self.stats
         # wall time and this thread's CPU time: their difference is time the thread was descheduled
         st["compute_cpu_ms_sum"] += 1e3 * (time.thread_time() - c0)
         st["compute_ms_sum"] += dt
@@ -361,7 +365,8 @@ class ControllerNode(ControllerParameters, Node):
                   "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
                   "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters)}
+                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
+                  "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0}
         law = self.rejects["law"]
         values["law_failures"] = law.total
         for k, c in self.rejects.items():

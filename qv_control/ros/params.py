@@ -8,6 +8,7 @@ ones it is given.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -28,11 +29,18 @@ from qv_dynamics.ros.params import (
     validate,
 )
 
+from ..latency import AUTO, StatePredictor
 from ..laws.registry import LAWS, make_law
 from .sizes import labelled_vector
 
 SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
+
+
+def command_delay_check(v) -> None:
+    """``command_delay``: a finite number of seconds >= 0, or -1 (one measured period)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v < 0 and v != AUTO):
+        raise ModelError(f"command_delay must be >= 0 s or {AUTO:g} (one update period from the stamps), got {v!r}")
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
     RAW_MESSAGES,
@@ -47,6 +55,12 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("velocity_observer_hz", 0.0, "bandwidth [Hz] of the model-based q̇ observer (qv_dynamics.observer: "
           "constrained-dynamics prediction under the last command, corrected by the measured q̇); 0: the law "
           "reads the measured q̇ as is", non_negative("velocity_observer_hz")),
+    Param("command_delay", AUTO, "latency compensation: time [s] from a state's stamp until the command computed "
+          "from it acts; the law answers the state predicted at that time from the constrained dynamics under the "
+          "command acting until then (qv_control.latency). -1: one update period measured from the /joint_states "
+          "stamps (ros2_control hardware: a topic-based controller's command is written in the cycle after the one "
+          "that read the state); 0: none (a lock-step plant applies each command from the state it answers)",
+          command_delay_check, read_only=False),
     Param("law", "", f"law name for qv_control.make_law ({', '.join(n for n in LAWS if n != 'legged')})",
           read_only=False),
     Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output",
@@ -71,6 +85,11 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("reference.kind", "quintic", "spline reference: quintic or cubic", one_of("reference.kind",
                                                                                      ("quintic", "cubic"))),
 )
+
+
+def make_predictor(system, command_delay: float):
+    """The node's :class:`~qv_control.latency.StatePredictor` for ``command_delay`` (None for 0: none)."""
+    return StatePredictor(system, float(command_delay)) if command_delay != 0 else None
 
 
 def make_node_law(name: str, system, **params):
@@ -176,6 +195,8 @@ class ControllerParameters:
             self.watchdog_timeout = float(new["watchdog_timeout"])
         if "safe_mode" in new:
             self.safe_mode = new["safe_mode"]
+        if "command_delay" in new:
+            self.predictor = make_predictor(self.system, new["command_delay"])
         if "stamp_future_tolerance" in new:
             self.stamps.future_tolerance = float(new["stamp_future_tolerance"])
         if "theta_desired" in new or "law" in new or law_changes:

@@ -1,0 +1,104 @@
+"""Latency compensation: the state at the time a command will act (issue 11).
+
+A command computed from the state (q, q̇) measured at t acts on the robot only from t + L: the state's way
+to the controller, the law's compute, the command's way back and the hardware's next write. With a
+topic-based controller behind ros2_control the command is written in the update cycle after the one that
+read the state, so L ≈ one update period. Until then the previous command τ⁻ is held. A law that answers
+the measured state therefore answers a state one period old. :class:`StatePredictor` gives the law the
+state at t + L instead, predicted from the SPEC's constrained dynamics under the held command:
+
+    M q̈ + h = τ⁻ − Aᵀλ,   A q̈ + Ȧq̇ = 0   →   q̈ = direct_dynamics(q, q̇, τ⁻)   (projection paper eq. 22–25)
+
+    q̂̇ = q̇ + L q̈,        q̂ = q ⊕ (L q̇ + ½ L² q̈)        (second-order Taylor; ⊕ = pin.integrate)
+
+(the acceleration :class:`qv_dynamics.observer.VelocityObserver` predicts with), so the truncation errors
+are ‖q̂̇ − q̇(t+L)‖ ≤ ½ L² max‖q⃛‖ and ‖q̂ − q(t+L)‖ ≤ ⅙ L³ max‖q⃛‖; the law samples its reference at t + L.
+The prediction keeps A q̂̇ = A q̇ − L Ȧq̇ + O(L²): to first order it stays on the constraint manifold.
+
+The horizon is either given (seconds) or one update period measured from the states' stamps
+(:class:`StampPeriod`: the 10th percentile of recent spacings. A node that answers the freshest state only
+sees a spacing of two or more periods wherever it skipped states, under load most of them, so a median
+would double the horizon; a low percentile needs one spacing in ten to be a single period).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+
+from qv_dynamics.errors import DimensionError
+from qv_dynamics.projection import direct_dynamics
+
+AUTO = -1.0  # horizon: one update period measured from the stamps
+
+
+class StampPeriod:
+    """The update period of a periodic state stream from its stamps: the ``quantile`` of the last ``window``
+    positive spacings no longer than ``max_gap`` (recomputed when ``window`` new ones have come); 0 until
+    ``min_samples`` spacings are known."""
+
+    def __init__(self, window: int = 64, min_samples: int = 8, max_gap: float = 0.1, quantile: float = 0.1):
+        self.window, self.min_samples, self.max_gap = int(window), int(min_samples), float(max_gap)
+        self.quantile = float(quantile)
+        self._buf = np.zeros(self.window)
+        self._n = 0                       # spacings collected so far
+        self._t: float | None = None
+        self.period = 0.0
+
+    def update(self, t: float) -> float:
+        """Take the stamp ``t`` [s]; returns the current period estimate [s] (0: not known yet)."""
+        prev, self._t = self._t, t
+        if prev is None:
+            return self.period
+        gap = t - prev
+        if 0.0 < gap <= self.max_gap:
+            self._buf[self._n % self.window] = gap
+            self._n += 1
+            if self._n == self.min_samples or self._n % self.window == 0:
+                self.period = float(np.quantile(self._buf[:min(self._n, self.window)], self.quantile))
+        return self.period
+
+
+class StatePredictor:
+    """(t, q, q̇) → (t + L, q̂, q̂̇) of ``system`` under the held torque (module doc).
+
+    ``horizon`` L [s] ≥ 0, or :data:`AUTO` (−1): one update period measured from the stamps passed to
+    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation)."""
+
+    def __init__(self, system, horizon: float = AUTO):
+        horizon = float(horizon)
+        if not math.isfinite(horizon) or (horizon < 0.0 and horizon != AUTO):
+            raise DimensionError(f"prediction horizon must be >= 0 s or {AUTO} (one measured period), got {horizon}")
+        self.system = system
+        self.horizon = horizon
+        self.period = StampPeriod() if horizon == AUTO else None
+
+    @property
+    def lead_now(self) -> float:
+        """The current horizon L [s] (a measured period: 0 until known)."""
+        return self.period.period if self.period is not None else self.horizon
+
+    def lead(self, t: float) -> float:
+        """The horizon L for the state stamped ``t`` (a measured period is updated with ``t``)."""
+        return self.period.update(t) if self.period is not None else self.horizon
+
+    def predict(self, t: float, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray | None
+                ) -> tuple[float, np.ndarray, np.ndarray]:
+        """(t + L, q̂, q̂̇): the state at t + L under the held ``tau`` (module doc); q and q̇ float vectors
+        of the system's sizes (a node's parsed joint state), ``tau`` the command acting now. ``tau=None``
+        (no command sent yet: what the actuators hold is unknown, e.g. brakes) returns the state as is: a
+        guess (zero torque: a free fall of L) would start the loop with a kick."""
+        L = self.lead(t)
+        if L <= 0.0 or tau is None:
+            return t, q, qdot
+        sysm = self.system
+        terms = sysm.evaluate(q, qdot, coriolis=False, checked=True)
+        qdd = direct_dynamics(terms, tau=tau)[0]
+        v = qdot + L * qdd
+        dq = qdot * L
+        dq += (0.5 * L * L) * qdd
+        return t + L, pin.integrate(sysm.model, q, dq), v
+
+
+__all__ = ["AUTO", "StampPeriod", "StatePredictor"]
