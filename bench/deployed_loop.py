@@ -130,11 +130,17 @@ class Monitor:
 
 
 def _start(name: str, config: str, env: dict, overrides=()) -> subprocess.Popen:
-    """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock);
+    """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock,
+    the dynamics node behind the launch file's default ``dynamics_prefix``, a lower priority);
     ``overrides``: "node:param:=value" strings, those of this node are passed as ``-p param:=value``."""
+    import shlex
+
+    from qv_dynamics.ros.runner import OBSERVER_PREFIX
+
     sim_time = [] if name == "qv_sim" else ["-p", "use_sim_time:=true"]
     extra = [a for o in overrides if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
-    return subprocess.Popen([sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
+    prefix = shlex.split(OBSERVER_PREFIX) if name == "qv_dynamics" else []
+    return subprocess.Popen([*prefix, sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
                              "--params-file", config, *sim_time, *extra], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
