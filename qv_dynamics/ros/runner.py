@@ -14,10 +14,27 @@ wait for its spin thread, which waits for the GIL). So rclpy is initialised with
 Python handlers record the signal, and the main thread spins with ``spin_once(timeout)``: between two
 events (at most ``POLL`` s when idle) the handler has run and the loop ends. Teardown then happens on the
 spinning thread itself: no callback can run, or publish on a dead context, after the node is destroyed.
+
+Why a signal ends the process with ``os._exit`` (after the teardown above, or at once while the node is
+being built), not by returning through Python:
+- While starting, an exception raised from the handler lands at an arbitrary bytecode of the
+  construction, and library code there does not let it through (seen under load): a C extension's module
+  init (pybind11, scipy.spatial) turned it into ``ImportError: initialization failed`` (traceback, exit
+  code 1), and elsewhere it was swallowed and the construction ran on for 2.4 s after SIGTERM. Nothing of
+  the node exists yet that a peer would miss, so the handler ends the process right there.
+- After the teardown, the interpreter's finalization joins the ~20 DDS and executor threads and runs the
+  native destructors (one sleeps 100 ms): 0.15-0.5 s measured on this 2-core machine, 1.0-1.4 s with a
+  CPU hog beside it, more than the whole budget. Everything that needs an orderly end (executor, node,
+  rclpy context, stdio) is closed before.
+A teardown that does not finish within ``TEARDOWN_LIMIT`` is a bug, not a wait: faulthandler's watchdog
+(a C thread, it needs no GIL) dumps every thread's stack to stderr and ends the process with code 1.
 """
 from __future__ import annotations
 
+import ctypes
+import faulthandler
 import gc
+import os
 import signal
 import sys
 from typing import Callable
@@ -35,6 +52,7 @@ POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node withi
 # loop gets them first and the observer receives fewer states, which it counts (``inputs_lost``) and says in
 # /diagnostics. Raising one's own nice value needs no privileges. bench/ros_latency.py starts it the same way.
 OBSERVER_PREFIX = "nice -n 10"
+TEARDOWN_LIMIT = 3.0  # s from the signal: a teardown still running then is dumped and ended (code 1)
 
 
 def make_executor(context=None):
@@ -55,14 +73,30 @@ def publish_if_lockstep(node: Node) -> None:
         node.publish_state()
 
 
-class _Interrupted(BaseException):
-    """Raised by the signal handler while the node is being built (construction may take seconds)."""
+def _exit_now(name: str, signum: int) -> None:
+    """End the process with code 0 after a signal: flush Python's and C's stdio, say so, skip finalization.
+
+    Safe inside the handler: a flush the signal interrupted (a reentrant call) is given up, the line is
+    written with ``os.write``."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (RuntimeError, OSError, ValueError):  # reentrant, closed pipe, closed file: exit all the same
+            pass
+    ctypes.CDLL(None).fflush(None)  # rcutils logs through C stdio, which os._exit does not flush
+    try:
+        os.write(2, f"{name}: stopped by {signal.Signals(signum).name}\n".encode())
+    except OSError:  # nobody reads stderr any more
+        pass
+    os._exit(0)
 
 
 class _Signals:
-    """SIGINT/SIGTERM handlers for one run: record the signal; abort construction if it is still going on."""
+    """SIGINT/SIGTERM handlers for one run: record the signal and arm the teardown watchdog; while the node
+    is being built (construction may take seconds), end the process at once."""
 
-    def __init__(self):
+    def __init__(self, name: str):
+        self.name = name
         self.received: int | None = None
         self.starting = True
         self._old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -70,8 +104,9 @@ class _Signals:
     def _handler(self, signum, _frame) -> None:
         if self.received is None:
             self.received = signum
+            faulthandler.dump_traceback_later(TEARDOWN_LIMIT, exit=True)
         if self.starting:
-            raise _Interrupted()
+            _exit_now(self.name, signum)
 
     def restore(self) -> None:
         for s, h in self._old.items():
@@ -91,14 +126,15 @@ def _spin(node: Node, ex, sig: _Signals) -> int:
 
 def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = None,
              on_start: Callable[[Node], None] | None = None) -> int:
-    """Run ``factory()`` under rclpy until shutdown; returns the process exit code (0 on a signal or an
-    external shutdown, 2 if refused at start, ``node.exit_code`` if the node gave up).
+    """Run ``factory()`` under rclpy until shutdown; returns the process exit code (0 on an external
+    shutdown, 2 if refused at start, ``node.exit_code`` if the node gave up). On SIGINT/SIGTERM it does not
+    return: the process ends with code 0 after the teardown (see the module docstring).
 
     ``argv`` defaults to ``sys.argv`` (ROS arguments: ``--ros-args --params-file config/...yaml``);
     ``on_start(node)`` runs once before spinning. Start-up objects are moved out of the garbage
     collector's generations (``gc.freeze``): shorter collector pauses in the 1 kHz callbacks."""
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
-    sig = _Signals()
+    sig = _Signals(name)
     node = ex = None
     code = 0
     try:
@@ -117,8 +153,6 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         sig.starting = False
         if sig.received is None:
             code = _spin(node, ex, sig)
-    except _Interrupted:
-        pass
     finally:
         sig.starting = False
         # the executor first, then the node (rclpy's order): a node destroyed under a live EventsExecutor
@@ -128,7 +162,8 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
-        sig.restore()
+        if sig.received is None:
+            sig.restore()
     if sig.received is not None:
-        print(f"{name}: stopped by {signal.Signals(sig.received).name}", file=sys.stderr)
+        _exit_now(name, sig.received)
     return code
