@@ -19,7 +19,7 @@ d = 200 s/m makes a touch-down at mm/s mostly inelastic, as on a real table (Hun
 is e ≈ 1 − (2/3)d·ṙ⁻, so e ≈ 0.2 at 6 mm/s); with d = 20 s/m (e ≈ 0.92, a steel-on-steel bounce) the
 planned touch-downs of issue 12 bounced under model error or noise for every controller.
 
-Sign conventions as :class:`qv_dynamics.plants.mujoco_plant.MujocoPlant`: :meth:`contact_force_world` is
+Sign conventions of :class:`qv_dynamics.plants.table_plant.TablePlant`: :meth:`contact_force_world` is
 the force the table exerts on the tool (world axes, +z when pressing), :meth:`tool_wrench_world` the F/T
 reading turned into the same convention (force on the tool from below the sensor).
 """
@@ -31,6 +31,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError, as_vector
+from .table_plant import TablePlant
 
 try:  # drake (requirements.txt) is needed by this plant only; its tests skip without it
     from pydrake.geometry import AddContactMaterial, Box, ProximityProperties, Sphere
@@ -79,7 +80,7 @@ def _inertia(I: pin.Inertia) -> "SpatialInertia":
     return SpatialInertia.MakeFromCentralInertia(float(I.mass), np.asarray(I.lever), rot)
 
 
-class DrakePlant:
+class DrakePlant(TablePlant):
     """Drake MultibodyPlant mirroring a Pinocchio fixed-base robot of revolute joints, with a table."""
 
     def __init__(self, system_or_model, scene: DrakeSceneConfig | None = None):
@@ -202,12 +203,6 @@ class DrakePlant:
             fb = np.asarray(info.contact_force())  # force on body B, world axes
             f += fb if info.bodyB_index() == self._tool.index() else -fb
         return f
-
-    def normal_force(self) -> float:
-        return float(self.contact_force_world()[2])
-
-    def lambda_z(self) -> float:
-        return -self.normal_force()
 
     def tool_wrench_world(self) -> np.ndarray:
         """F/T sensor (the weld's reaction wrench on the tool at the sensor frame), turned into the force

@@ -14,6 +14,7 @@ import pinocchio as pin
 
 from ..errors import DimensionError, ModelError, as_vector
 from .mujoco_scene import SceneConfig, mjcf_from_pinocchio
+from .table_plant import TablePlant
 
 try:  # mujoco is a run-time dependency of this module only
     import mujoco
@@ -87,7 +88,7 @@ class MujocoStepping:
             mujoco.mj_forward(self.model, self.data)
 
 
-class MujocoPlant(MujocoStepping):
+class MujocoPlant(MujocoStepping, TablePlant):
     """MuJoCo plant mirroring a :class:`~qv_dynamics.model.ConstrainedSystem`'s robot, with a table.
 
     ``step(tau, dt)`` applies joint torques (clipped to the URDF effort limits by MuJoCo's ctrlrange)
@@ -159,14 +160,6 @@ class MujocoPlant(MujocoStepping):
             # mj_contactForce returns the force geom1 exerts on geom2 (normal points from geom1 to geom2)
             f += fw if g2 == self._tip else -fw
         return f
-
-    def normal_force(self) -> float:
-        """Normal force the table exerts on the tool, along +z (≥ 0; 0 without contact)."""
-        return float(self.contact_force_world()[2])
-
-    def lambda_z(self) -> float:
-        """Multiplier of the constraint row A = ∂z_tool/∂q in the SPEC convention M q̈ + h = τ − Aᵀλ: λ = −F_z."""
-        return -self.normal_force()
 
     def in_contact(self) -> bool:
         d = self.data
