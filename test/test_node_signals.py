@@ -218,21 +218,22 @@ def test_signal_while_the_stream_flows(sig):
     from std_msgs.msg import Float64MultiArray
 
     procs = [_start(_node_args(node, "-r", f"__node:={name}")) for node, name in STREAM]
+    results = []
     try:
         for (node, _), proc in zip(STREAM, procs):
             _wait_for(proc, READY[node], timeout=60.0)
         counts = {"states": 0, "commands": 0}
+
+        def count(key):
+            return lambda _msg: counts.__setitem__(key, counts[key] + 1)
+
         with ros_session(DOMAIN, "stream_probe") as (_, ex, probe):
-            probe.create_subscription(JointState, "/joint_states", lambda _m: counts.__setitem__(
-                "states", counts["states"] + 1), 10)
-            probe.create_subscription(Float64MultiArray, "/effort_controller/commands", lambda _m: counts.__setitem__(
-                "commands", counts["commands"] + 1), 10)
-            flowing = spin_until(ex, lambda: counts["states"] >= 200 and counts["commands"] >= 50, timeout=20.0)
-        assert flowing, f"stream not flowing: {counts}"
+            probe.create_subscription(JointState, "/joint_states", count("states"), 10)
+            probe.create_subscription(Float64MultiArray, "/effort_controller/commands", count("commands"), 10)
+            flowing = spin_until(ex, lambda: counts["states"] >= 200 and counts["commands"] >= 50, timeout=30.0)
         t0 = time.monotonic()
         for proc in procs:
             proc.send_signal(sig)
-        results = []
         for proc in procs:
             try:
                 out, _ = proc.communicate(timeout=10.0)
@@ -244,5 +245,6 @@ def test_signal_while_the_stream_flows(sig):
             if proc.poll() is None:  # never leave one running
                 proc.kill()
                 proc.communicate()
+    assert flowing, f"stream not flowing: {counts}; outputs:\n" + "\n".join(out[-1500:] for _, _, out in results)
     for rc, took, out in results:
         _assert_clean(rc, took, out)
