@@ -23,7 +23,7 @@ from numba import njit
 
 from qv_dynamics.compiled import kernel
 from qv_dynamics.quasi_linalg import full_rank
-from qv_dynamics.sim.kernel_linalg import jacobi, lu_solve, mv, upper_solve
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_apply, lu_factor, lu_solve, mv
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -52,50 +52,6 @@ def _cond(D, U) -> float:
             s += B[i, t] * B[i, t]
         hi, lo = max(hi, s), min(lo, s)
     return math.sqrt(hi / lo) if lo > 0.0 else np.inf
-
-
-@njit(cache=True)
-def lu_factor(K, LU, piv) -> bool:
-    """K = PLU by partial pivoting into ``LU`` (multipliers below the diagonal) and ``piv`` (the row swapped
-    with row j at step j): the eliminations of :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`, kept for
-    several right-hand sides (:func:`lu_apply` gives the same x bit for bit). False when a pivot is 0."""
-    n = K.shape[0]
-    LU[:] = K
-    for j in range(n):
-        p = j
-        for i in range(j + 1, n):
-            if abs(LU[i, j]) > abs(LU[p, j]):
-                p = i
-        piv[j] = p
-        if LU[p, j] == 0.0:
-            return False
-        if p != j:
-            for t in range(n):
-                LU[j, t], LU[p, t] = LU[p, t], LU[j, t]
-        for i in range(j + 1, n):
-            f = LU[i, j] / LU[j, j]
-            LU[i, j] = f
-            if f != 0.0:
-                for t in range(j + 1, n):
-                    LU[i, t] -= f * LU[j, t]
-    return True
-
-
-@njit(cache=True)
-def lu_apply(LU, piv, b):
-    """K⁻¹b from :func:`lu_factor` (the row swaps in order, forward then back substitution)."""
-    n = b.shape[0]
-    x = b.copy()
-    for j in range(n):
-        p = piv[j]
-        if p != j:
-            x[j], x[p] = x[p], x[j]
-    for j in range(n):
-        for i in range(j + 1, n):
-            f = LU[i, j]
-            if f != 0.0:
-                x[i] -= f * x[j]
-    return upper_solve(LU, x)
 
 
 @njit(cache=True)

@@ -170,29 +170,59 @@ def pinv(Ur, sr, V1):
 
 
 @njit(cache=True)
-def lu_solve(K, b, x) -> bool:
-    """x = K⁻¹b by LU with partial pivoting (the algorithm of LAPACK dgesv); False when a pivot is 0."""
+def lu_factor(K, LU, piv) -> bool:
+    """K = PLU by partial pivoting into ``LU`` (multipliers below the diagonal) and ``piv`` (the row swapped
+    with row j at step j), kept for several right-hand sides (:func:`lu_apply`); the algorithm of LAPACK
+    dgetrf. False when a pivot is 0."""
     n = K.shape[0]
-    LU = K.copy()
-    x[:] = b
+    LU[:] = K
     for j in range(n):
         p = j
         for i in range(j + 1, n):
             if abs(LU[i, j]) > abs(LU[p, j]):
                 p = i
+        piv[j] = p
         if LU[p, j] == 0.0:
             return False
         if p != j:
-            for k in range(n):
-                LU[j, k], LU[p, k] = LU[p, k], LU[j, k]
-            x[j], x[p] = x[p], x[j]
+            for t in range(n):
+                LU[j, t], LU[p, t] = LU[p, t], LU[j, t]
         for i in range(j + 1, n):
             f = LU[i, j] / LU[j, j]
+            LU[i, j] = f
             if f != 0.0:
-                for k in range(j + 1, n):
-                    LU[i, k] -= f * LU[j, k]
+                for t in range(j + 1, n):
+                    LU[i, t] -= f * LU[j, t]
+    return True
+
+
+@njit(cache=True)
+def lu_apply(LU, piv, b):
+    """K⁻¹b from :func:`lu_factor` (the row swaps in order, forward then back substitution)."""
+    n = b.shape[0]
+    x = b.copy()
+    for j in range(n):
+        p = piv[j]
+        if p != j:
+            x[j], x[p] = x[p], x[j]
+    for j in range(n):
+        for i in range(j + 1, n):
+            f = LU[i, j]
+            if f != 0.0:
                 x[i] -= f * x[j]
-    x[:] = upper_solve(LU, x)
+    return upper_solve(LU, x)
+
+
+@njit(cache=True)
+def lu_solve(K, b, x) -> bool:
+    """x = K⁻¹b by LU with partial pivoting (the algorithm of LAPACK dgesv: :func:`lu_factor`, then
+    :func:`lu_apply`); False when a pivot is 0."""
+    n = K.shape[0]
+    LU = np.empty((n, n))
+    piv = np.empty(n, np.int64)
+    if not lu_factor(K, LU, piv):
+        return False
+    x[:] = lu_apply(LU, piv, b)
     return True
 
 
