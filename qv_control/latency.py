@@ -27,7 +27,9 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError
+from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.projection import direct_dynamics
 
 AUTO = -1.0  # horizon: one update period measured from the stamps
@@ -64,15 +66,22 @@ class StatePredictor:
     """(t, q, q̇) → (t + L, q̂, q̂̇) of ``system`` under the held torque (module doc).
 
     ``horizon`` L [s] ≥ 0, or :data:`AUTO` (−1): one update period measured from the stamps passed to
-    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation)."""
+    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation). q̈ comes from the simulator's
+    compiled projection stage (:class:`qv_dynamics.sim.fastpath.CompiledProjection`, the same eq. 25 and rank
+    rule) when its kernels are cached, else (or ``compiled=False``) from :func:`direct_dynamics`."""
 
-    def __init__(self, system, horizon: float = AUTO):
+    def __init__(self, system, horizon: float = AUTO, compiled: bool = True):
         horizon = float(horizon)
         if not math.isfinite(horizon) or (horizon < 0.0 and horizon != AUTO):
             raise DimensionError(f"prediction horizon must be >= 0 s or {AUTO} (one measured period), got {horizon}")
         self.system = system
         self.horizon = horizon
         self.period = StampPeriod() if horizon == AUTO else None
+        self._fast = None  # the simulator's compiled stage: one CRBA, one RNEA, one kinematic pass, one kernel
+        if compiled and load("qv_dynamics.sim.kernels") is not None:
+            from qv_dynamics.sim.fastpath import CompiledProjection  # imports numba: only once it has loaded
+
+            self._fast = CompiledProjection(system, RTOL, ATOL)
 
     @property
     def lead_now(self) -> float:
@@ -93,8 +102,10 @@ class StatePredictor:
         if L <= 0.0 or tau is None:
             return t, q, qdot
         sysm = self.system
-        terms = sysm.evaluate(q, qdot, coriolis=False, checked=True)
-        qdd = direct_dynamics(terms, tau=tau)[0]
+        if self._fast is not None:
+            qdd = self._fast.accel(q, qdot, tau)[0]
+        else:
+            qdd = direct_dynamics(sysm.evaluate(q, qdot, coriolis=False, checked=True), tau=tau)[0]
         v = qdot + L * qdd
         dq = qdot * L
         dq += (0.5 * L * L) * qdd
