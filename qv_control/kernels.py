@@ -22,8 +22,8 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_linalg import full_rank
-from qv_dynamics.sim.kernel_linalg import jacobi, lu_apply, lu_factor, lu_solve, mv
+from qv_dynamics.quasi_linalg import full_rank, mv
+from qv_dynamics.sim.kernel_linalg import jacobi, lu_apply, lu_factor, lu_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
-from qv_dynamics.sim.kernel_linalg import mv
+from qv_dynamics.quasi_linalg import mv
 
 from .coord_kernel import evaluate_into
 from .kernels import coupled_core, pidc_core

@@ -256,13 +256,3 @@ def upper_solve(U, y):
 def back_substitute(L, y):
     """x = L⁻ᵀy for a lower triangular L."""
     return upper_solve(L.T, y)
-
-
-@njit(cache=True)
-def mv(X, x):
-    """X x (Xᵀx as mv(X.T, x), the same sums in the same order)."""
-    y = np.zeros(X.shape[0])
-    for i in range(X.shape[0]):
-        for k in range(X.shape[1]):
-            y[i] += X[i, k] * x[k]
-    return y

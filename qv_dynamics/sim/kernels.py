@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from ..compiled import kernel
+from ..quasi_linalg import mv
 from .kernel_linalg import (
     back_substitute,
     chol_solve,
@@ -30,7 +31,6 @@ from .kernel_linalg import (
     finite,
     lu_solve,
     mirror_upper,
-    mv,
     pinv,
     residual,
     row_svd,
