@@ -10,7 +10,9 @@ it computes M, h, the constraint Jacobians and drifts itself), so the fair compa
 ``evaluate + direct_dynamics``; ``evaluate + quasi_decompose (prev)`` is the dynamics node's per-sample
 cost at 1 kHz: the previous QuasiState (of the state 1 ms earlier along q̇, itself decomposed with the one
 before as its ``prev``) is passed, so V₁, V₂ are aligned to it (qv_dynamics.quasi_basis) as in the node; without
-``prev`` the bases are seeded by a full SVD.
+``prev`` the bases are seeded by a full SVD. ``QuasiSampler.sample (prev)`` gives the same terms and state
+(to rounding, test_quasi_sampler.py) with the same ``prev`` from Pinocchio's passes and one compiled call: the
+path the quasi-velocity laws take each tick.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import argparse
 import os
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,7 @@ from timing import median_table, time_calls  # noqa: E402  (bench/)
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
+from qv_dynamics.quasi_sampler import QuasiSampler  # noqa: E402
 
 
 def bench_model(label, system, specs, n_states, reps, seed=0):
@@ -49,12 +53,14 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
         "direct_dynamics (kkt)": None,
         "evaluate + quasi_decompose": lambda q, v, tau: quasi_decompose(system.evaluate(q, v), tau=tau),
         "evaluate + quasi_decompose (prev)": None,
+        "QuasiSampler.sample (prev)": None,
         "evaluate + direct_dynamics (projection)": lambda q, v, tau: direct_dynamics(system.evaluate(q, v), tau=tau),
         "evaluate + direct_dynamics (kkt)":
             lambda q, v, tau: direct_dynamics(system.evaluate(q, v), tau=tau, method="kkt"),
         "pin.constraintDynamics": lambda q, v, tau: pin.constraintDynamics(model, pdata, q, v, tau, cms, cds, prox),
     }
     times = {k: [] for k in cases}
+    sampler = QuasiSampler(system)
     worst_err = 0.0
     for _ in range(n_states):
         q = system.random_configuration(rng)
@@ -74,6 +80,7 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
         local["quasi_decompose"] = lambda q, v, tau: quasi_decompose(terms, tau=tau)
         local["evaluate + quasi_decompose (prev)"] = \
             lambda q, v, tau: quasi_decompose(system.evaluate(q, v), tau=tau, prev=prev).condition  # as the node
+        local["QuasiSampler.sample (prev)"] = partial(_sampled, sampler, prev)
         local["direct_dynamics (projection)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau)
         local["direct_dynamics (kkt)"] = lambda q, v, tau: direct_dynamics(terms, tau=tau, method="kkt")
         for k, f in local.items():
@@ -81,6 +88,12 @@ def bench_model(label, system, specs, n_states, reps, seed=0):
     print(f"\n{label}: nv={system.nv}, m={system.m} constraint rows, {n_states} states x {reps} reps; "
           f"q̈ vs Pinocchio worst relative error {worst_err:.1e}")
     return median_table(times)
+
+
+def _sampled(sampler, prev, q, v, tau):
+    """The sampler's steady state at 1 kHz: the same ``prev`` as ``evaluate + quasi_decompose (prev)``."""
+    sampler.prev = prev
+    return sampler.sample(q, v, tau)[1].condition
 
 
 def _median_us(f, reps: int) -> float:
@@ -151,7 +164,7 @@ def main(argv=None) -> int:
     print(f"\narm target (<= 100 µs median and <= 10x Pinocchio): evaluate + quasi_decompose {eq:.1f} µs "
           f"({eq / p:.1f}x), evaluate + direct_dynamics {ed:.1f} µs ({ed / p:.1f}x) -> "
           f"{'met' if max(eq, ed) <= 100 and max(eq, ed) / p <= 10 else 'NOT met'}")
-    for key in ("evaluate + quasi_decompose", "evaluate + quasi_decompose (prev)"):
+    for key in ("evaluate + quasi_decompose", "evaluate + quasi_decompose (prev)", "QuasiSampler.sample (prev)"):
         r_arm = arm[key] / p
         r_legs = legs[key] / legs["pin.constraintDynamics"]
         print(f"issue 11 target ({key} <= 3x Pinocchio): Panda {r_arm:.1f}x, Talos {r_legs:.1f}x "

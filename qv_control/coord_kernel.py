@@ -3,12 +3,7 @@
 numpy views: no per-tick getter calls). The numpy reference path is
 :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``.
 
-Frame quantities, from the world joint Jacobians J_w = [J_v; J_ω] (``data.J``, velocity of the body at the
-world origin) and their time variation J̇_w (``data.dJ``), over the columns that support the frame (the others
-are zero), with p the frame origin and ṗ = J_p q̇ (LOCAL_WORLD_ALIGNED, as ``pin.getFrameJacobian`` and
-``pin.getFrameJacobianTimeVariation`` give them)::
-
-    J_p = J_v − [p]×J_ω,   J̇_p = J̇_v − [p]×J̇_ω − [ṗ]×J_ω,   angular rows J_ω, J̇_ω
+Frame quantities J_p, J_ω, J̇_p, J̇_ω: :func:`qv_dynamics.frame_kernel.frame_rates`.
 
 Rotation rows: φ = log₃(E), E = R·R_refᵀ, θ = atan2(½‖a‖, ½(tr E − 1)) with a = (E₃₂ − E₂₃, E₁₃ − E₃₁,
 E₂₁ − E₁₂) (accurate at every angle below π, unlike acos), φ = θa/‖a‖ (a/2 at θ = 0); G = J_l⁻¹(φ) and Ġ as in
@@ -26,42 +21,11 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
+from qv_dynamics.frame_kernel import frame_rates as _frame_rates
 
 from .coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
 
 _M = "float64[:, :]"
-
-
-@njit(cache=True)
-def _frame_rates(Jw, dJw, p, sup, qdot, J6, dJ6) -> None:
-    """J6 = J_p, J_ω and dJ6 = J̇_p, J̇_ω of one frame (module doc), world-aligned at its origin p."""
-    n = qdot.shape[0]
-    for j in range(n):
-        if sup[j]:
-            wx, wy, wz = Jw[3, j], Jw[4, j], Jw[5, j]
-            J6[0, j] = Jw[0, j] - (p[1] * wz - p[2] * wy)
-            J6[1, j] = Jw[1, j] - (p[2] * wx - p[0] * wz)
-            J6[2, j] = Jw[2, j] - (p[0] * wy - p[1] * wx)
-            J6[3, j], J6[4, j], J6[5, j] = wx, wy, wz
-        else:
-            for i in range(6):
-                J6[i, j] = 0.0
-    d0 = d1 = d2 = 0.0   # ṗ = J_p q̇
-    for j in range(n):
-        d0 += J6[0, j] * qdot[j]
-        d1 += J6[1, j] * qdot[j]
-        d2 += J6[2, j] * qdot[j]
-    for j in range(n):
-        if sup[j]:
-            wx, wy, wz = Jw[3, j], Jw[4, j], Jw[5, j]
-            ax, ay, az = dJw[3, j], dJw[4, j], dJw[5, j]
-            dJ6[0, j] = dJw[0, j] - (p[1] * az - p[2] * ay) - (d1 * wz - d2 * wy)
-            dJ6[1, j] = dJw[1, j] - (p[2] * ax - p[0] * az) - (d2 * wx - d0 * wz)
-            dJ6[2, j] = dJw[2, j] - (p[0] * ay - p[1] * ax) - (d0 * wy - d1 * wx)
-            dJ6[3, j], dJ6[4, j], dJ6[5, j] = ax, ay, az
-        else:
-            for i in range(6):
-                dJ6[i, j] = 0.0
 
 
 @njit(cache=True)

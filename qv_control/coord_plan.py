@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.constraints.base import FrameConstraint
+from qv_dynamics.frame_kernel import support_mask
 
 MAX_SLOTS = 2
 
@@ -58,14 +59,7 @@ class CompiledCoordinates:
                 rows += [(3, slot(c.frame_id), int(a), 0) for a in np.atleast_1d(axes6[sel])]
         if len(fids) > MAX_SLOTS:
             return ()
-        model = self.model
-        sup = np.zeros((max(len(fids), 1), model.nv), np.int64)
-        for s, fid in enumerate(fids):
-            for j in model.supports[model.frames[fid].parentJoint]:
-                if j > 0:
-                    jm = model.joints[j]
-                    sup[s, jm.idx_v:jm.idx_v + jm.nv] = 1
-        return np.array(rows, np.int64).reshape(-1, 4), fids, sup
+        return np.array(rows, np.int64).reshape(-1, 4), fids, support_mask(self.model, fids)
 
     def _data_views(self, data, fids):
         v = self._views

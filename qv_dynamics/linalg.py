@@ -113,3 +113,10 @@ def limit_blas_threads(n: int = 1) -> int:
                 done += 1
                 break
     return done
+
+
+def kernel_vector(x: np.ndarray) -> np.ndarray:
+    """``x`` as the compiled kernels' signatures take it, C-contiguous and writeable: a strided view or a read-only
+    buffer (e.g. a vector read from a message's bytes) is copied, so numba never compiles another
+    specialization on the spot."""
+    return x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C")

@@ -25,7 +25,7 @@ from scipy.linalg.lapack import dpotrf, dtrtri
 
 from .compiled import load
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
-from .linalg import ATOL, RTOL, singular_values, svd_full
+from .linalg import ATOL, RTOL, kernel_vector, singular_values, svd_full
 from .model import DynamicsTerms
 from .quasi_basis import ALIGNED_MIN_N, aligned_basis, svd_basis
 
@@ -231,12 +231,9 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
     kernel = compiled_kernel()
     if kernel is None:
         return None
-    Vp = prev._V
-    if Vp is None:
-        Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
-    t = _NO_TAU if tau is None else _plain(as_vector("tau", tau, n))
-    qdot = _plain(qdot)
-    Up = prev._UR if prev._UR is not None else np.eye(m)
+    Vp, Up = warm_start(prev)
+    t = _NO_TAU if tau is None else kernel_vector(as_vector("tau", tau, n))
+    qdot = kernel_vector(qdot)
     out = np.empty((6 * n + 4 * m, n))
     vec = np.empty(6 * n + 2 * m)
     try:
@@ -244,26 +241,39 @@ def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState,
             return None
     except TypeError:  # terms built by hand with arrays of another layout or dtype (e.g. a Fortran-ordered M)
         return None
-    V = out[4 * n:5 * n]
-    R = out[6 * n + 2 * m:6 * n + 3 * m, :m]
-    v = vec[:n]
-    k = n - m
-    qs = QuasiState(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=v, Lambda=out[6 * n:6 * n + m],
-                    V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
-                    Gamma_v=out[5 * n:6 * n - m, :k], Gamma_xi_vr=vec[2 * n - m:2 * n], v_r=vec[n:2 * n - m],
-                    kinetic_energy=0.5 * float(v.dot(v)), W1=out[6 * n + m:6 * n + 2 * m, :m],
-                    _S=vec[6 * n + m:], _R=R, _Vt=V.T, _V=V, _UR=out[6 * n + 3 * m:, :m])
-    if tau is not None:  # vec: u, [u_ξ; u_v], ξ, λ, Aᵀλ, v̇_r (quasi_kernel.decompose)
-        qs.u, qs.u_xi, qs.u_v = vec[2 * n:3 * n], vec[3 * n:3 * n + m], vec[3 * n + m:4 * n]
-        qs.xi, qs.lambda_ = vec[4 * n:4 * n + m], vec[4 * n + m:4 * n + 2 * m]
-        qs.constraint_force, qs.vr_dot = vec[4 * n + 2 * m:5 * n + 2 * m], vec[5 * n + 2 * m:6 * n + m]
+    qs = QuasiState(**state_views(out, vec, n, m))
+    qs.kinetic_energy = 0.5 * float(qs.v.dot(qs.v))
+    if tau is not None:
+        for name, arr in force_views(vec, n, m).items():
+            setattr(qs, name, arr)
     return qs
 
 
-def _plain(x: np.ndarray) -> np.ndarray:
-    """``x`` as the kernel's signature takes it, C-contiguous and writable (a strided view or a read-only buffer,
-    e.g. a vector read from a message's bytes, is copied)."""
-    return x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C")
+def warm_start(prev: QuasiState) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's warm start from the previous state: [V₁ V₂] (C-ordered) and the left singular vectors of
+    its R (or I)."""
+    Vp = prev._V
+    if Vp is None:
+        Vp = prev._V = np.ascontiguousarray(np.hstack((prev.V1, prev.V2)))
+    return Vp, (prev._UR if prev._UR is not None else np.eye(prev.rank))
+
+
+def state_views(out: np.ndarray, vec: np.ndarray, n: int, m: int) -> dict:
+    """QuasiState fields (rank m, rank unchanged, kinetic energy to be set) as views of the outputs of
+    :func:`.quasi_kernel.decompose` (its docstring gives the layout)."""
+    V = out[4 * n:5 * n]
+    return dict(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=vec[:n], Lambda=out[6 * n:6 * n + m],
+                V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
+                Gamma_v=out[5 * n:6 * n - m, :n - m], Gamma_xi_vr=vec[2 * n - m:2 * n], v_r=vec[n:2 * n - m],
+                kinetic_energy=0.0, W1=out[6 * n + m:6 * n + 2 * m, :m], _S=vec[6 * n + m:],
+                _R=out[6 * n + 2 * m:6 * n + 3 * m, :m], _Vt=V.T, _V=V, _UR=out[6 * n + 3 * m:, :m])
+
+
+def force_views(vec: np.ndarray, n: int, m: int) -> dict:
+    """The quasi-forces of τ (u, u_ξ, u_v, ξ, λ, Aᵀλ, v̇_r) as views of the kernel's ``vec``."""
+    return dict(u=vec[2 * n:3 * n], u_xi=vec[3 * n:3 * n + m], u_v=vec[3 * n + m:4 * n], xi=vec[4 * n:4 * n + m],
+                lambda_=vec[4 * n + m:4 * n + 2 * m], constraint_force=vec[4 * n + 2 * m:5 * n + 2 * m],
+                vr_dot=vec[5 * n + 2 * m:6 * n + m])
 
 
 def compiled_kernel():

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit
 
 from .compiled import kernel
+from .frame_kernel import constraint_rows
 from .quasi_linalg import cholesky_inverse, full_rank, mm, mv, singular_values
 
 OK, FALLBACK = 0, 1
@@ -238,6 +239,38 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
     return OK
 
 
+_SAMPLE_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::1, :], float64[::1, :], "
+               "float64[:, ::1], int64[::1], int64[:, ::1], int64[:, ::1], float64[::1], float64[:, ::1], "
+               "float64[:, :], float64[::1], float64, float64, float64[:, ::1], float64[::1], float64[:, ::1], "
+               "float64[::1])")
+
+
+@kernel(_SAMPLE_SIG)
+def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol, atol, T, tv, out, vec) -> int:
+    """One steady-state sample from Pinocchio's Data after crba, computeGeneralizedGravity,
+    computeCoriolisMatrix and updateFramePlacements (read through views: Mt = Mᵀ = M and Ct = Cᵀ, both
+    C-ordered views of Eigen's column-major ``data.M``, ``data.C``; g; J_w, J̇_w; every frame placement):
+    the terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m): g, h = Cq̇ + g, Ȧq̇ (A, Ȧq̇ of frame
+    constraint rows, :func:`qv_dynamics.frame_kernel.constraint_rows`); then :func:`decompose` into ``out``,
+    ``vec`` (its layout). Returns its status."""
+    n = qdot.shape[0]
+    m = rplan.shape[0]
+    M, C, A = T[:n], T[n:2 * n], T[2 * n:]
+    g, h, ad = tv[:n], tv[n:2 * n], tv[2 * n:]
+    for i in range(n):
+        g[i] = g_in[i]
+        s = g_in[i]
+        for j in range(n):
+            M[i, j] = Mt[i, j]          # M symmetric: Mᵀ = M
+            c = Ct[j, i]
+            C[i, j] = c
+            s += c * qdot[j]
+        h[i] = s
+    if m:
+        constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad)
+    return decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec)
+
+
 def warm() -> None:
     """Run the kernel for each row count the laws meet, at two sizes (:func:`qv_dynamics.compiled.warm_all`
     compiles it into numba's disk cache first)."""
@@ -248,3 +281,9 @@ def warm() -> None:
                 A[i, i] = 1.0
             decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), np.eye(n), np.eye(m),
                       np.zeros(n), np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))
+            T, tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m)
+            Mt = 2.0 * np.eye(n)
+            sample(Mt, np.zeros((n, n)), np.zeros(n), np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
+                   np.eye(3, 12), np.zeros(1, np.int64), np.ones((1, n), np.int64),
+                   np.array([[0, -1, i] for i in range(m)], np.int64).reshape(m, 3), np.ones(n), np.eye(n),
+                   np.eye(m), np.ones(n), 1e-9, 1e-9, T, tv, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))

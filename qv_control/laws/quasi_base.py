@@ -27,6 +27,7 @@ import numpy as np
 
 from qv_dynamics.compiled import load
 from qv_dynamics.quasi import compiled_kernel, quasi_decompose
+from qv_dynamics.quasi_sampler import QuasiSampler
 
 from ..coordinates import check_reduced_jacobian
 from ..quasi_tick_kernel import rows as quasi_rows
@@ -65,23 +66,37 @@ class QuasiLawBase(ControlLaw):
                          cond_max=cond_max, compiled=compiled)
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
-        self._prev = None
+        # evaluate + quasi_decompose of a sample: Pinocchio's passes + one compiled call (QuasiSampler), or the
+        # reference path (SVD gauge, numpy products) when compiled=False
+        self._sampler = QuasiSampler(system) if self.compiled else None
+        self._ref_prev = None
         # the tick after the decomposition in one call (qv_control.quasi_tick_kernel)
         self._qtick = load("qv_control.quasi_tick_kernel", "quasi_tick") \
             if self.compiled and self.coords._fast is not None else None
         if self.compiled:  # else the reference path: SVD gauge, numpy products
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
 
+    @property
+    def _prev(self):
+        """The previous sample's QuasiState (V₁, V₂ are kept continuous from it)."""
+        return self._sampler.prev if self._sampler is not None else self._ref_prev
+
     def reset(self) -> None:
         super().reset()
-        self._prev = None
+        if self._sampler is not None:
+            self._sampler.reset()
+        self._ref_prev = None
 
     def _decompose(self, q, qdot):
-        terms = self.system.evaluate(q, qdot, checked=True)  # _read_state validated q, q̇
-        qs = quasi_decompose(terms, prev=self._prev, gauge="auto" if self.compiled else "svd")
+        """(terms, qs) of this sample; q, q̇ validated by _read_state. With the sampler both live in its
+        buffers until its next sample (the law uses them within the tick; a carried τ_I reads the last one)."""
+        if self._sampler is not None:
+            terms, qs = self._sampler.sample(q, qdot)
+        else:
+            terms = self.system.evaluate(q, qdot, checked=True)
+            qs = self._ref_prev = quasi_decompose(terms, prev=self._ref_prev, gauge="svd")
         if qs.rank_changed:
             self.force_pi.reset()
-        self._prev = qs
         return terms, qs
 
     def _compiled_tick(self, t, q, qdot, lam_meas, terms, qs, reference, mode: int, rate=(0, _NONE, 0.0, _NONE),

@@ -34,8 +34,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
 
-from ..errors import ModelError, QVError
-from ..quasi import quasi_decompose
+from ..errors import ModelError, QVError, as_vector
+from ..quasi_sampler import QuasiSampler
 from .health import EpisodeCounter, diagnostic_array, reject_kind
 from .messages import (
     CommandMap,
@@ -88,7 +88,7 @@ class DynamicsNode(Node):
         self.odom_rejects = EpisodeCounter(self.get_logger(), "odometry")
         self._msgs: dict[str, JointState] = {}
         self._label_cache: dict = {}
-        self.prev = None
+        self.sampler = QuasiSampler(system)  # evaluate + quasi_decompose(prev): passes + one compiled call
         self.tau_cmd: np.ndarray | None = None
         self.lam_meas: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
@@ -189,8 +189,8 @@ class DynamicsNode(Node):
                 if tau is None:
                     self.stats["no_effort"] += 1
             t0 = time.perf_counter()
-            terms = self.system.evaluate(q, qdot)
-            qs = quasi_decompose(terms, qdot, tau, prev=self.prev)
+            prev = self.sampler.prev
+            terms, qs = self.sampler.sample(self.system.check_q(q), as_vector("qdot", qdot, self.system.nv), tau)
             dt_ms = 1e3 * (time.perf_counter() - t0)
         except (QVError, ValueError, np.linalg.LinAlgError) as exc:
             self.rejects.reject(reject_kind(exc), str(exc))
@@ -198,9 +198,9 @@ class DynamicsNode(Node):
         self.rejects.ok()
         if qs.rank_changed:
             self.stats["reseeds"] += 1
-            self.get_logger().info(f"constraint rank {self.prev.rank} -> {qs.rank}: null-space basis re-seeded "
+            old = prev.rank if prev is not None else 0
+            self.get_logger().info(f"constraint rank {old} -> {qs.rank}: null-space basis re-seeded "
                                    "(v_r/ξ components are not continuous across this message)")
-        self.prev = qs
         st = self.stats
         st["messages"] += 1
         st["eval_ms_sum"] += dt_ms

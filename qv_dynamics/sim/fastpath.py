@@ -21,6 +21,7 @@ import pinocchio as pin
 
 from ..constraints.base import Constraint
 from ..errors import NonFiniteError, NotPositiveDefiniteError, as_vector
+from ..linalg import kernel_vector
 from ..model import ConstrainedSystem
 from . import kernels as K
 
@@ -30,12 +31,6 @@ _ERRORS = {
                                          "the URDF"),
     K.SINGULAR: (NotPositiveDefiniteError, "constraint inertia M_c is singular (M not positive definite?)"),
 }
-
-
-def _plain(x: np.ndarray) -> np.ndarray:
-    """x as a C-contiguous writeable array: the one array type the kernels are compiled (and cached) for; a
-    strided or read-only input would make numba compile another specialization on the spot."""
-    return x if x.flags.c_contiguous and x.flags.writeable else np.array(x, order="C")
 
 
 def _raise(status: int):
@@ -64,7 +59,7 @@ class CompiledProjection:
 
     def tau(self, tau) -> np.ndarray:
         """τ as a finite vector of length n (DimensionError / NonFiniteError naming it otherwise)."""
-        return _plain(as_vector("tau", tau, self.n))
+        return kernel_vector(as_vector("tau", tau, self.n))
 
     def accel(self, q: np.ndarray, qdot: np.ndarray, tau) -> tuple:
         """(q̈, λ, rank, M, ‖Φ‖, A) at (q, q̇, τ): eq. 25 with M_c = M + PM − MP."""
@@ -165,7 +160,7 @@ class CompiledProjection:
         evaluated): the kinetic-metric velocity projection. M, A, ‖Φ‖ are kept for the next step's start."""
         M = pin.crba(self.model, self.data, q)
         out = np.empty(self.n)
-        status, verr, kinetic = K.m_project(M, A, _plain(qdot), self.rtol, self.atol, out)
+        status, verr, kinetic = K.m_project(M, A, kernel_vector(qdot), self.rtol, self.atol, out)
         if status:
             _raise(status)
         self._end = (q.tobytes(), self.system.constraint_plan(), M, A, phi_norm)

@@ -1,0 +1,163 @@
+"""One sample of ``evaluate`` + ``quasi_decompose`` at the cost of Pinocchio's passes and one compiled call
+(issue 11): for a control loop that decomposes every state it receives.
+
+:class:`QuasiSampler` runs the four Pinocchio passes ``system.evaluate`` runs (CRBA, gravity, the Coriolis
+matrix — which leaves J_w and J̇_w in ``data`` — and the frame placements), then
+:func:`qv_dynamics.quasi_kernel.sample`, which reads ``data`` through views held since construction, forms
+the constraint rows A, Ȧq̇ of the frame constraints and runs the steady-state decomposition of
+:func:`qv_dynamics.quasi.compiled_decompose` (the same kernel, the same equations, the same rank rule).
+Every other sample — the first (no previous basis), a change of the active constraints, a custom constraint,
+a rank loss or anything the kernel declines — takes ``system.evaluate`` + ``quasi_decompose`` (which raise,
+re-seed the basis or anchor constraints as they do for any caller).
+
+Results are the sampler's buffers, like a Pinocchio ``Data``: the terms and the state of a sample stay valid
+until the next call (the state of the one before is kept as ``prev``: two buffers in turn); copy what must
+outlive it. Φ of the returned terms is computed when first read, from the frame placements in ``data``.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pinocchio as pin
+
+from .compiled import load
+from .constraints.base import FrameConstraint
+from .errors import as_vector
+from .frame_kernel import support_mask
+from .linalg import ATOL, RTOL, kernel_vector
+from .model import DynamicsTerms
+from .quasi import QuasiState, force_views, quasi_decompose, state_views, warm_start
+
+
+class SampledTerms(DynamicsTerms):
+    """:class:`~qv_dynamics.model.DynamicsTerms` held in a sampler's buffers; Φ computed when read."""
+
+    def __init__(self, system, q, qdot, T: np.ndarray, tv: np.ndarray, n: int, labels: list):
+        self.system, self.q, self.qdot = system, q, qdot
+        self.M, self.C, self.A = T[:n], T[n:2 * n], T[2 * n:]
+        self.g, self.h, self.Adot_qdot = tv[:n], tv[n:2 * n], tv[2 * n:]
+        self.row_labels = labels
+        self._phi = None
+
+    @property
+    def phi(self) -> np.ndarray:
+        """Φ(q) of the active rows (from the frame placements ``data`` holds since the sample)."""
+        if self._phi is None:
+            plan, data = self.system.constraint_plan(), self.system.data
+            parts = [c.residual(data, self.q)[sel] for c, _, sel in plan.items]
+            self._phi = np.concatenate(parts) if parts else np.zeros(0)
+        return self._phi
+
+
+def placements_view(data: pin.Data) -> np.ndarray | None:
+    """Every frame placement of ``data`` as one (frames × 12) array over Pinocchio's own memory (rotation
+    column-major, then the origin), or None when ``data.oMf`` is not laid out that way (checked element by
+    element). Valid while ``data`` lives: the caller keeps ``data``."""
+    nf = len(data.oMf)
+    rot0 = data.oMf[0].rotation
+    base = rot0.__array_interface__["data"][0]
+    for k in range(nf):
+        R, p = data.oMf[k].rotation, data.oMf[k].translation
+        if (R.__array_interface__["data"][0] != base + 96 * k or not R.flags.f_contiguous
+                or p.__array_interface__["data"][0] != base + 96 * k + 72):
+            return None
+    view = np.ctypeslib.as_array((ctypes.c_double * (12 * nf)).from_address(base)).reshape(nf, 12)
+    for k in range(nf):
+        if not (np.array_equal(view[k, :9], data.oMf[k].rotation.ravel(order="F"))
+                and np.array_equal(view[k, 9:], data.oMf[k].translation)):
+            return None
+    return view
+
+
+class _Slot:
+    """One buffer set: the terms' T, tv and the kernel's out, vec, with a DynamicsTerms and a QuasiState whose
+    arrays are views of them (made once)."""
+
+    def __init__(self, system, n: int, m: int, labels: list):
+        self.T, self.tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m)
+        self.out, self.vec = np.zeros((6 * n + 4 * m, n)), np.zeros(6 * n + 2 * m)
+        self.terms = SampledTerms(system, None, None, self.T, self.tv, n, labels)
+        self.qs = QuasiState(**state_views(self.out, self.vec, n, m))
+        self.forces = force_views(self.vec, n, m)
+
+
+class QuasiSampler:
+    """``sample(q, q̇[, τ])`` = ``(terms, qs)`` of ``system.evaluate(q, q̇)`` and ``quasi_decompose(terms, τ,
+    prev)`` with ``prev`` the previous sample's state (module doc). ``reset()`` forgets ``prev`` (V₁, V₂ are
+    re-seeded at the next sample). q and q̇ must be validated float vectors (a law's ``_read_state``)."""
+
+    def __init__(self, system, rtol: float = RTOL, atol: float = ATOL):
+        self.system, self.rtol, self.atol = system, rtol, atol
+        self.prev: QuasiState | None = None
+        self._kernel = load("qv_dynamics.quasi_kernel", "sample")
+        self._oMf = placements_view(system.data) if self._kernel is not None else None
+        data = system.data
+        # C-ordered views of Pinocchio's column-major buffers (M symmetric: Mᵀ = M; Cᵀ read transposed)
+        self._views = (data.M.T, data.C.T, data.g, data.J, data.dJ)
+        self._plan = None      # the system's constraint plan the kernel inputs below were built for
+        self._inputs = None    # (fids, sup, rplan, slots) or None: this plan takes the reference path
+        self._turn = 0
+
+    def reset(self) -> None:
+        self.prev = None
+
+    def _build(self, plan):
+        """Kernel inputs of a constraint plan: None when a constraint is not a frame constraint (custom)."""
+        fids, rows = [], []
+        axes6 = np.arange(6)
+        for c, _, sel in plan.items:
+            if not isinstance(c, FrameConstraint) and c.kind != "loop_closure":
+                return None
+            slots = []
+            for f in (c.frame_id, c.frame_b_id):
+                if f >= 0 and f not in fids:
+                    fids.append(f)
+                slots.append(fids.index(f) if f >= 0 else -1)
+            rows += [(slots[0], slots[1], int(a)) for a in np.atleast_1d(axes6[sel])]
+        n, m = self.system.nv, plan.m
+        slots = (_Slot(self.system, n, m, plan.labels), _Slot(self.system, n, m, plan.labels))
+        return (np.array(fids or [0], np.int64), support_mask(self.system.model, fids),
+                np.array(rows, np.int64).reshape(m, 3), slots)
+
+    def sample(self, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray | None = None
+               ) -> tuple[DynamicsTerms, QuasiState]:
+        """(terms, qs) of this state (module doc)."""
+        system, prev = self.system, self.prev
+        plan = system.constraint_plan()
+        if plan is not self._plan:
+            self._plan, self._inputs = plan, self._build(plan) if self._oMf is not None else None
+        inp = self._inputs
+        if inp is not None and prev is not None and prev.rank == plan.m:
+            model, data = system.model, system.data
+            pin.crba(model, data, q)
+            pin.computeGeneralizedGravity(model, data, q)
+            pin.computeCoriolisMatrix(model, data, q, qdot)
+            pin.updateFramePlacements(model, data)
+            fids, sup, rplan, slots = inp
+            slot = slots[self._turn]
+            Vp, Up = warm_start(prev)
+            Mt, Ct, g, J, dJ = self._views
+            t = _NO_TAU if tau is None else kernel_vector(as_vector("tau", tau, system.nv))
+            if not self._kernel(Mt, Ct, g, J, dJ, self._oMf, fids, sup, rplan, qdot, Vp, Up, t, self.rtol,
+                                self.atol, slot.T, slot.tv, slot.out, slot.vec):
+                return self._finish(slot, q, qdot, tau)
+        terms = system.evaluate(q, qdot, checked=True)
+        qs = quasi_decompose(terms, tau=tau, prev=prev, rtol=self.rtol, atol=self.atol)
+        self.prev = qs
+        return terms, qs
+
+    def _finish(self, slot: _Slot, q, qdot, tau) -> tuple[DynamicsTerms, QuasiState]:
+        terms, qs = slot.terms, slot.qs
+        terms.q, terms.qdot, terms._phi = q, qdot, None
+        v = qs.v
+        qs.kinetic_energy = 0.5 * float(v.dot(v))
+        qs._U1 = None  # computed from Λ when asked, as for any state
+        for k, arr in slot.forces.items():
+            setattr(qs, k, None if tau is None else arr)
+        self._turn ^= 1
+        self.prev = qs
+        return terms, qs
+
+
+_NO_TAU = np.zeros(0)

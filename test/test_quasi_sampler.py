@@ -1,0 +1,125 @@
+"""QuasiSampler (Pinocchio's passes + one compiled call) against the reference path it replaces,
+``system.evaluate`` + ``quasi_decompose(prev)``, sample by sample along a trajectory.
+
+Tolerances: the sampler's rows A, Ȧq̇ come from the compiled frame Jacobians (J_w, J̇_w of ``data``) instead of
+``pin.getFrameJacobian*``, and h = Cq̇ + g is summed in another order, so terms agree to rounding (measured
+≤ 1.1e-15 relative on the Panda and Talos); the decomposition is the same kernel, so the state agrees to a
+few ulps of the terms' differences (measured ≤ 4.1e-15 relative, Γ_ξv_r on Talos).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qv_dynamics import ConstrainedSystem, quasi_decompose
+from qv_dynamics.compiled import load
+from qv_dynamics.errors import DimensionError
+from qv_dynamics.quasi_sampler import QuasiSampler, SampledTerms
+
+pytestmark = pytest.mark.skipif(load("qv_dynamics.quasi_kernel", "sample") is None,
+                                reason="compiled kernels not cached (run qv warm)")
+
+TERMS = ("M", "C", "g", "h", "A", "Adot_qdot", "phi")
+STATE = ("Q", "Qinv", "Qdot", "v", "Lambda", "V1", "V2", "Gamma", "Gamma_v", "Gamma_xi_vr", "v_r", "W1",
+         "u", "u_v", "u_xi", "xi", "lambda_", "constraint_force", "vr_dot")
+TOL_TERMS, TOL_STATE = 5e-15, 2e-14  # ~5x the measured worst
+
+
+def _rel(a, b) -> float:
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max(initial=0.0) / max(1.0, np.abs(b).max(initial=0.0)))
+
+
+def _walk(system, steps=12, seed=0, switch=None):
+    """Sampler and reference side by side along a 1 kHz walk; returns the worst relative errors and how many
+    samples went through the kernel. ``switch(k, system)`` may change the active constraints at step k."""
+    rng = np.random.default_rng(seed)
+    q = system.random_configuration(rng)
+    qd = rng.standard_normal(system.nv)
+    system.anchor(q)
+    sampler, ref_prev, worst, fast = QuasiSampler(system), None, {}, 0
+    for k in range(steps):
+        if switch is not None:
+            switch(k, system)
+        q = system.integrate(q, 1e-3 * qd)
+        qd = qd + 1e-3 * rng.standard_normal(system.nv)
+        tau = rng.standard_normal(system.nv)
+        terms, qs = sampler.sample(q, qd, tau)
+        fast += isinstance(terms, SampledTerms)
+        ref_terms = system.evaluate(q, qd)
+        ref = ref_prev = quasi_decompose(ref_terms, tau=tau, prev=ref_prev)
+        assert qs.rank == ref.rank and qs.rank_changed == ref.rank_changed
+        for name in TERMS:
+            worst[name] = max(worst.get(name, 0.0), _rel(getattr(terms, name), getattr(ref_terms, name)))
+        for name in STATE:
+            worst[name] = max(worst.get(name, 0.0), _rel(getattr(qs, name), getattr(ref, name)))
+        worst["condition"] = max(worst.get("condition", 0.0), abs(qs.condition / ref.condition - 1.0))
+    return worst, fast
+
+
+def _check(worst):
+    bad = {k: v for k, v in worst.items() if v > (TOL_TERMS if k in TERMS else TOL_STATE)}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name, floating, cons", [
+    ("panda", False, [{"type": "point_contact", "frame": "panda_hand"}]),
+    ("panda", False, [{"type": "weld", "frame": "panda_hand", "axes": ["z", "rx"]},
+                      {"type": "loop_closure", "frame_a": "panda_link7", "frame_b": "panda_link3", "axes": ["x"]}]),
+    ("panda", False, []),
+    ("talos", True, [{"type": "weld", "frame": "left_sole_link"}, {"type": "weld", "frame": "right_sole_link"}]),
+])
+def test_sampler_equals_evaluate_and_quasi_decompose(name, floating, cons):
+    system = ConstrainedSystem.from_urdf(name, floating_base=floating, constraints=cons)
+    worst, fast = _walk(system)
+    _check(worst)
+    assert fast == 11  # every sample but the first (no previous basis) through the kernel
+
+
+def test_custom_constraint_takes_the_reference_path():
+    custom = {"type": "custom", "rows": 1, "name": "c",
+              "function": lambda q, qd: (np.array([np.sin(q[0]) * q[1]]),
+                                         np.array([[np.cos(q[0]) * q[1], np.sin(q[0]), 0, 0, 0, 0, 0]]),
+                                         np.array([-np.sin(q[0]) * q[1] * qd[0] ** 2
+                                                   + 2 * np.cos(q[0]) * qd[0] * qd[1]]))}
+    system = ConstrainedSystem.from_urdf("panda", constraints=[custom])
+    worst, fast = _walk(system, steps=4)
+    _check(worst)
+    assert fast == 0
+
+
+def test_a_contact_switch_reseeds_then_returns_to_the_kernel():
+    def switch(k, system):
+        if k == 5:
+            system.set_active("contact", False)
+        if k == 8:
+            system.set_active("contact", True)
+
+    system = ConstrainedSystem.from_urdf("panda", constraints=[
+        {"type": "point_contact", "frame": "panda_hand", "name": "contact"}])
+    worst, fast = _walk(system, switch=switch)
+    _check(worst)
+    assert fast == 12 - 3  # the first sample and the two after a switch take the reference path
+
+
+def test_the_previous_state_survives_the_next_sample():
+    """A law reads the previous sample's state during the next one (prev, a carried integral torque)."""
+    system = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+    rng = np.random.default_rng(1)
+    q, qd = system.random_configuration(rng), rng.standard_normal(7)
+    sampler = QuasiSampler(system)
+    sampler.sample(q, qd)
+    _, qs1 = sampler.sample(q, qd)
+    keep = {k: np.copy(getattr(qs1, k)) for k in ("Q", "V2", "Gamma_v", "v_r")}
+    terms2, qs2 = sampler.sample(system.integrate(q, 1e-3 * qd), qd + 0.1)
+    assert qs2 is not qs1 and isinstance(terms2, SampledTerms)
+    for k, v in keep.items():
+        assert np.array_equal(getattr(qs1, k), v), k
+
+
+def test_bad_tau_is_refused_where_it_enters():
+    system = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
+    q, qd = system.neutral(), np.zeros(7)
+    sampler = QuasiSampler(system)
+    sampler.sample(q, qd)
+    with pytest.raises(DimensionError, match="tau"):
+        sampler.sample(q, qd, np.zeros(6))
