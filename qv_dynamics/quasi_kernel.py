@@ -250,13 +250,13 @@ def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol
     """One steady-state sample from Pinocchio's Data after crba, computeGeneralizedGravity,
     computeCoriolisMatrix and updateFramePlacements (read through views: Mt = Mᵀ = M and Ct = Cᵀ, both
     C-ordered views of Eigen's column-major ``data.M``, ``data.C``; g; J_w, J̇_w; every frame placement):
-    the terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m): g, h = Cq̇ + g, Ȧq̇ (A, Ȧq̇ of frame
-    constraint rows, :func:`qv_dynamics.frame_kernel.constraint_rows`); then :func:`decompose` into ``out``,
-    ``vec`` (its layout). Returns its status."""
+    the terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇ (A, Ȧq̇ of frame
+    constraint rows, :func:`qv_dynamics.frame_kernel.constraint_rows`), then ½vᵀv; :func:`decompose` into
+    ``out``, ``vec`` (its layout). Returns its status."""
     n = qdot.shape[0]
     m = rplan.shape[0]
     M, C, A = T[:n], T[n:2 * n], T[2 * n:]
-    g, h, ad = tv[:n], tv[n:2 * n], tv[2 * n:]
+    g, h, ad = tv[:n], tv[n:2 * n], tv[2 * n:2 * n + m]
     for i in range(n):
         g[i] = g_in[i]
         s = g_in[i]
@@ -268,7 +268,12 @@ def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol
         h[i] = s
     if m:
         constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad)
-    return decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec)
+    status = decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec)
+    e = 0.0
+    for i in range(n):
+        e += vec[i] * vec[i]
+    tv[2 * n + m] = 0.5 * e
+    return status
 
 
 def warm() -> None:
@@ -281,7 +286,7 @@ def warm() -> None:
                 A[i, i] = 1.0
             decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), np.eye(n), np.eye(m),
                       np.zeros(n), np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))
-            T, tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m)
+            T, tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m + 1)
             Mt = 2.0 * np.eye(n)
             sample(Mt, np.zeros((n, n)), np.zeros(n), np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
                    np.eye(3, 12), np.zeros(1, np.int64), np.ones((1, n), np.int64),

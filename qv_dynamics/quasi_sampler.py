@@ -36,7 +36,7 @@ class SampledTerms(DynamicsTerms):
     def __init__(self, system, q, qdot, T: np.ndarray, tv: np.ndarray, n: int, labels: list):
         self.system, self.q, self.qdot = system, q, qdot
         self.M, self.C, self.A = T[:n], T[n:2 * n], T[2 * n:]
-        self.g, self.h, self.Adot_qdot = tv[:n], tv[n:2 * n], tv[2 * n:]
+        self.g, self.h, self.Adot_qdot = tv[:n], tv[n:2 * n], tv[2 * n:-1]
         self.row_labels = labels
         self._phi = None
 
@@ -75,11 +75,12 @@ class _Slot:
     arrays are views of them (made once)."""
 
     def __init__(self, system, n: int, m: int, labels: list):
-        self.T, self.tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m)
+        self.T, self.tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m + 1)  # tv[-1]: ½vᵀv
         self.out, self.vec = np.zeros((6 * n + 4 * m, n)), np.zeros(6 * n + 2 * m)
         self.terms = SampledTerms(system, None, None, self.T, self.tv, n, labels)
         self.qs = QuasiState(**state_views(self.out, self.vec, n, m))
         self.forces = force_views(self.vec, n, m)
+        self.has_forces = False
 
 
 class QuasiSampler:
@@ -150,11 +151,12 @@ class QuasiSampler:
     def _finish(self, slot: _Slot, q, qdot, tau) -> tuple[DynamicsTerms, QuasiState]:
         terms, qs = slot.terms, slot.qs
         terms.q, terms.qdot, terms._phi = q, qdot, None
-        v = qs.v
-        qs.kinetic_energy = 0.5 * float(v.dot(v))
+        qs.kinetic_energy = slot.tv.item(-1)
         qs._U1 = None  # computed from Λ when asked, as for any state
-        for k, arr in slot.forces.items():
-            setattr(qs, k, None if tau is None else arr)
+        if slot.has_forces != (tau is not None):  # the quasi-forces' views are set, or None without τ
+            slot.has_forces = tau is not None
+            for k, arr in slot.forces.items():
+                setattr(qs, k, arr if slot.has_forces else None)
         self._turn ^= 1
         self.prev = qs
         return terms, qs

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(load("qv_dynamics.quasi_kernel", "sample") is No
 
 TERMS = ("M", "C", "g", "h", "A", "Adot_qdot", "phi")
 STATE = ("Q", "Qinv", "Qdot", "v", "Lambda", "V1", "V2", "Gamma", "Gamma_v", "Gamma_xi_vr", "v_r", "W1",
-         "u", "u_v", "u_xi", "xi", "lambda_", "constraint_force", "vr_dot")
+         "u", "u_v", "u_xi", "xi", "lambda_", "constraint_force", "vr_dot", "kinetic_energy")
 TOL_TERMS, TOL_STATE = 5e-15, 2e-14  # ~5x the measured worst
 
 
