@@ -304,9 +304,10 @@ def report(config: str, seconds: float, domain_id: int, overrides=(), schedule: 
           f"exit codes on SIGTERM {r['exit_codes']}")
     if schedule:
         print_schedule(config, seconds, r)
-    ok = (r["js_hz"] >= 990 and r["cmd_hz"] >= 990 and r["rtf"] >= 0.99 and r["watchdog_episodes"] == 0
+    ok = (r["js_published_hz"] >= 990 and r["cmd_hz"] >= 990 and r["rtf"] >= 0.99 and r["watchdog_episodes"] == 0
           and ratio <= 2.0)
-    print(f"  target (>= 990 Hz both, RTF >= 0.99, no watchdog episode, tracking <= 2x lock-step): "
+    print(f"  target (/joint_states published and effort commands received by the simulator >= 990 Hz, "
+          f"RTF >= 0.99, no watchdog episode, tracking <= 2x lock-step): "
           f"{'MET' if ok else 'NOT met'}")
     return r
 
@@ -333,9 +334,21 @@ def main(argv=None) -> int:
     ap.add_argument("--schedule", action="store_true",
                     help="record the controller's ~/command_stamped (one more publish per tick) and print the age of "
                          "the command applied at each step, with lock-step replays of that schedule")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="run N busy processes (one pure-Python spin loop each, default priority) beside the loop: "
+                         "a reproducible loaded machine")
     args = ap.parse_args(argv)
-    report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 7) % 200, args.set,
-           args.schedule)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        if busy:
+            print(f"background load: {len(busy)} busy processes on {os.cpu_count()} cores")
+        # domain far from the tests' offsets (+3..+67 of the same base), so a bench beside the suite stays apart
+        report(args.config, args.seconds, (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 157) % 230, args.set,
+               args.schedule)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
     return 0
 
 
