@@ -3,6 +3,9 @@
 Pure math (numpy + Pinocchio); never imports rclpy. Public API (SPEC §4)::
 
     from qv_dynamics import ConstrainedSystem, quasi_decompose, direct_dynamics, simulate
+
+``QuasiSampler(system).sample(q, q̇)`` is ``evaluate`` + ``quasi_decompose(prev)`` for a 1 kHz loop: the same
+terms and state from Pinocchio's passes and one compiled call, in buffers reused from sample to sample.
 """
 from .errors import (
     ConvergenceError,
@@ -18,10 +21,11 @@ from .errors import (
 from .model import ConstrainedSystem, DynamicsTerms
 from .projection import direct_dynamics, projection
 from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
+from .quasi_sampler import QuasiSampler
 
 __all__ = [
     "ConstrainedSystem", "DynamicsTerms", "QuasiState", "quasi_decompose", "direct_dynamics", "projection",
-    "torque_from_quasi_forces", "simulate", "Stepper", "Trajectory",
+    "torque_from_quasi_forces", "QuasiSampler", "simulate", "Stepper", "Trajectory",
     "QVError", "NonFiniteError", "DimensionError", "UnknownNameError", "ModelError", "NotPositiveDefiniteError",
     "RankDeficiencyError", "ConvergenceError", "StateMismatchError",
 ]

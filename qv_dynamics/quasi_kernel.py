@@ -21,9 +21,13 @@ The kernel returns a status instead of raising: OK, or FALLBACK when the numpy p
 positive definite, full rank not certified by σ_min(R) ≥ 1/‖R⁻¹‖_F > max(rtol·‖Λ‖_F, atol), or the bases
 moved too far for Newton–Schulz); the caller then runs the reference path, which raises or re-seeds.
 
-Compiled for its one signature into numba's disk cache at install (:func:`qv_dynamics.compiled.warm_all`);
-:mod:`qv_dynamics.quasi` loads it through :func:`qv_dynamics.compiled.load` and keeps the numpy path when numba
-is missing, its cache unusable or not warmed.
+:func:`sample` is the same decomposition fed straight from Pinocchio's ``Data`` (M, C, g, J_w, J̇_w and the frame
+placements read through views; the constraint rows formed in the call): one sample of
+:class:`qv_dynamics.quasi_sampler.QuasiSampler`, evaluate + decompose in one call after Pinocchio's passes.
+
+Compiled for their one signature into numba's disk cache at install (:func:`qv_dynamics.compiled.warm_all`);
+:mod:`qv_dynamics.quasi` and the sampler load them through :func:`qv_dynamics.compiled.load` and keep the numpy
+path when numba is missing, its cache unusable or not warmed.
 """
 from __future__ import annotations
 

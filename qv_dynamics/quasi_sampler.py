@@ -12,7 +12,9 @@ re-seed the basis or anchor constraints as they do for any caller).
 
 Results are the sampler's buffers, like a Pinocchio ``Data``: the terms and the state of a sample stay valid
 until the next call (the state of the one before is kept as ``prev``: two buffers in turn); copy what must
-outlive it. Φ of the returned terms is computed when first read, from the frame placements in ``data``.
+outlive it. Φ of the returned terms is computed when first read, from the frame placements in
+``system.data``: read it before anything else runs a Pinocchio pass on that ``data`` (another sampler or law
+on the same system, ``system.evaluate``).
 """
 from __future__ import annotations
 
