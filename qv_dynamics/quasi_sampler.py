@@ -25,11 +25,16 @@ import pinocchio as pin
 
 from .compiled import load
 from .constraints.base import FrameConstraint
+from .constraints.loop_closure import LoopClosure
 from .errors import as_vector
 from .frame_kernel import support_mask
 from .linalg import ATOL, RTOL, kernel_vector
 from .model import DynamicsTerms
 from .quasi import QuasiState, force_views, quasi_decompose, state_views, warm_start
+
+
+#: (jacobian, drift) implementations whose rows :func:`.frame_kernel.constraint_rows` reproduces
+_FRAME_ROWS = {(FrameConstraint.jacobian, FrameConstraint.drift), (LoopClosure.jacobian, LoopClosure.drift)}
 
 
 class SampledTerms(DynamicsTerms):
@@ -110,7 +115,10 @@ class QuasiSampler:
         fids, rows = [], []
         axes6 = np.arange(6)
         for c, _, sel in plan.items:
-            if not isinstance(c, FrameConstraint) and c.kind != "loop_closure":
+            # rows the kernel knows: a frame's Jacobian (point contact, weld) or two frames' difference; a
+            # subclass with rows of its own (or a custom constraint) takes the reference path
+            kind = type(c)
+            if (kind.jacobian, kind.drift) not in _FRAME_ROWS:
                 return None
             slots = []
             for f in (c.frame_id, c.frame_b_id):

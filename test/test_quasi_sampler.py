@@ -123,3 +123,24 @@ def test_bad_tau_is_refused_where_it_enters():
     sampler.sample(q, qd)
     with pytest.raises(DimensionError, match="tau"):
         sampler.sample(q, qd, np.zeros(6))
+
+
+def test_a_frame_constraint_with_rows_of_its_own_takes_the_reference_path():
+    """A subclass that changes A (here: the point contact's rows scaled by 2) is not served by the kernel's frame
+    rows; the sampler's result equals the two-call path's (which uses the subclass's rows)."""
+    from qv_dynamics.constraints.point_contact import PointContact
+
+    class Scaled(PointContact):
+        def jacobian(self, model, data, q):
+            return 2.0 * super().jacobian(model, data, q)
+
+        def drift(self, model, data, q, qdot, mode):
+            return 2.0 * super().drift(model, data, q, qdot, mode)
+
+    system = ConstrainedSystem.from_urdf("panda")
+    c = Scaled(frame="panda_hand")
+    c.name = "scaled"
+    system.add_constraint(c)
+    worst, fast = _walk(system, steps=4)
+    _check(worst)
+    assert fast == 0
