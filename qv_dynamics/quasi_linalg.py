@@ -53,9 +53,9 @@ BLOCKED_N = 24
 
 
 @njit(cache=True)
-def _chol_loops(M, Q) -> bool:
-    """Q lower with M = QQᵀ from the upper triangle of M (row-oriented dpotf2); False when not positive
-    definite."""
+def cholesky(M, Q) -> bool:
+    """Q lower with M = QQᵀ from the upper triangle of M (row-oriented dpotf2: each entry's sums in LAPACK's
+    order); False when not positive definite. The one compiled Cholesky (the simulator's stages use it too)."""
     n = M.shape[0]
     for i in range(n):
         qi = Q[i]
@@ -98,7 +98,7 @@ def cholesky_inverse(M, Q, Qi) -> bool:
     Q₂₂ = chol(M₂₂ − Q₂₁Q₂₁ᵀ), (Q⁻¹)₂₁ = −Q₂₂⁻¹Q₂₁Q₁₁⁻¹ (the products in BLAS)."""
     n = M.shape[0]
     if n < BLOCKED_N:
-        if not _chol_loops(M, Q):
+        if not cholesky(M, Q):
             return False
         _inv_loops(Q, Qi)
         return True

@@ -32,7 +32,6 @@ from .linalg import ATOL, RTOL, kernel_vector
 from .model import DynamicsTerms
 from .quasi import QuasiState, force_views, quasi_decompose, state_views, warm_start
 
-
 #: (jacobian, drift) implementations whose rows :func:`.frame_kernel.constraint_rows` reproduces
 _FRAME_ROWS = {(FrameConstraint.jacobian, FrameConstraint.drift), (LoopClosure.jacobian, LoopClosure.drift)}
 

@@ -64,27 +64,6 @@ def mirror_upper(M) -> None:
 
 
 @njit(cache=True)
-def cholesky(M, L) -> bool:
-    """Lower Cholesky factor of M into L (M = LLᵀ, as LAPACK dpotf2); False when M is not positive definite."""
-    n = M.shape[0]
-    L[:] = 0.0
-    for j in range(n):
-        d = M[j, j]
-        for k in range(j):
-            d -= L[j, k] * L[j, k]
-        if not d > 0.0:
-            return False
-        ljj = math.sqrt(d)
-        L[j, j] = ljj
-        for i in range(j + 1, n):
-            s = M[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / ljj
-    return True
-
-
-@njit(cache=True)
 def jacobi(B, U) -> None:
     """One-sided Jacobi (Hestenes): rotate pairs of rows of B until all are orthogonal to working precision,
     accumulating the rotations in U, so that B_in = U B_out with U orthogonal."""

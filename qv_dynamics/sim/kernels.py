@@ -23,11 +23,10 @@ import numpy as np
 from numba import njit
 
 from ..compiled import kernel
-from ..quasi_linalg import mv
+from ..quasi_linalg import cholesky, mv
 from .kernel_linalg import (
     back_substitute,
     chol_solve,
-    cholesky,
     finite,
     lu_solve,
     mirror_upper,
