@@ -140,14 +140,17 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
 
 
 def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
-    """Medians of the steps every law pays (state check, ``evaluate``, coordinates, reference, limiter) and
-    of the Pinocchio passes inside ``evaluate``, on the same states: where the shared microseconds go."""
+    """Medians of the steps every law pays (state check, the terms, coordinates, reference, limiter) and of the
+    Pinocchio passes inside them, on the same states: where the shared microseconds go. The terms come from the
+    law's sampler (Pinocchio's passes + one kernel call); ``system.evaluate`` (the same terms in fresh arrays) is
+    shown beside it."""
     model, data = system.model, system.data
     ev = system.evaluate
     part = np.full(system.nv, 1.0) if law.limits is None else 0.1 * law.limits  # within the limits
     steps = {
         "_read_state": lambda s, r: law._read_state(s),
-        "system.evaluate": lambda s, r: ev(s.q, s.qdot, checked=True),
+        "law._terms (the sampler's)": lambda s, r: law._terms(s.q, s.qdot),
+        "(system.evaluate)": lambda s, r: ev(s.q, s.qdot, checked=True),
         "coords.evaluate (shared data)": lambda s, r: law.coords.evaluate(s.q, s.qdot, data=data),
         "_read_reference": lambda s, r: law._read_reference(r, s.t, law.last["theta"], 1),
         "_finish (limiter)": lambda s, r: law._finish(part, None, part),
@@ -163,7 +166,7 @@ def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
         for k, f in steps.items():
             times[k] += time_calls(f, reps, s, r)
     med = medians_us(times)
-    print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside system.evaluate)")
+    print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside the terms)")
     for k, t in med.items():
         print(f"  {k:32s} {t:8.2f} µs")
     return med

@@ -252,14 +252,13 @@ _SAMPLE_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::
                "float64[::1])")
 
 
-@kernel(_SAMPLE_SIG)
-def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol, atol, T, tv, out, vec) -> int:
-    """One steady-state sample from Pinocchio's Data after crba, computeGeneralizedGravity,
-    computeCoriolisMatrix and updateFramePlacements (read through views: Mt = Mᵀ = M and Ct = Cᵀ, both
-    C-ordered views of Eigen's column-major ``data.M``, ``data.C``; g; J_w, J̇_w; every frame placement):
-    the terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇ (A, Ȧq̇ of frame
-    constraint rows, :func:`qv_dynamics.frame_kernel.constraint_rows`), then ½vᵀv; :func:`decompose` into
-    ``out``, ``vec`` (its layout). Returns its status."""
+@njit(cache=True)
+def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> None:
+    """The terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇, (then ½vᵀv,
+    written by :func:`sample`), from Pinocchio's Data after crba, computeGeneralizedGravity,
+    computeCoriolisMatrix and updateFramePlacements, read through views: Mt = Mᵀ = M and Ct = Cᵀ (C-ordered
+    views of Eigen's column-major ``data.M``, ``data.C``), g, J_w, J̇_w, every frame placement (A, Ȧq̇ of the
+    frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
     n = qdot.shape[0]
     m = rplan.shape[0]
     M, C, A = T[:n], T[n:2 * n], T[2 * n:]
@@ -275,7 +274,29 @@ def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol
         h[i] = s
     if m:
         constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad)
-    status = decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec)
+
+
+_TERMS_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::1, :], float64[::1, :], "
+              "float64[:, ::1], int64[::1], int64[:, ::1], int64[:, ::1], float64[::1], float64[:, ::1], "
+              "float64[::1])")
+
+
+@kernel(_TERMS_SIG)
+def terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> int:
+    """:func:`_fill_terms` as one entry point (``ConstrainedSystem.evaluate``'s terms, no decomposition)."""
+    _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
+    return OK
+
+
+@kernel(_SAMPLE_SIG)
+def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol, atol, T, tv, out, vec) -> int:
+    """One steady-state sample: the terms (:func:`_fill_terms`), then :func:`decompose` into ``out``, ``vec``
+    (its layout) and ½vᵀv into ``tv[-1]``. Returns the decomposition's status."""
+    n = qdot.shape[0]
+    m = rplan.shape[0]
+    _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
+    status = decompose(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol, atol,
+                       out, vec)
     e = 0.0
     for i in range(n):
         e += vec[i] * vec[i]
@@ -295,7 +316,9 @@ def warm() -> None:
                       np.zeros(n), np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))
             T, tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m + 1)
             Mt = 2.0 * np.eye(n)
-            sample(Mt, np.zeros((n, n)), np.zeros(n), np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
-                   np.eye(3, 12), np.zeros(1, np.int64), np.ones((1, n), np.int64),
-                   np.array([[0, -1, i] for i in range(m)], np.int64).reshape(m, 3), np.ones(n), np.eye(n),
-                   np.eye(m), np.ones(n), 1e-9, 1e-9, T, tv, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))
+            views = (Mt, np.zeros((n, n)), np.zeros(n), np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
+                     np.eye(3, 12), np.zeros(1, np.int64), np.ones((1, n), np.int64),
+                     np.array([[0, -1, i] for i in range(m)], np.int64).reshape(m, 3), np.ones(n))
+            terms(*views, T, tv)
+            sample(*views, np.eye(n), np.eye(m), np.ones(n), 1e-9, 1e-9, T, tv, np.empty((6 * n + 4 * m, n)),
+                   np.empty(vec_size(n, m)))

@@ -91,13 +91,15 @@ class _Slot:
 
 class QuasiSampler:
     """``sample(q, q̇[, τ])`` = ``(terms, qs)`` of ``system.evaluate(q, q̇)`` and ``quasi_decompose(terms, τ,
-    prev)`` with ``prev`` the previous sample's state (module doc). ``reset()`` forgets ``prev`` (V₁, V₂ are
-    re-seeded at the next sample). q and q̇ must be validated float vectors (a law's ``_read_state``)."""
+    prev)`` with ``prev`` the previous sample's state (module doc); ``evaluate(q, q̇)`` the terms alone (the
+    projection laws' sample). ``reset()`` forgets ``prev`` (V₁, V₂ are re-seeded at the next sample). q and q̇
+    must be validated float vectors (a law's ``_read_state``)."""
 
     def __init__(self, system, rtol: float = RTOL, atol: float = ATOL):
         self.system, self.rtol, self.atol = system, rtol, atol
         self.prev: QuasiState | None = None
         self._kernel = load("qv_dynamics.quasi_kernel", "sample")
+        self._terms_kernel = load("qv_dynamics.quasi_kernel", "terms")
         self._oMf = placements_view(system.data) if self._kernel is not None else None
         data = system.data
         # C-ordered views of Pinocchio's column-major buffers (M symmetric: Mᵀ = M; Cᵀ read transposed)
@@ -126,24 +128,50 @@ class QuasiSampler:
                 slots.append(fids.index(f) if f >= 0 else -1)
             rows += [(slots[0], slots[1], int(a)) for a in np.atleast_1d(axes6[sel])]
         n, m = self.system.nv, plan.m
-        slots = (_Slot(self.system, n, m, plan.labels), _Slot(self.system, n, m, plan.labels))
+        slots = (_Slot(self.system, n, m, plan.labels), _Slot(self.system, n, m, plan.labels),
+                 _Slot(self.system, n, m, plan.labels))  # two in turn for sample(), one for evaluate()
         return (np.array(fids or [0], np.int64), support_mask(self.system.model, fids),
                 np.array(rows, np.int64).reshape(m, 3), slots)
+
+    def _served(self):
+        """The kernel inputs of the current constraint plan, or None (the reference path serves it)."""
+        plan = self.system.constraint_plan()
+        if plan is not self._plan:
+            self._plan, self._inputs = plan, self._build(plan) if self._oMf is not None else None
+        return self._inputs
+
+    def _passes(self, q: np.ndarray, qdot: np.ndarray) -> None:
+        """``system.evaluate``'s Pinocchio passes, and its anchoring of constraints without a target yet."""
+        system = self.system
+        model, data = system.model, system.data
+        pin.crba(model, data, q)
+        pin.computeGeneralizedGravity(model, data, q)
+        pin.computeCoriolisMatrix(model, data, q, qdot)
+        pin.updateFramePlacements(model, data)
+        system._anchor_from_data(False)
+
+    def evaluate(self, q: np.ndarray, qdot: np.ndarray) -> DynamicsTerms:
+        """``system.evaluate(q, q̇)`` (terms only, no decomposition) in one kernel call after the passes; the
+        terms live in the sampler's buffers until its next ``evaluate``."""
+        inp = self._served()
+        if inp is None or self._terms_kernel is None:
+            return self.system.evaluate(q, qdot, checked=True)
+        self._passes(q, qdot)
+        fids, sup, rplan, slots = inp
+        slot = slots[2]
+        Mt, Ct, g, J, dJ = self._views
+        self._terms_kernel(Mt, Ct, g, J, dJ, self._oMf, fids, sup, rplan, qdot, slot.T, slot.tv)
+        terms = slot.terms
+        terms.q, terms.qdot, terms._phi = q, qdot, None
+        return terms
 
     def sample(self, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray | None = None
                ) -> tuple[DynamicsTerms, QuasiState]:
         """(terms, qs) of this state (module doc)."""
         system, prev = self.system, self.prev
-        plan = system.constraint_plan()
-        if plan is not self._plan:
-            self._plan, self._inputs = plan, self._build(plan) if self._oMf is not None else None
-        inp = self._inputs
-        if inp is not None and prev is not None and prev.rank == plan.m:
-            model, data = system.model, system.data
-            pin.crba(model, data, q)
-            pin.computeGeneralizedGravity(model, data, q)
-            pin.computeCoriolisMatrix(model, data, q, qdot)
-            pin.updateFramePlacements(model, data)
+        inp = self._served()
+        if inp is not None and prev is not None and prev.rank == self._plan.m:
+            self._passes(q, qdot)
             fids, sup, rplan, slots = inp
             slot = slots[self._turn]
             Vp, Up = warm_start(prev)

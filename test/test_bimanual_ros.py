@@ -38,16 +38,22 @@ def test_bimanual_nodes_as_processes_track_the_box():
 
     cfg = yaml.safe_load((ROOT / "config" / "bimanual_ros.yaml").read_text())["qv_controller"]["ros__parameters"]
     spline = SplineReference(cfg["reference"]["times"], np.reshape(cfg["reference"]["waypoints"], (3, -1)))
-    procs = [_start("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", "-p", "mode:=lockstep"),
-             # lock-step on a shared CI machine: a plant step can wait longer than the 0.1 s watchdog, whose
-             # zero effort the plant would then step with (measured: 1.6e-3 m); this test checks the wiring
-             _start("qv_control.ros.controller_node", "qv_controller", "-p", "watchdog_timeout:=2.0")]
-    samples = []
+    samples, procs, outs = [], [], []
     try:
+        # the probe subscribes before the processes start: a lock-step plant runs faster than real time and a
+        # probe matched after it started would miss the window (seen: its first sample at t = 1.78 s)
         with ros_session(DOMAIN, "bimanual_probe") as (_, ex, probe):
             probe.create_subscription(nav_msgs.Odometry, "/box/odom", lambda m: samples.append(
                 (stamp_to_sec(m.header.stamp), m.pose.pose.position.y, m.pose.pose.position.z)), 50)
-            reached = spin_until(ex, lambda: samples and samples[-1][0] >= T_END, timeout=120.0)
+            procs = [_start("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", "-p", "mode:=lockstep"),
+                     # lock-step on a shared CI machine: a plant step can wait longer than the 0.1 s watchdog,
+                     # whose zero effort the plant would then step with (measured: 1.6e-3 m); this test checks
+                     # the wiring
+                     _start("qv_control.ros.controller_node", "qv_controller", "-p", "watchdog_timeout:=2.0")]
+            # a window of 0.9 s of simulated time from T_FROM (or from the first sample, if the probe still
+            # matched late): the box reference moves by more than 1 mm over any such window before 3.5 s
+            reached = spin_until(ex, lambda: bool(samples) and samples[-1][0] >= max(T_END, samples[0][0] + 0.9),
+                                 timeout=120.0)
     finally:
         outs = stop_processes(procs, signal.SIGINT, timeout=60)
     diag = " | ".join(f"rc {rc}: {err[-1500:]}" for rc, _, err in outs)
@@ -60,6 +66,7 @@ def test_bimanual_nodes_as_processes_track_the_box():
     err = np.hypot(y - ref[:, 0], z - ref[:, 1])
     print(f"\n[bimanual processes] t {t[0]:.3f}..{t[-1]:.3f} s, box error max {err.max():.2e} m, reference moved "
           f"{ref[-1, 1] - ref[0, 1]:.2e} m")
+    assert t[0] < 3.5, f"the probe's first sample came at t = {t[0]:.3f} s: too late to see the box move"
     assert ref[-1, 1] - ref[0, 1] > 1e-3            # the reference moves over the sampled window
     # measured 5e-7 m: ideal plant, exact model (a check of the process wiring, not a result)
     assert err.max() < 1e-5

@@ -144,3 +144,25 @@ def test_a_frame_constraint_with_rows_of_its_own_takes_the_reference_path():
     worst, fast = _walk(system, steps=4)
     _check(worst)
     assert fast == 0
+
+
+@pytest.mark.parametrize("name, floating, cons", [
+    ("panda", False, [{"type": "point_contact", "frame": "panda_hand"}]),
+    ("talos", True, [{"type": "weld", "frame": "left_sole_link"}, {"type": "weld", "frame": "right_sole_link"}]),
+])
+def test_terms_alone_equal_evaluate_and_anchor_as_it_does(name, floating, cons):
+    """``QuasiSampler.evaluate`` (the projection laws' sample) against ``system.evaluate`` on a twin system;
+    the first call anchors the constraints (Φ = 0 there), as ``evaluate`` does."""
+    system = ConstrainedSystem.from_urdf(name, floating_base=floating, constraints=cons)
+    twin = ConstrainedSystem.from_urdf(name, floating_base=floating, constraints=cons)
+    rng = np.random.default_rng(2)
+    q, qd = system.random_configuration(rng), rng.standard_normal(system.nv)
+    sampler = QuasiSampler(system)
+    for k in range(4):
+        terms, ref = sampler.evaluate(q, qd), twin.evaluate(q, qd)
+        assert isinstance(terms, SampledTerms)
+        if k == 0:
+            assert np.abs(terms.phi).max() < 1e-15  # anchored here (a weld's log3(RRᵀ) rounds to ~3e-16)
+        worst = {n: _rel(getattr(terms, n), getattr(ref, n)) for n in TERMS}
+        assert max(worst.values()) <= TOL_TERMS, worst
+        q, qd = system.integrate(q, 1e-3 * qd), qd + 1e-3 * rng.standard_normal(system.nv)

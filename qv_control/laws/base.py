@@ -17,6 +17,7 @@ import numpy as np
 
 from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, QVError, as_vector
+from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
@@ -178,6 +179,8 @@ class ControlLaw(ABC):
         self.cond_max = scalar_gain("cond_max", cond_max)
         self.saturation = SaturationStatus()
         self.last: dict = {}
+        # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call
+        self._sampler = QuasiSampler(system) if self.compiled else None
         self._theta_hold: np.ndarray | None = None
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
@@ -185,6 +188,13 @@ class ControlLaw(ABC):
         self._cond_calls = 0
 
     # ------------------------------------------------------------------ helpers for subclasses
+    def _terms(self, q: np.ndarray, qdot: np.ndarray):
+        """``system.evaluate(q, q̇)`` of a validated state (``_read_state``): the sampler's terms, valid within
+        this tick (:meth:`qv_dynamics.quasi_sampler.QuasiSampler.evaluate`), or on the reference path fresh ones."""
+        if self._sampler is not None:
+            return self._sampler.evaluate(q, qdot)
+        return self.system.evaluate(q, qdot, checked=True)
+
     def reset(self) -> None:
         """Forget the latched hold target, the force integral and the basis history."""
         self._theta_hold = None

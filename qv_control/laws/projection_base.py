@@ -70,7 +70,7 @@ class ProjectionLawBase(ControlLaw):
         if self._tick is None:
             return None
         t, q, qdot, lam_meas = self._read_state(state)
-        terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
+        terms = self._terms(q, qdot)
         m, n = terms.A.shape
         k = self.k
         prep = self.coords._fast.prepare(self.system.data, False) if k == n - m else None
@@ -108,7 +108,7 @@ class ProjectionLawBase(ControlLaw):
 
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)
-        terms = self.system.evaluate(q, qdot, checked=True)  # validated by _read_state
+        terms = self._terms(q, qdot)
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuses evaluate's kinematics at (q, q̇)
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         e = ref.theta - kin.theta

@@ -27,7 +27,6 @@ import numpy as np
 
 from qv_dynamics.compiled import load
 from qv_dynamics.quasi import compiled_kernel, quasi_decompose
-from qv_dynamics.quasi_sampler import QuasiSampler
 
 from ..coordinates import check_reduced_jacobian
 from ..quasi_tick_kernel import rows as quasi_rows
@@ -66,9 +65,8 @@ class QuasiLawBase(ControlLaw):
                          cond_max=cond_max, compiled=compiled)
         self.force = bool(force)
         self.compensate_velocity = bool(compensate_velocity)
-        # evaluate + quasi_decompose of a sample: Pinocchio's passes + one compiled call (QuasiSampler), or the
-        # reference path (SVD gauge, numpy products) when compiled=False
-        self._sampler = QuasiSampler(system) if self.compiled else None
+        # evaluate + quasi_decompose of a sample: Pinocchio's passes + one compiled call (the base's
+        # QuasiSampler), or the reference path (SVD gauge, numpy products) when compiled=False
         self._ref_prev = None
         # the tick after the decomposition in one call (qv_control.quasi_tick_kernel)
         self._qtick = load("qv_control.quasi_tick_kernel", "quasi_tick") \
