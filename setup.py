@@ -41,13 +41,13 @@ setup(
     entry_points={
         "console_scripts": [
             "qv = qv_control.cli:main",
-            "qv_dynamics_node = qv_dynamics.ros.dynamics_node:main",
-            "qv_sim_node = qv_dynamics.ros.sim_node:main",
-            "qv_mujoco_node = qv_dynamics.ros.mujoco_node:main",
-            "qv_controller_node = qv_control.ros.controller_node:main",
-            "qv_legged_mujoco_node = qv_dynamics.ros.legged_mujoco_node:main",
-            "qv_legged_controller_node = qv_control.ros.legged_controller_node:main",
-            "qv_loop_plant_node = qv_dynamics.ros.loop_plant_node:main",
+            "qv_dynamics_node = qv_dynamics.ros.entry:dynamics_node",
+            "qv_sim_node = qv_dynamics.ros.entry:sim_node",
+            "qv_mujoco_node = qv_dynamics.ros.entry:mujoco_node",
+            "qv_controller_node = qv_control.ros.entry:controller_node",
+            "qv_legged_mujoco_node = qv_dynamics.ros.entry:legged_mujoco_node",
+            "qv_legged_controller_node = qv_control.ros.entry:legged_controller_node",
+            "qv_loop_plant_node = qv_dynamics.ros.entry:loop_plant_node",
         ],
         # the compiled (numba) kernel modules, warmed into numba's disk cache by qv_dynamics.compiled.warm_all
         "qv_ros.kernels": [

@@ -12,19 +12,21 @@ torques, gravity included. Build one by name with :func:`make_law` (names in :mo
 (SPEC): M q̈ + h = τ − Aᵀλ, so pressing a tool down on a table with 10 N (point contact, axis z) is
 λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`.
 """
-from qv_dynamics.state import Reference, State
+from qv_dynamics.lazy import make_lazy
 
-from .coordinates import MinimalCoordinates
-from .laws.base import ControlLaw, ForcePI, GainError
-from .laws.passive import PassiveJointLaw, check_controllability
-from .laws.pidc import PIDCLaw
-from .laws.pidc_force import PIDCForceLaw
-from .laws.projection_base import UncontrollableError
-from .laws.quasi_setpoint import QuasiSetpointLaw
-from .laws.quasi_tracking import QuasiTrackingLaw
-from .laws.registry import LAWS, make_law, scale_inertias
-from .references import ReferenceRangeError, SplineReference, TrajectoryReference, validate_reference
-from .saturation import SaturationStatus, saturate
+# public name -> module, imported on first use (qv_dynamics.lazy): a node's entry point loads nothing heavy
+_LAZY = {
+    "State": "qv_dynamics.state", "Reference": "qv_dynamics.state",
+    "MinimalCoordinates": ".coordinates",
+    "ControlLaw": ".laws.base", "ForcePI": ".laws.base", "GainError": ".laws.base",
+    "PassiveJointLaw": ".laws.passive", "check_controllability": ".laws.passive",
+    "PIDCLaw": ".laws.pidc", "PIDCForceLaw": ".laws.pidc_force", "UncontrollableError": ".laws.projection_base",
+    "QuasiSetpointLaw": ".laws.quasi_setpoint", "QuasiTrackingLaw": ".laws.quasi_tracking",
+    "LAWS": ".laws.registry", "make_law": ".laws.registry", "scale_inertias": ".laws.registry",
+    **{name: ".references" for name in ("ReferenceRangeError", "SplineReference", "TrajectoryReference",
+                                         "validate_reference")},
+    "SaturationStatus": ".saturation", "saturate": ".saturation",
+}
 
 __all__ = [
     "State", "Reference", "make_law", "LAWS", "scale_inertias", "ControlLaw", "ForcePI", "GainError",
@@ -32,3 +34,5 @@ __all__ = [
     "check_controllability", "MinimalCoordinates", "TrajectoryReference", "SplineReference", "ReferenceRangeError",
     "validate_reference", "SaturationStatus", "saturate",
 ]
+
+make_lazy(__name__)

@@ -7,21 +7,19 @@ Pure math (numpy + Pinocchio); never imports rclpy. Public API (SPEC §4)::
 ``QuasiSampler(system).sample(q, q̇)`` is ``evaluate`` + ``quasi_decompose(prev)`` for a 1 kHz loop: the same
 terms and state from Pinocchio's passes and one compiled call, in buffers reused from sample to sample.
 """
-from .errors import (
-    ConvergenceError,
-    DimensionError,
-    ModelError,
-    NonFiniteError,
-    NotPositiveDefiniteError,
-    QVError,
-    RankDeficiencyError,
-    StateMismatchError,
-    UnknownNameError,
-)
-from .model import ConstrainedSystem, DynamicsTerms
-from .projection import direct_dynamics, projection
-from .quasi import QuasiState, quasi_decompose, torque_from_quasi_forces
-from .quasi_sampler import QuasiSampler
+from .lazy import make_lazy
+
+# public name -> module, imported on first use (qv_dynamics.lazy): ``import qv_dynamics`` loads nothing heavy
+_LAZY = {
+    **{name: ".errors" for name in (
+        "ConvergenceError", "DimensionError", "ModelError", "NonFiniteError", "NotPositiveDefiniteError", "QVError",
+        "RankDeficiencyError", "StateMismatchError", "UnknownNameError")},
+    "ConstrainedSystem": ".model", "DynamicsTerms": ".model",
+    "direct_dynamics": ".projection", "projection": ".projection",
+    "QuasiState": ".quasi", "quasi_decompose": ".quasi", "torque_from_quasi_forces": ".quasi",
+    "QuasiSampler": ".quasi_sampler",
+    "simulate": ".sim", "Stepper": ".sim", "Trajectory": ".sim",
+}
 
 __all__ = [
     "ConstrainedSystem", "DynamicsTerms", "QuasiState", "quasi_decompose", "direct_dynamics", "projection",
@@ -30,10 +28,4 @@ __all__ = [
     "RankDeficiencyError", "ConvergenceError", "StateMismatchError",
 ]
 
-
-def __getattr__(name):  # the simulator is imported lazily (it pulls in more)
-    if name in ("simulate", "Stepper", "Trajectory"):
-        from . import sim as simulator
-
-        return getattr(simulator, name)
-    raise AttributeError(name)
+make_lazy(__name__)
