@@ -6,9 +6,11 @@ matrix — which leaves J_w and J̇_w in ``data`` — and the frame placements),
 :func:`qv_dynamics.quasi_kernel.sample`, which reads ``data`` through views held since construction, forms
 the constraint rows A, Ȧq̇ of the frame constraints and runs the steady-state decomposition of
 :func:`qv_dynamics.quasi.compiled_decompose` (the same kernel, the same equations, the same rank rule).
-Every other sample — the first (no previous basis), a change of the active constraints, a custom constraint,
-a rank loss or anything the kernel declines — takes ``system.evaluate`` + ``quasi_decompose`` (which raise,
-re-seed the basis or anchor constraints as they do for any caller).
+Constraints without a target are anchored after the passes, as ``evaluate`` does. Every other sample — the
+first (no previous basis), the first after a change of the active constraints, custom constraints (or a
+frame constraint with rows of its own), a rank loss or anything the kernel declines — takes
+``system.evaluate`` + ``quasi_decompose`` (which raise or re-seed the basis as they do for any caller).
+:meth:`QuasiSampler.evaluate` gives the terms alone the same way (:func:`qv_dynamics.quasi_kernel.terms`).
 
 Results are the sampler's buffers, like a Pinocchio ``Data``: the terms and the state of a sample stay valid
 until the next call (the state of the one before is kept as ``prev``: two buffers in turn); copy what must
