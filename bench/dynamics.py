@@ -142,6 +142,30 @@ def parts(label, system, reps=2000, seed=1):
     print(f"  evaluate: Pinocchio passes {p:.1f} + the rest {ev - p:.1f} = {ev:.1f}")
     print(f"  quasi_decompose (prev, tau, .condition): compiled call {kern:.1f} + the rest {qd - kern:.1f} = {qd:.1f}")
     print(f"  together {whole:.1f}")
+    sampler_parts(system, q, v, tau, prev, reps)
+
+
+def sampler_parts(system, q, v, tau, prev, reps: int) -> None:
+    """Where one ``QuasiSampler.sample`` (prev, tau, .condition) goes: its four Pinocchio passes, the one kernel
+    call (numba dispatch included) and the rest (Python: plan check, warm start, τ check, the state's fields)."""
+    from qv_dynamics.quasi import warm_start
+
+    sampler = QuasiSampler(system)
+    whole = _median_us(lambda: _sampled(sampler, prev, q, v, tau), reps)
+    inp = sampler._served()
+    if inp is None or sampler._kernel is None:
+        print("  QuasiSampler: the reference path serves this model (no kernel)")
+        return
+    passes = _median_us(lambda: sampler._passes(q, v), reps)
+    fids, sup, rplan, slots = inp
+    Vp, Up = warm_start(prev)
+    Mt, Ct, g, J, dJ = sampler._views
+    slot = slots[0]
+    args = (Mt, Ct, g, J, dJ, sampler._oMf, fids, sup, rplan, v, Vp, Up, tau, 1e-9, 1e-9, slot.T, slot.tv, slot.out,
+            slot.vec)
+    kern = _median_us(lambda: sampler._kernel(*args), reps)
+    print(f"  QuasiSampler.sample (prev, tau, .condition): Pinocchio passes {passes:.1f} + kernel call {kern:.1f} "
+          f"+ the rest {whole - passes - kern:.1f} = {whole:.1f}")
 
 
 def main(argv=None) -> int:
