@@ -13,8 +13,13 @@ import os
 import signal
 
 
-def run_entry(module: str, name: str) -> int:
-    """Install the start-up signal handlers, import ``module`` and return its ``main()``."""
+def run_entry(module: str, name: str, mujoco: bool = False) -> int:
+    """Install the start-up signal handlers, import ``module`` and return its ``main()``. ``mujoco``: a MuJoCo
+    plant, which never renders: ``MUJOCO_GL=disable`` unless the environment chooses (``import mujoco`` would
+    otherwise probe GLFW in a child Python process, which prints a BrokenPipeError traceback when this
+    process ends during the probe)."""
+    if mujoco:
+        os.environ.setdefault("MUJOCO_GL", "disable")
 
     def stop(signum, _frame) -> None:
         try:
@@ -37,12 +42,12 @@ def sim_node() -> int:
 
 
 def mujoco_node() -> int:
-    return run_entry("qv_dynamics.ros.mujoco_node", "qv_mujoco_node")
+    return run_entry("qv_dynamics.ros.mujoco_node", "qv_mujoco_node", mujoco=True)
 
 
 def legged_mujoco_node() -> int:
-    return run_entry("qv_dynamics.ros.legged_mujoco_node", "qv_legged_mujoco_node")
+    return run_entry("qv_dynamics.ros.legged_mujoco_node", "qv_legged_mujoco_node", mujoco=True)
 
 
 def loop_plant_node() -> int:
-    return run_entry("qv_dynamics.ros.loop_plant_node", "qv_loop_plant_node")
+    return run_entry("qv_dynamics.ros.loop_plant_node", "qv_loop_plant_node", mujoco=True)
