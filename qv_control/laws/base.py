@@ -163,6 +163,8 @@ class ControlLaw(ABC):
     diagnostics; a law implements :meth:`compute`."""
 
     name = "base"
+    #: the law takes a tick's terms through :meth:`_terms` (or a decomposition through the sampler)
+    uses_terms: bool = False
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
@@ -179,8 +181,9 @@ class ControlLaw(ABC):
         self.cond_max = scalar_gain("cond_max", cond_max)
         self.saturation = SaturationStatus()
         self.last: dict = {}
-        # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call
-        self._sampler = QuasiSampler(system) if self.compiled else None
+        # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call, for the
+        # laws that take their terms from ``system.evaluate`` (uses_terms)
+        self._sampler = QuasiSampler(system) if self.compiled and self.uses_terms else None
         self._theta_hold: np.ndarray | None = None
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))

@@ -51,6 +51,8 @@ class UncontrollableError(RankDeficiencyError):
 class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
+    uses_terms = True
+
     #: the compiled tick's channels (qv_control.tick_kernel ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
     tick_mode: int | None = None
     # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.pidc)

@@ -55,6 +55,8 @@ def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
 class QuasiLawBase(ControlLaw):
     """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
 
+    uses_terms = True
+
     normal_motion = False  # the tracking law's normal-motion terms (QuasiTrackingLaw sets its own)
     _reduced = LazyKernel("reduced_jacobian")
 
