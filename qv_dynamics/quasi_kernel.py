@@ -256,8 +256,8 @@ _SAMPLE_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::
 def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> None:
     """The terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇, (then ½vᵀv,
     written by :func:`sample`), from Pinocchio's Data after crba, computeGeneralizedGravity,
-    computeCoriolisMatrix and updateFramePlacements, read through views: Mt = Mᵀ = M and Ct = Cᵀ (C-ordered
-    views of Eigen's column-major ``data.M``, ``data.C``), g, J_w, J̇_w, every frame placement (A, Ȧq̇ of the
+    computeCoriolisMatrix and updateFramePlacements, read through views: Mt = Mᵀ and Ct = Cᵀ (C-ordered
+    views of Eigen's column-major ``data.M``, ``data.C``; M from its upper triangle), g, J_w, J̇_w, every frame placement (A, Ȧq̇ of the
     frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
     n = qdot.shape[0]
     m = rplan.shape[0]
@@ -267,7 +267,7 @@ def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> No
         g[i] = g_in[i]
         s = g_in[i]
         for j in range(n):
-            M[i, j] = Mt[i, j]          # M symmetric: Mᵀ = M
+            M[i, j] = Mt[j, i] if i <= j else Mt[i, j]   # data.M's upper triangle (CRBA's), as model._mass
             c = Ct[j, i]
             C[i, j] = c
             s += c * qdot[j]

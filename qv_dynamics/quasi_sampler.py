@@ -104,7 +104,7 @@ class QuasiSampler:
         self._terms_kernel = load("qv_dynamics.quasi_kernel", "terms")
         self._oMf = placements_view(system.data) if self._kernel is not None else None
         data = system.data
-        # C-ordered views of Pinocchio's column-major buffers (M symmetric: Mᵀ = M; Cᵀ read transposed)
+        # C-ordered views of Pinocchio's column-major buffers (the kernel reads them transposed)
         self._views = (data.M.T, data.C.T, data.g, data.J, data.dJ)
         self._plan = None      # the system's constraint plan the kernel inputs below were built for
         self._inputs = None    # (fids, sup, rplan, slots) or None: this plan takes the reference path
