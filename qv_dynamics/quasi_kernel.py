@@ -257,8 +257,8 @@ def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> No
     """The terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇, (then ½vᵀv,
     written by :func:`sample`), from Pinocchio's Data after crba, computeGeneralizedGravity,
     computeCoriolisMatrix and updateFramePlacements, read through views: Mt = Mᵀ and Ct = Cᵀ (C-ordered
-    views of Eigen's column-major ``data.M``, ``data.C``; M from its upper triangle), g, J_w, J̇_w, every frame placement (A, Ȧq̇ of the
-    frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
+    views of Eigen's column-major ``data.M``, ``data.C``; M from its upper triangle), g, J_w, J̇_w, every
+    frame placement (A, Ȧq̇ of the frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
     n = qdot.shape[0]
     m = rplan.shape[0]
     M, C, A = T[:n], T[n:2 * n], T[2 * n:]
