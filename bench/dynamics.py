@@ -146,7 +146,7 @@ def parts(label, system, reps=2000, seed=1):
 
 
 def sampler_parts(system, q, v, tau, prev, reps: int) -> None:
-    """Where one ``QuasiSampler.sample`` (prev, tau, .condition) goes: its four Pinocchio passes, the one kernel
+    """Where one ``QuasiSampler.sample`` (prev, tau, .condition) goes: its two Pinocchio passes, the one kernel
     call (numba dispatch included) and the rest (Python: plan check, warm start, τ check, the state's fields)."""
     from qv_dynamics.quasi import warm_start
 
@@ -159,10 +159,8 @@ def sampler_parts(system, q, v, tau, prev, reps: int) -> None:
     passes = _median_us(lambda: sampler._passes(q, v), reps)
     fids, sup, rplan, slots = inp
     Vp, Up = warm_start(prev)
-    Mt, Ct, g, J, dJ = sampler._views
     slot = slots[0]
-    args = (Mt, Ct, g, J, dJ, sampler._oMf, fids, sup, rplan, v, Vp, Up, tau, 1e-9, 1e-9, slot.T, slot.tv, slot.out,
-            slot.vec)
+    args = (*sampler._views, fids, sup, rplan, v, Vp, Up, tau, 1e-9, 1e-9, slot.T, slot.tv, slot.out, slot.vec)
     kern = _median_us(lambda: sampler._kernel(*args), reps)
     print(f"  QuasiSampler.sample (prev, tau, .condition): Pinocchio passes {passes:.1f} + kernel call {kern:.1f} "
           f"+ the rest {whole - passes - kern:.1f} = {whole:.1f}")

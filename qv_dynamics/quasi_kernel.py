@@ -21,9 +21,10 @@ The kernel returns a status instead of raising: OK, or FALLBACK when the numpy p
 positive definite, full rank not certified by σ_min(R) ≥ 1/‖R⁻¹‖_F > max(rtol·‖Λ‖_F, atol), or the bases
 moved too far for Newton–Schulz); the caller then runs the reference path, which raises or re-seeds.
 
-:func:`sample` is the same decomposition fed straight from Pinocchio's ``Data`` (M, C, g, J_w, J̇_w and the frame
-placements read through views; the constraint rows formed in the call): one sample of
-:class:`qv_dynamics.quasi_sampler.QuasiSampler`, evaluate + decompose in one call after Pinocchio's passes.
+:func:`sample` is the same decomposition fed straight from Pinocchio's ``Data`` after its Coriolis pass (C, J_w,
+J̇_w, the composite inertias and the frame placements read through views; M, g and the constraint rows formed in
+the call): one sample of :class:`qv_dynamics.quasi_sampler.QuasiSampler`, evaluate + decompose in one call after
+Pinocchio's passes.
 
 Compiled for their one signature into numba's disk cache at install (:func:`qv_dynamics.compiled.warm_all`);
 :mod:`qv_dynamics.quasi` and the sampler load them through :func:`qv_dynamics.compiled.load` and keep the numpy
@@ -37,12 +38,14 @@ import numpy as np
 from numba import njit
 
 from .compiled import kernel
+from .crb_kernel import mass_gravity
 from .frame_kernel import constraint_rows
-from .quasi_linalg import cholesky_inverse, full_rank, mm, mv, singular_values
+from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mv, singular_values
 
 OK, FALLBACK = 0, 1
 NS_START, NS_MAX_ITER = 0.5, 8  # as qv_dynamics.quasi_basis.near_polar
 SERIES_E = 1e-4                  # below it the polar factor's series to third order is exact to rounding
+SERIES2_E = 5e-6                 # below it the second order is: remainder 5/16‖E‖³ < 4e-17
 
 _SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], "
         "float64[:, :], float64[::1], float64[::1], int64, float64, float64, float64[:, ::1], float64[::1])")
@@ -57,8 +60,9 @@ def vec_size(n: int, m: int) -> int:
 def _newton_schulz(X) -> bool:
     """X ← polar(X) = X(I + E)^-½, E = XᵀX − I, in place (False: ‖E‖_F ≥ NS_START or no convergence): once
     ‖E‖_F < SERIES_E, in one step X(I − ½E + ⅜E² − 5/16E³) (the binomial series' remainder ≤ 0.28‖E‖⁴/(1 − ‖E‖)
-    < 3e-17), else first Newton–Schulz steps X ← X − ½XE (quadratic). At a 1 kHz sample rate ‖E‖ ~ 1e-6
-    (2e-6 measured on Talos), so the one step serves."""
+    < 3e-17), below SERIES2_E without its last term (remainder < 4e-17: one k³ product less), else first
+    Newton–Schulz steps X ← X − ½XE (quadratic). At a 1 kHz sample rate ‖E‖ ~ 1e-6 (2e-6 measured on Talos),
+    so the one step serves."""
     k = X.shape[1]
     for _ in range(NS_MAX_ITER):
         E = mm(X.T, X)
@@ -73,10 +77,13 @@ def _newton_schulz(X) -> bool:
         if e == 0.0:
             return True
         if e < SERIES_E:  # −½E + ⅜E² − 5/16E³ = E(−½I + E(⅜I − 5/16E)) (Horner)
-            T = -0.3125 * E
-            for i in range(k):
-                T[i, i] += 0.375
-            P = mm(E, T)
+            if e < SERIES2_E:
+                P = 0.375 * E
+            else:
+                T = -0.3125 * E
+                for i in range(k):
+                    T[i, i] += 0.375
+                P = mm(E, T)
             for i in range(k):
                 P[i, i] -= 0.5
             X += mm(X, mm(E, P))
@@ -87,28 +94,27 @@ def _newton_schulz(X) -> bool:
 
 @njit(cache=True)
 def _row_space(Lam, Zt, R, Ri, rtol, atol) -> bool:
-    """Λᵀ = ZR (Gram–Schmidt on the rows of Λ, each orthogonalised twice; Zt = Zᵀ), R⁻¹, the certificate."""
+    """Λᵀ = ZR (classical Gram–Schmidt on the rows of Λ, each orthogonalised twice — "twice is enough": as
+    orthogonal as modified Gram–Schmidt twice, and a row's i dot products are independent, so the CPU overlaps
+    them; Zt = Zᵀ), R⁻¹, the certificate."""
     m, n = Lam.shape
     lf = 0.0
     for i in range(m):
         for j in range(n):
             Zt[i, j] = Lam[i, j]
             lf += Lam[i, j] * Lam[i, j]
+    s = np.empty(m)
     for i in range(m):
         zi = Zt[i]
         for _ in range(2):
             for p in range(i):
-                zp = Zt[p]
-                s = 0.0
+                s[p] = dot(Zt[p], zi)
+            for p in range(i):
+                R[p, i] += s[p]
+                zp, c = Zt[p], s[p]
                 for j in range(n):
-                    s += zp[j] * zi[j]
-                R[p, i] += s
-                for j in range(n):
-                    zi[j] -= s * zp[j]
-        s = 0.0
-        for j in range(n):
-            s += zi[j] * zi[j]
-        d = math.sqrt(s)
+                    zi[j] -= c * zp[j]
+        d = math.sqrt(dot(zi, zi))
         if not d > 0.0:
             return False
         R[i, i] = d
@@ -118,27 +124,29 @@ def _row_space(Lam, Zt, R, Ri, rtol, atol) -> bool:
 
 
 @njit(cache=True)
-def _basis(Lam, Vp, rtol, atol, R, V, W1) -> bool:
-    """V = [V₁ V₂] aligned to Vp (module doc), W₁ = (R⁻¹P₁)ᵀ, Λᵀ = ZR; False when the numpy path decides."""
+def _basis(Lam, Vp, rtol, atol, R, V, W1):
+    """V = [V₁ V₂] aligned to Vp (module doc), W₁ = (R⁻¹P₁)ᵀ, Λᵀ = ZR. Returns (ok, V₂ as a contiguous copy);
+    not ok when the numpy path decides."""
     m, n = Lam.shape
     Y = np.ascontiguousarray(Vp[:, m:])
     if m:
         Zt = np.empty((m, n))
         Ri = np.zeros((m, m))
         if not _row_space(Lam, Zt, R, Ri, rtol, atol):
-            return False
+            return False, Y
         P1 = mm(Zt, np.ascontiguousarray(Vp[:, :m]))    # ZᵀV₁_prev
         if not _newton_schulz(P1):
-            return False
-        V[:, :m] = mm(Zt.T, P1)
+            return False, Y
+        Z = np.ascontiguousarray(Zt.T)
+        V[:, :m] = mm(Z, P1)
         W1[:] = mm(Ri, P1).T
         if m < n:
-            Y -= mm(Zt.T, mm(Zt, Y))                   # (I − ZZᵀ)V₂_prev
+            Y -= mm(Z, mm(Zt, Y))                      # (I − ZZᵀ)V₂_prev
     if m < n:
         if not _newton_schulz(Y):
-            return False
+            return False, Y
         V[:, m:] = Y
-    return True
+    return True, Y
 
 
 @njit(cache=True)
@@ -218,12 +226,12 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
             v[j] += Q[i, j] * qi
     if m:
         Lam[:] = mm(A, Qi.T)                                # Λ = AQ⁻ᵀ
-    if not _basis(Lam, Vp, rtol, atol, R, V, W1):
+    ok, V2 = _basis(Lam, Vp, rtol, atol, R, V, W1)
+    if not ok:
         return FALLBACK
     L = _gamma(Q, Qi, C, G, Qd)
     k = n - m
     if k:
-        V2 = np.ascontiguousarray(V[:, m:])
         Gv_[:k, :k] = mm(V2.T, mm(G, V2))
         vec[n:2 * n - m] = mv(V2.T, v)
     if m:
@@ -246,28 +254,30 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
     return OK
 
 
-_SAMPLE_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::1, :], float64[::1, :], "
-               "float64[:, ::1], int64[::1], int64[:, ::1], int64[:, ::1], float64[::1], float64[:, ::1], "
-               "float64[:, :], float64[::1], float64, float64, float64[:, ::1], float64[::1], float64[:, ::1], "
-               "float64[::1])")
+#: Pinocchio's Data as the kernels read it (:class:`qv_dynamics.quasi_sampler.QuasiSampler` holds these views):
+#: the composite inertias (joints × 10), the joint tree (joints × 3), the armature, g⃗, Cᵀ, J_w, J̇_w, the frame
+#: placements; then the constraint plan: frame slots, their supporting columns, the rows
+_DATA_SIG = ("float64[:, ::1], int64[:, ::1], float64[::1], float64[::1], float64[:, ::1], float64[::1, :], "
+             "float64[::1, :], float64[:, ::1], int64[::1], int64[:, ::1], int64[:, ::1]")
+_SAMPLE_SIG = (f"int64({_DATA_SIG}, float64[::1], float64[:, ::1], float64[:, :], float64[::1], float64, float64, "
+               "float64[:, ::1], float64[::1], float64[:, ::1], float64[::1])")
 
 
 @njit(cache=True)
-def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> None:
+def _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> None:
     """The terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇, (then ½vᵀv,
-    written by :func:`sample`), from Pinocchio's Data after crba, computeGeneralizedGravity,
-    computeCoriolisMatrix and updateFramePlacements, read through views: Mt = Mᵀ and Ct = Cᵀ (C-ordered
-    views of Eigen's column-major ``data.M``, ``data.C``; M from its upper triangle), g, J_w, J̇_w, every
-    frame placement (A, Ȧq̇ of the frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
+    written by :func:`sample`), from Pinocchio's Data after computeCoriolisMatrix and updateFramePlacements,
+    read through views: M and g from the composite inertias Y and J_w (:func:`.crb_kernel.mass_gravity`),
+    Ct = Cᵀ (a C-ordered view of Eigen's column-major ``data.C``), every frame placement (A, Ȧq̇ of the
+    frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
     n = qdot.shape[0]
     m = rplan.shape[0]
     M, C, A = T[:n], T[n:2 * n], T[2 * n:]
     g, h, ad = tv[:n], tv[n:2 * n], tv[2 * n:2 * n + m]
+    mass_gravity(Y, Jw, tree, armature, grav, M, g)
     for i in range(n):
-        g[i] = g_in[i]
-        s = g_in[i]
+        s = g[i]
         for j in range(n):
-            M[i, j] = Mt[j, i] if i <= j else Mt[i, j]   # data.M's upper triangle (CRBA's), as model._mass
             c = Ct[j, i]
             C[i, j] = c
             s += c * qdot[j]
@@ -276,25 +286,24 @@ def _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> No
         constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad)
 
 
-_TERMS_SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[::1], float64[::1, :], float64[::1, :], "
-              "float64[:, ::1], int64[::1], int64[:, ::1], int64[:, ::1], float64[::1], float64[:, ::1], "
-              "float64[::1])")
+_TERMS_SIG = f"int64({_DATA_SIG}, float64[::1], float64[:, ::1], float64[::1])"
 
 
 @kernel(_TERMS_SIG)
-def terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> int:
+def terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> int:
     """:func:`_fill_terms` as one entry point (``ConstrainedSystem.evaluate``'s terms, no decomposition)."""
-    _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
+    _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
     return OK
 
 
 @kernel(_SAMPLE_SIG)
-def sample(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol, atol, T, tv, out, vec) -> int:
+def sample(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp, Up, tau, rtol, atol, T, tv, out,
+           vec) -> int:
     """One steady-state sample: the terms (:func:`_fill_terms`), then :func:`decompose` into ``out``, ``vec``
     (its layout) and ½vᵀv into ``tv[-1]``. Returns the decomposition's status."""
     n = qdot.shape[0]
     m = rplan.shape[0]
-    _fill_terms(Mt, Ct, g_in, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
+    _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
     status = decompose(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol, atol,
                        out, vec)
     e = 0.0
@@ -315,8 +324,11 @@ def warm() -> None:
             decompose(2.0 * np.eye(n), np.zeros((n, n)), A, np.zeros(m), np.ones(n), np.eye(n), np.eye(m),
                       np.zeros(n), np.ones(n), m, 1e-9, 1e-9, np.empty((6 * n + 4 * m, n)), np.empty(vec_size(n, m)))
             T, tv = np.zeros((2 * n + m, n)), np.zeros(2 * n + m + 1)
-            Mt = 2.0 * np.eye(n)
-            views = (Mt, np.zeros((n, n)), np.zeros(n), np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
+            Y = np.zeros((n + 1, 10))  # a chain of n revolute joints with unit masses
+            Y[:, 0] = 1.0
+            tree = np.array([[0, 0, 0]] + [[i, 1, i] for i in range(n)], np.int64)
+            views = (Y, tree, np.zeros(n), np.array([0.0, 0.0, -9.81]), np.zeros((n, n)),
+                     np.ones((6, n)).T.copy().T, np.ones((6, n)).T.copy().T,
                      np.eye(3, 12), np.zeros(1, np.int64), np.ones((1, n), np.int64),
                      np.array([[0, -1, i] for i in range(m)], np.int64).reshape(m, 3), np.ones(n))
             terms(*views, T, tv)

@@ -1,10 +1,12 @@
 """One sample of ``evaluate`` + ``quasi_decompose`` at the cost of Pinocchio's passes and one compiled call
 (issue 11): for a control loop that decomposes every state it receives.
 
-:class:`QuasiSampler` runs the four Pinocchio passes ``system.evaluate`` runs (CRBA, gravity, the Coriolis
-matrix — which leaves J_w and J̇_w in ``data`` — and the frame placements), then
-:func:`qv_dynamics.quasi_kernel.sample`, which reads ``data`` through views held since construction, forms
-the constraint rows A, Ȧq̇ of the frame constraints and runs the steady-state decomposition of
+:class:`QuasiSampler` runs two Pinocchio passes — the Coriolis matrix, which leaves J_w, J̇_w and the composite
+inertias in ``data``, and the frame placements — where ``system.evaluate`` runs four (CRBA and gravity too),
+then :func:`qv_dynamics.quasi_kernel.sample`, which reads ``data`` through views held since construction, forms
+M and g from the composite inertias (:mod:`qv_dynamics.crb_kernel`: CRBA's sums, checked against ``crba`` and
+``computeGeneralizedGravity`` at construction), the constraint rows A, Ȧq̇ of the frame constraints, and runs
+the steady-state decomposition of
 :func:`qv_dynamics.quasi.compiled_decompose` (the same kernel, the same equations, the same rank rule).
 Constraints without a target are anchored after the passes, as ``evaluate`` does. Every other sample — the
 first (no previous basis), the first after a change of the active constraints, custom constraints (or a
@@ -28,6 +30,7 @@ import pinocchio as pin
 from .compiled import load
 from .constraints.base import FrameConstraint
 from .constraints.loop_closure import LoopClosure
+from .crb_kernel import composite_inertia_view, tree_of
 from .errors import as_vector
 from .frame_kernel import support_mask
 from .linalg import ATOL, RTOL, kernel_vector
@@ -78,6 +81,18 @@ def placements_view(data: pin.Data) -> np.ndarray | None:
     return view
 
 
+def data_views(model: pin.Model, data: pin.Data) -> tuple | None:
+    """What the kernels read of ``data`` (:data:`qv_dynamics.quasi_kernel._DATA_SIG`'s first eight): the composite
+    inertias (:func:`.crb_kernel.composite_inertia_view`), the joint tree, the armature, g⃗, Cᵀ (a C-ordered view
+    of Eigen's column-major ``data.C``: the kernel reads it transposed), J_w, J̇_w and every frame placement; or
+    None when ``data`` is not laid out as these views need (the reference path then serves)."""
+    Y, oMf = composite_inertia_view(model, data), placements_view(data)
+    if Y is None or oMf is None:
+        return None
+    return (Y, tree_of(model), np.array(model.armature, float), model.gravity.linear.copy(), data.C.T, data.J,
+            data.dJ, oMf)
+
+
 class _Slot:
     """One buffer set: the terms' T, tv and the kernel's out, vec, with a DynamicsTerms and a QuasiState whose
     arrays are views of them (made once)."""
@@ -102,10 +117,7 @@ class QuasiSampler:
         self.prev: QuasiState | None = None
         self._kernel = load("qv_dynamics.quasi_kernel", "sample")
         self._terms_kernel = load("qv_dynamics.quasi_kernel", "terms")
-        self._oMf = placements_view(system.data) if self._kernel is not None else None
-        data = system.data
-        # C-ordered views of Pinocchio's column-major buffers (the kernel reads them transposed)
-        self._views = (data.M.T, data.C.T, data.g, data.J, data.dJ)
+        self._views = data_views(system.model, system.data) if self._kernel is not None else None
         self._plan = None      # the system's constraint plan the kernel inputs below were built for
         self._inputs = None    # (fids, sup, rplan, slots) or None: this plan takes the reference path
         self._turn = 0
@@ -139,15 +151,15 @@ class QuasiSampler:
         """The kernel inputs of the current constraint plan, or None (the reference path serves it)."""
         plan = self.system.constraint_plan()
         if plan is not self._plan:
-            self._plan, self._inputs = plan, self._build(plan) if self._oMf is not None else None
+            self._plan, self._inputs = plan, self._build(plan) if self._views is not None else None
         return self._inputs
 
     def _passes(self, q: np.ndarray, qdot: np.ndarray) -> None:
-        """``system.evaluate``'s Pinocchio passes, and its anchoring of constraints without a target yet."""
+        """Pinocchio's Coriolis pass (C, J_w, J̇_w, the joint placements and the composite inertias, from which
+        the kernel forms M and g: :mod:`.crb_kernel`) and the frame placements, then ``evaluate``'s anchoring
+        of constraints without a target yet."""
         system = self.system
         model, data = system.model, system.data
-        pin.crba(model, data, q)
-        pin.computeGeneralizedGravity(model, data, q)
         pin.computeCoriolisMatrix(model, data, q, qdot)
         pin.updateFramePlacements(model, data)
         system._anchor_from_data(False)
@@ -161,8 +173,7 @@ class QuasiSampler:
         self._passes(q, qdot)
         fids, sup, rplan, slots = inp
         slot = slots[2]
-        Mt, Ct, g, J, dJ = self._views
-        self._terms_kernel(Mt, Ct, g, J, dJ, self._oMf, fids, sup, rplan, qdot, slot.T, slot.tv)
+        self._terms_kernel(*self._views, fids, sup, rplan, qdot, slot.T, slot.tv)
         terms = slot.terms
         terms.q, terms.qdot, terms._phi = q, qdot, None
         return terms
@@ -177,10 +188,9 @@ class QuasiSampler:
             fids, sup, rplan, slots = inp
             slot = slots[self._turn]
             Vp, Up = warm_start(prev)
-            Mt, Ct, g, J, dJ = self._views
             t = _NO_TAU if tau is None else kernel_vector(as_vector("tau", tau, system.nv))
-            if not self._kernel(Mt, Ct, g, J, dJ, self._oMf, fids, sup, rplan, qdot, Vp, Up, t, self.rtol,
-                                self.atol, slot.T, slot.tv, slot.out, slot.vec):
+            if not self._kernel(*self._views, fids, sup, rplan, qdot, Vp, Up, t, self.rtol, self.atol, slot.T,
+                                slot.tv, slot.out, slot.vec):
                 return self._finish(slot, q, qdot, tau)
         terms = system.evaluate(q, qdot, checked=True)
         qs = quasi_decompose(terms, tau=tau, prev=prev, rtol=self.rtol, atol=self.atol)
