@@ -13,9 +13,9 @@ Newton–Schulz iteration, as ``near_polar``; V₁ = Z·polar(ZᵀV₁_prev) doe
 spans the row space, so Gram–Schmidt gives the QR path's basis to rounding.
 
 Small triangular work (Cholesky, Q⁻¹, Q⁻¹(τ − g)) runs in loops over contiguous rows; the n³ products
-(Q⁻¹CQ⁻ᵀ, QL, V₂ᵀΓV₂, the Newton–Schulz steps) call BLAS through numba's ``np.dot``: for n = 38 that is
-where LAPACK's own factorizations lose (dpotrf, dtrtri and the 12 × 38 SVD cost more in calls and small
-blocks than these products in arithmetic).
+(Q⁻¹CQ⁻ᵀ, QL, V₂ᵀΓV₂, the Newton–Schulz steps) call BLAS dgemm (:func:`.quasi_linalg.mmt`: transposes as
+flags, results written in place, no copies): for n = 38 that is where LAPACK's own factorizations lose (dpotrf,
+dtrtri and the 12 × 38 SVD cost more in calls and small blocks than these products in arithmetic).
 
 The kernel returns a status instead of raising: OK, or FALLBACK when the numpy path must decide (M not
 positive definite, full rank not certified by σ_min(R) ≥ 1/‖R⁻¹‖_F > max(rtol·‖Λ‖_F, atol), or the bases
@@ -40,7 +40,7 @@ from numba import njit
 from .compiled import kernel
 from .crb_kernel import mass_gravity
 from .frame_kernel import constraint_rows
-from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mv, singular_values
+from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mmt, mv, singular_values
 
 OK, FALLBACK = 0, 1
 NS_START, NS_MAX_ITER = 0.5, 8  # as qv_dynamics.quasi_basis.near_polar
@@ -64,8 +64,9 @@ def _newton_schulz(X) -> bool:
     Newton–Schulz steps X ← X − ½XE (quadratic). At a 1 kHz sample rate ‖E‖ ~ 1e-6 (2e-6 measured on Talos),
     so the one step serves."""
     k = X.shape[1]
+    E = np.empty((k, k))
     for _ in range(NS_MAX_ITER):
-        E = mm(X.T, X)
+        mmt(True, False, 1.0, X, X, 0.0, E)                 # XᵀX
         e2 = 0.0
         for i in range(k):
             E[i, i] -= 1.0
@@ -134,14 +135,16 @@ def _basis(Lam, Vp, rtol, atol, R, V, W1):
         Ri = np.zeros((m, m))
         if not _row_space(Lam, Zt, R, Ri, rtol, atol):
             return False, Y
-        P1 = mm(Zt, np.ascontiguousarray(Vp[:, :m]))    # ZᵀV₁_prev
+        P1 = np.empty((m, m))
+        mmt(False, False, 1.0, Zt, Vp[:, :m], 0.0, P1)    # ZᵀV₁_prev
         if not _newton_schulz(P1):
             return False, Y
-        Z = np.ascontiguousarray(Zt.T)
-        V[:, :m] = mm(Z, P1)
+        mmt(True, False, 1.0, Zt, P1, 0.0, V[:, :m])      # V₁ = Z·polar(ZᵀV₁_prev)
         W1[:] = mm(Ri, P1).T
         if m < n:
-            Y -= mm(Z, mm(Zt, Y))                      # (I − ZZᵀ)V₂_prev
+            B = np.empty((m, n - m))
+            mmt(False, False, 1.0, Zt, Y, 0.0, B)
+            mmt(True, False, -1.0, Zt, B, 1.0, Y)           # (I − ZZᵀ)V₂_prev
     if m < n:
         if not _newton_schulz(Y):
             return False, Y
@@ -153,7 +156,9 @@ def _basis(Lam, Vp, rtol, atol, R, V, W1):
 def _gamma(Q, Qi, C, G, Qd):
     """X = Q⁻¹CQ⁻ᵀ, L = Φ(X + Xᵀ) (returned), Γ = X − Lᵀ into G, Q̇ = QL into Qd."""
     n = Q.shape[0]
-    X = mm(mm(Qi, C), Qi.T)
+    W, X = np.empty((n, n)), np.empty((n, n))
+    mmt(False, False, 1.0, Qi, C, 0.0, W)
+    mmt(False, True, 1.0, W, Qi, 0.0, X)                    # Q⁻¹CQ⁻ᵀ
     L = np.zeros((n, n))
     for i in range(n):
         for j in range(i):
@@ -162,7 +167,7 @@ def _gamma(Q, Qi, C, G, Qd):
     for i in range(n):
         for j in range(n):
             G[i, j] = X[i, j] - L[j, i]
-    Qd[:] = mm(Q, L)
+    mmt(False, False, 1.0, Q, L, 0.0, Qd)
     return L
 
 
@@ -225,14 +230,16 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
         for j in range(i + 1):
             v[j] += Q[i, j] * qi
     if m:
-        Lam[:] = mm(A, Qi.T)                                # Λ = AQ⁻ᵀ
+        mmt(False, True, 1.0, A, Qi, 0.0, Lam)              # Λ = AQ⁻ᵀ
     ok, V2 = _basis(Lam, Vp, rtol, atol, R, V, W1)
     if not ok:
         return FALLBACK
     L = _gamma(Q, Qi, C, G, Qd)
     k = n - m
     if k:
-        Gv_[:k, :k] = mm(V2.T, mm(G, V2))
+        GV2 = np.empty((n, k))
+        mmt(False, False, 1.0, G, V2, 0.0, GV2)
+        mmt(True, False, 1.0, V2, GV2, 0.0, Gv_[:k, :k])     # Γ_v = V₂ᵀΓV₂
         vec[n:2 * n - m] = mv(V2.T, v)
     if m:
         Gvv = mv(G, v)

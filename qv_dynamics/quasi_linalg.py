@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import math
 
+import numba.np.linalg  # noqa: F401  (numba's BLAS helpers, which numba_xxgemm below is one of)
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 #: products with fewer multiply-adds than this run in loops (a BLAS call through numba costs ~0.3 µs)
 SMALL_PRODUCT = 4096
+
+#: numba's own dgemm entry (what its ``np.dot`` calls: scipy's BLAS), resolved by name when a kernel loads, so the
+#: kernels that call it cache like any other
+_XXGEMM = types.ExternalFunction("numba_xxgemm", types.intc(
+    types.char, types.char, types.char, types.intp, types.intp, types.intp, types.voidptr, types.voidptr,
+    types.intp, types.voidptr, types.intp, types.voidptr, types.voidptr, types.intp))
 
 
 @njit(cache=True)
@@ -33,6 +40,40 @@ def mm(A, B):
             for j in range(c):
                 out[i, j] += a * B[k, j]
     return out
+
+
+@njit(cache=True)
+def gemm(ta, tb, alpha, A, B, beta, C) -> None:
+    """C ← α·op(A)·op(B) + β·C in place, op(X) = Xᵀ when ``ta`` / ``tb``: BLAS dgemm as numba's ``np.dot`` calls it,
+    but with the transpositions as flags and the result written where it belongs (no transposed copy, no result
+    array). For products above SMALL_PRODUCT; A, B, C are 2-D views whose rows are contiguous (a block of a
+    larger C-ordered array serves, through its row stride); C must not overlap A or B."""
+    m, n = C.shape
+    k = A.shape[0] if ta else A.shape[1]
+    ab = np.empty(2)
+    ab[0], ab[1] = alpha, beta
+    # row-major C = op(A)op(B) is column-major Cᵀ = op(B)ᵀop(A)ᵀ: BLAS gets (B, A) and sees each as transposed
+    _XXGEMM(np.int8(100), np.int8(116 if tb else 110), np.int8(116 if ta else 110), n, m, k, ab[0:].ctypes,
+            B.ctypes, B.strides[0] // 8, A.ctypes, A.strides[0] // 8, ab[1:].ctypes, C.ctypes, C.strides[0] // 8)
+
+
+@njit(cache=True)
+def mmt(ta, tb, alpha, A, B, beta, C) -> None:
+    """C ← α·op(A)·op(B) + β·C (as :func:`gemm`): BLAS above SMALL_PRODUCT when every row is contiguous, else
+    loops (β = 0 overwrites C, whatever it held)."""
+    m, n = C.shape
+    k = A.shape[0] if ta else A.shape[1]
+    if m * n * k >= SMALL_PRODUCT and A.strides[1] == 8 and B.strides[1] == 8 and C.strides[1] == 8:
+        gemm(ta, tb, alpha, A, B, beta, C)
+        return
+    for i in range(m):
+        ci = C[i]
+        for j in range(n):
+            ci[j] = beta * ci[j] if beta != 0.0 else 0.0
+        for p in range(k):
+            a = alpha * (A[p, i] if ta else A[i, p])
+            for j in range(n):
+                ci[j] += a * (B[j, p] if tb else B[p, j])
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})

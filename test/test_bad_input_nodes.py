@@ -198,6 +198,7 @@ def test_old_and_future_stamps_dropped_and_counted_controller(ros):
         assert node.stats["commands"] == 2
         d = _diag(ex, probe, node)
         assert d["rejected_joint_states_old_stamp"] == "1" and d["rejected_joint_states_future_stamp"] == "1"
+        assert d["reference_t0_s"] == "10.000000000"  # the first accepted state's stamp: the reference's t = 0
         assert d["level"] == DiagnosticStatus.WARN
         res = node.set_parameters([Parameter("stamp_future_tolerance", value=-1.0)])[0]
         assert not res.successful and "stamp_future_tolerance" in res.reason
