@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_linalg import full_rank, mv
+from qv_dynamics.quasi_linalg import cholesky, full_rank, mv
 from qv_dynamics.sim.kernel_linalg import jacobi, lu_apply, lu_factor, lu_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
@@ -263,9 +263,72 @@ def coupled_core(M, P, x, y, out) -> None:
         out[row, :n] = w - Pc.dot(w)
 
 
+@njit(cache=True)
+def _chol_solve_rows(L, B, X) -> None:
+    """X = (LLᵀ)⁻¹B column by column (forward, then back substitution), L lower (n × n), B (n × c)."""
+    n, c = B.shape
+    for j in range(c):
+        for i in range(n):
+            s = B[i, j]
+            for k in range(i):
+                s -= L[i, k] * X[k, j]
+            X[i, j] = s / L[i, i]
+        for i in range(n - 1, -1, -1):
+            s = X[i, j]
+            for k in range(i + 1, n):
+                s -= L[k, i] * X[k, j]
+            X[i, j] = s / L[i, i]
+
+
+@kernel(f"int64({_M}, {_M}, float64[:], float64[:], float64[:], float64[:], float64[:], float64[:], float64, "
+        "float64, float64[:, ::1])")
+def osc(M, J, q, q_null, qd, a_star, Jdqd, a_int, kp_null, kd, out) -> int:
+    """The operational-space law's products after its Pinocchio passes (:mod:`qv_control.laws.osc`, the same
+    equations in the same order as its numpy path): X = M⁻¹Jᵀ (Cholesky), Λ_x = (JX)⁻¹ (Cholesky of the
+    6 × 6), J̄ = XΛ_x, τ₀ = M(k_p,null(q_n − q) − K_D q̇) and into ``out`` rows (n columns): 0 the motion channel
+    Jᵀ(Λ_x a* − J̄ᵀτ₀) + τ₀, 1 JᵀΛ_x J̇q̇ (the base channel is h minus it), 2 τ_I = JᵀΛ_x a_int, then Λ_x (6 rows,
+    first 6 columns). Returns 1, or 0 when M or JM⁻¹Jᵀ is not positive definite (the numpy path raises)."""
+    n = M.shape[0]
+    L = np.empty((n, n))
+    if not cholesky(np.ascontiguousarray(M), L):
+        return 0
+    X = np.empty((n, 6))
+    _chol_solve_rows(L, np.ascontiguousarray(J.T), X)
+    S = np.empty((6, 6))
+    for i in range(6):
+        for j in range(6):
+            t = 0.0
+            for k in range(n):
+                t += J[i, k] * X[k, j]
+            S[i, j] = t
+    Ls = np.empty((6, 6))
+    if not cholesky(S, Ls):
+        return 0
+    Lam = out[3:9, :6]
+    eye = np.eye(6)
+    _chol_solve_rows(Ls, eye, Lam)
+    w = kp_null * (q_null - q) - kd * qd
+    tau0 = mv(M, w)
+    # Λ_x a* − J̄ᵀτ₀ = Λ_x(a* − Xᵀτ₀) (J̄ = XΛ_x, Λ_x symmetric); Λ_x J̇q̇; Λ_x a_int
+    y = a_star - mv(X.T, tau0)
+    f1, f2, f3 = mv(Lam, y), mv(Lam, Jdqd), mv(Lam, a_int)
+    for c in range(n):
+        s1 = s2 = s3 = 0.0
+        for r in range(6):
+            s1 += J[r, c] * f1[r]
+            s2 += J[r, c] * f2[r]
+            s3 += J[r, c] * f3[r]
+        out[0, c] = s1 + tau0[c]
+        out[1, c] = s2
+        out[2, c] = s3
+    return 1
+
+
 def warm() -> None:
     """Run each kernel once (:func:`qv_dynamics.compiled.warm_all` compiles them into numba's disk cache first)."""
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
+    v7 = np.ones(7)
+    osc(2.0 * np.eye(7), np.eye(6, 7), v7, v7, v7, np.ones(6), np.ones(6), np.ones(6), 1.0, 1.0, np.empty((9, 7)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
          np.empty((3, 2)))

@@ -25,6 +25,10 @@ transfer, as in the quasi-velocity law: a model error is not dropped at touch-do
 ``carry_min_time`` or longer, a bounce's transient is dropped). Torque limits: the
 motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
 so scaling it leaves λ = f.
+
+After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
+(:func:`qv_control.kernels.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
+same care; ``compiled=False`` keeps the numpy path (the reference: equal to rounding, test_osc.py).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs
 
+from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, NotPositiveDefiniteError, as_vector
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.linalg import inv
@@ -56,8 +61,12 @@ class OperationalSpaceLaw:
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
-                 effort_limits="urdf", carry_min_time: float = 0.05):
+                 effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True):
         self.system, self.frame, self.contact = system, frame, contact
+        # the products after the passes in one compiled call (qv_control.kernels.osc); compiled=False, or no
+        # kernel in the cache: the numpy path below (the reference, the same equations)
+        self._kernel = load("qv_control.kernels", "osc") if compiled else None
+        self._out = np.empty((9, system.nv))
         self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2):
             raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z), got {force_axis!r}")
@@ -114,6 +123,16 @@ class OperationalSpaceLaw:
         h = pin.rnea(model, data, q, qd, zero).copy()
         return M, h, J, Jdqd, oMf
 
+    def _channels(self, M, h, J, Jdqd, q, qd, a_star):
+        """(motion, base without the carried bias, τ_I, Λ_x): the compiled kernel, or the numpy path (which also
+        decides, and raises, when M or JM⁻¹Jᵀ is not positive definite)."""
+        out = self._out
+        if self._kernel is not None and self._kernel(M, J, q, self.q_null, qd, a_star, Jdqd, self._a_int,
+                                                     self.KP_null, self.KD, out):
+            tau_int = out[2].copy() if self.KI > 0 else np.zeros(self.system.nv)
+            return out[0].copy(), h - out[1], tau_int, out[3:9, :6].copy()
+        return _channels_numpy(self, M, h, J, Jdqd, q, qd, a_star)
+
     def _task_acceleration(self, dt, contact, oMf, xdot, ref: Reference) -> np.ndarray:
         """a* of the motion axes (zero along the force axis in contact), with the anti-windup integral."""
         p_d = np.asarray(ref.theta if ref.theta is not None else oMf.translation, float)
@@ -163,17 +182,9 @@ class OperationalSpaceLaw:
             self._carry.switch()                                    # bumpless transfer (module doc)
         self._carry.tick(t)
         a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
-        MinvJt = _cho_solve(M, J.T)                                 # M⁻¹Jᵀ
-        Lam = inv(J.dot(MinvJt))                                    # Λ_x = (J M⁻¹ Jᵀ)⁻¹
-        Jbar = MinvJt.dot(Lam)                                      # J̄ = M⁻¹ Jᵀ Λ_x
-        tau0 = M.dot(self.KP_null * (self.q_null - q) - self.KD * qd)  # posture, same poles
-        Jt = J.T
-        motion = Jt.dot(Lam.dot(a_star) - Jbar.T.dot(tau0))          # Jᵀ Λ_x a* + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
-        motion += tau0
-        base = h - Jt.dot(Lam.dot(Jdqd))
+        motion, base, tau_int, Lam = self._channels(M, h, J, Jdqd, q, qd, a_star)
         if self._carry.bias is not None:
             base += self._carry.bias
-        tau_int = Jt.dot(Lam.dot(self._a_int)) if self.KI > 0 else np.zeros(J.shape[1])
         force = None
         if contact:
             lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
@@ -190,6 +201,20 @@ class OperationalSpaceLaw:
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau
+
+
+def _channels_numpy(law: OperationalSpaceLaw, M, h, J, Jdqd, q, qd, a_star):
+    """(motion, base without the carried bias, τ_I, Λ_x) of the module doc, in numpy (the reference path)."""
+    MinvJt = _cho_solve(M, J.T)                                 # M⁻¹Jᵀ
+    Lam = inv(J.dot(MinvJt))                                    # Λ_x = (J M⁻¹ Jᵀ)⁻¹
+    Jbar = MinvJt.dot(Lam)                                      # J̄ = M⁻¹ Jᵀ Λ_x
+    tau0 = M.dot(law.KP_null * (law.q_null - q) - law.KD * qd)  # posture, same poles
+    Jt = J.T
+    motion = Jt.dot(Lam.dot(a_star) - Jbar.T.dot(tau0))          # Jᵀ Λ_x a* + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
+    motion += tau0
+    base = h - Jt.dot(Lam.dot(Jdqd))
+    tau_int = Jt.dot(Lam.dot(law._a_int)) if law.KI > 0 else np.zeros(J.shape[1])
+    return motion, base, tau_int, Lam
 
 
 def _cho_solve(M: np.ndarray, B: np.ndarray) -> np.ndarray:
