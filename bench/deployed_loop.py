@@ -19,6 +19,7 @@ with the controller's latency compensation (``bench/command_schedule.py``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -269,8 +270,8 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
     d = mon.diag
     # θ_d on the controller's timeline: its reference counts from the first state *it* received, which need not
     # be the first this monitor recorded (a 1 ms offset moves θ_d by ~1e-4 m on the table task's trajectory)
-    t0_ctrl = d.get("qv_controller", {}).get("reference_t0_s", "")
-    t0 = float(t0_ctrl) if t0_ctrl else stamps[0]
+    t0 = float(d.get("qv_controller", {}).get("reference_t0_s", "nan"))
+    t0 = t0 if math.isfinite(t0) else stamps[0]
     rms = theta_rms(system, coords, ref, stamps - t0, q, skip=1.0)
     return {"js_hz": js_rate, "cmd_hz": cmd_rate, "rtf": rtf, "theta_rms": rms, "samples": len(msgs),
             "js_published_hz": rate[3], "rtf_monitor": rtf_monitor,

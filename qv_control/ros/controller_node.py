@@ -368,7 +368,7 @@ class ControllerNode(ControllerParameters, Node):
                   "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
                   "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
                   # the stamp the reference's time counts from (its first state), to the ns: logs align on it
-                  "reference_t0_s": "" if self.t_first is None else f"{self.t_first:.9f}"}
+                  "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
         law = self.rejects["law"]
         values["law_failures"] = law.total
         for k, c in self.rejects.items():
