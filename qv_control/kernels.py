@@ -23,7 +23,7 @@ from numba import njit
 
 from qv_dynamics.compiled import kernel
 from qv_dynamics.quasi_linalg import cholesky, full_rank, mv
-from qv_dynamics.sim.kernel_linalg import jacobi, lu_apply, lu_factor, lu_solve
+from qv_dynamics.sim.kernel_linalg import chol_solve, jacobi, lu_apply, lu_factor, lu_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -264,20 +264,10 @@ def coupled_core(M, P, x, y, out) -> None:
 
 
 @njit(cache=True)
-def _chol_solve_rows(L, B, X) -> None:
-    """X = (LLᵀ)⁻¹B column by column (forward, then back substitution), L lower (n × n), B (n × c)."""
-    n, c = B.shape
-    for j in range(c):
-        for i in range(n):
-            s = B[i, j]
-            for k in range(i):
-                s -= L[i, k] * X[k, j]
-            X[i, j] = s / L[i, i]
-        for i in range(n - 1, -1, -1):
-            s = X[i, j]
-            for k in range(i + 1, n):
-                s -= L[k, i] * X[k, j]
-            X[i, j] = s / L[i, i]
+def _chol_solve_columns(L, B, X) -> None:
+    """X = (LLᵀ)⁻¹B, one column at a time (:func:`qv_dynamics.sim.kernel_linalg.chol_solve`)."""
+    for j in range(B.shape[1]):
+        X[:, j] = chol_solve(L, B[:, j])
 
 
 @kernel(f"int64({_M}, {_M}, float64[:], float64[:], float64[:], float64[:], float64[:], float64[:], float64, "
@@ -293,7 +283,7 @@ def osc(M, J, q, q_null, qd, a_star, Jdqd, a_int, kp_null, kd, out) -> int:
     if not cholesky(np.ascontiguousarray(M), L):
         return 0
     X = np.empty((n, 6))
-    _chol_solve_rows(L, np.ascontiguousarray(J.T), X)
+    _chol_solve_columns(L, np.ascontiguousarray(J.T), X)
     S = np.empty((6, 6))
     for i in range(6):
         for j in range(6):
@@ -306,7 +296,7 @@ def osc(M, J, q, q_null, qd, a_star, Jdqd, a_int, kp_null, kd, out) -> int:
         return 0
     Lam = out[3:9, :6]
     eye = np.eye(6)
-    _chol_solve_rows(Ls, eye, Lam)
+    _chol_solve_columns(Ls, eye, Lam)
     w = kp_null * (q_null - q) - kd * qd
     tau0 = mv(M, w)
     # Λ_x a* − J̄ᵀτ₀ = Λ_x(a* − Xᵀτ₀) (J̄ = XΛ_x, Λ_x symmetric); Λ_x J̇q̇; Λ_x a_int
