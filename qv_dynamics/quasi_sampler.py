@@ -85,7 +85,8 @@ def data_views(model: pin.Model, data: pin.Data) -> tuple | None:
     """What the kernels read of ``data`` (:data:`qv_dynamics.quasi_kernel._DATA_SIG`'s first eight): the composite
     inertias (:func:`.crb_kernel.composite_inertia_view`), the joint tree, the armature, g⃗, Cᵀ (a C-ordered view
     of Eigen's column-major ``data.C``: the kernel reads it transposed), J_w, J̇_w and every frame placement; or
-    None when ``data`` is not laid out as these views need (the reference path then serves)."""
+    None when ``data`` is not laid out as these views need (the reference path then serves). The armature and g⃗
+    are copied: a sampler serves the model as it was when built."""
     Y, oMf = composite_inertia_view(model, data), placements_view(data)
     if Y is None or oMf is None:
         return None
