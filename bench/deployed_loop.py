@@ -130,17 +130,22 @@ class Monitor:
                 np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in msgs]), msgs)
 
 
+#: command prefixes of the node processes (the launch files' ``controller_prefix`` / ``dynamics_prefix``; the
+#: dynamics node's default is theirs, a lower priority); ``--prefix NODE=COMMAND`` replaces one
+PREFIXES: dict[str, str] = {}
+
+
 def _start(name: str, config: str, env: dict, overrides=()) -> subprocess.Popen:
     """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock,
-    the dynamics node behind the launch file's default ``dynamics_prefix``, a lower priority);
-    ``overrides``: "node:param:=value" strings, those of this node are passed as ``-p param:=value``."""
+    behind :data:`PREFIXES`); ``overrides``: "node:param:=value" strings, those of this node are passed as
+    ``-p param:=value``."""
     import shlex
 
     from qv_dynamics.ros.runner import OBSERVER_PREFIX
 
     sim_time = [] if name == "qv_sim" else ["-p", "use_sim_time:=true"]
     extra = [a for o in overrides if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
-    prefix = shlex.split(OBSERVER_PREFIX) if name == "qv_dynamics" else []
+    prefix = shlex.split(PREFIXES.get(name, OBSERVER_PREFIX if name == "qv_dynamics" else ""))
     return subprocess.Popen([*prefix, sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
                              "--params-file", config, *sim_time, *extra], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -340,10 +345,20 @@ def main(argv=None) -> int:
     ap.add_argument("--schedule", action="store_true",
                     help="record the controller's ~/command_stamped (one more publish per tick) and print the age of "
                          "the command applied at each step, with lock-step replays of that schedule")
+    ap.add_argument("--prefix", action="append", default=[], metavar="NODE=COMMAND",
+                    help="run a node behind a command, as the launch files' controller_prefix / dynamics_prefix do, "
+                         "e.g. 'qv_controller=taskset -c 1' (the dynamics node's default: 'nice -n 10')")
     ap.add_argument("--load", type=int, default=0, metavar="N",
                     help="run N busy processes (one pure-Python spin loop each, default priority) beside the loop: "
                          "a reproducible loaded machine")
     args = ap.parse_args(argv)
+    for item in args.prefix:
+        node, _, command = item.partition("=")
+        if node not in NODES:
+            ap.error(f"--prefix {item!r}: the node is one of {sorted(NODES)}")
+        PREFIXES[node] = command
+    if PREFIXES:
+        print("node prefixes: " + ", ".join(f"{k} '{v}'" for k, v in PREFIXES.items()))
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     try:
         if busy:
