@@ -1,6 +1,7 @@
 """Small dense linear algebra compiled with numba for the quasi-velocity kernel (:mod:`qv_dynamics.quasi_kernel`),
 sized for n ≤ ~40: loops where a BLAS call through numba (~0.3 µs) would cost more than the arithmetic, BLAS
-(numba's ``np.dot``) for the larger products, and Cholesky with the triangular inverse in 2 × 2 blocks above
+dgemm for the larger products (:func:`mmt`: transposes as flags, results into their blocks; :func:`mm` where a
+fresh array is wanted), and Cholesky with the triangular inverse in 2 × 2 blocks above
 BLOCKED_N, so that the n³ work runs in BLAS and the loops stay short. Same algorithms as LAPACK's (dpotf2,
 forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding.
 
@@ -163,22 +164,22 @@ def cholesky_inverse(M, Q, Qi) -> bool:
     Q11, I11 = np.empty((h, h)), np.empty((h, h))
     if not cholesky_inverse(np.ascontiguousarray(M[:h, :h]), Q11, I11):
         return False
-    Q21 = mm(M[:h, h:].T, I11.T)
-    S = mm(Q21, Q21.T)
-    for i in range(n - h):
-        for j in range(i, n - h):
-            S[i, j] = M[h + i, h + j] - S[i, j]
+    Q21 = Q[h:, :h]
+    mmt(True, True, 1.0, M[:h, h:], I11, 0.0, Q21)          # M₂₁Q₁₁⁻ᵀ (M₂₁ = M₁₂ᵀ: the upper triangle)
+    S = np.ascontiguousarray(M[h:, h:])
+    mmt(False, True, -1.0, Q21, Q21, 1.0, S)                # M₂₂ − Q₂₁Q₂₁ᵀ
     Q22, I22 = np.empty((n - h, n - h)), np.empty((n - h, n - h))
     if not cholesky_inverse(S, Q22, I22):
         return False
     Q[:h, :h] = Q11
     Q[:h, h:] = 0.0
-    Q[h:, :h] = Q21
     Q[h:, h:] = Q22
     Qi[:h, :h] = I11
     Qi[:h, h:] = 0.0
     Qi[h:, h:] = I22
-    Qi[h:, :h] = -mm(mm(I22, Q21), I11)
+    W = np.empty((n - h, h))
+    mmt(False, False, 1.0, I22, Q21, 0.0, W)
+    mmt(False, False, -1.0, W, I11, 0.0, Qi[h:, :h])        # −Q₂₂⁻¹Q₂₁Q₁₁⁻¹
     return True
 
 
