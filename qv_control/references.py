@@ -14,7 +14,6 @@ down with 10 N on a table (point contact, axis z) has λ_z = −10 (the table pu
 """
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -23,6 +22,8 @@ import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 from qv_dynamics.state import Reference
+
+from .splines import DEGREES, PiecewisePoly, fit_spline
 
 
 class ReferenceRangeError(QVError):
@@ -145,22 +146,6 @@ def _waypoints(times, waypoints, coordinates) -> tuple[np.ndarray, np.ndarray]:
     return t, W
 
 
-def _fit_spline(t: np.ndarray, W: np.ndarray, kind: str):
-    """(scipy spline, its knot times): cubic clamped, or quintic with zero end velocity and acceleration."""
-    from scipy.interpolate import CubicSpline, make_interp_spline
-
-    if kind == "cubic":
-        return CubicSpline(t, W, bc_type="clamped", axis=0), t
-    if kind != "quintic":
-        raise DimensionError(f"spline kind must be 'cubic' or 'quintic', got {kind!r}")
-    if t.size < 3:  # make_interp_spline(k=5) with 4 end conditions needs n + 4 >= 6 coefficients
-        mid = 0.5 * (t[0] + t[1])
-        t = np.array([t[0], mid, t[1]])
-        W = np.vstack([W[0], 0.5 * (W[0] + W[1]), W[1]])
-    bc = [(1, np.zeros(W.shape[1])), (2, np.zeros(W.shape[1]))]
-    return make_interp_spline(t, W, k=5, bc_type=(bc, bc), axis=0), t
-
-
 class SplineReference(TrajectoryReference):
     """A cubic (C², clamped) or quintic (C⁴, zero end velocity/acceleration) spline through waypoints.
 
@@ -170,25 +155,17 @@ class SplineReference(TrajectoryReference):
     def __init__(self, times: Sequence[float], waypoints, kind: str = "quintic", lambda_=None,
                  lambda_size: int | None = None, coordinates=None):
         t, W = _waypoints(times, waypoints, coordinates)
-        sp, t = _fit_spline(t, W, kind)
+        if kind not in DEGREES:
+            raise DimensionError(f"spline kind must be 'cubic' or 'quintic', got {kind!r}")
         self.kind = kind
         self.times = t
-        self._sp, self._d1, self._d2 = sp, sp.derivative(1), sp.derivative(2)
-        t0, t1 = float(t[0]), float(t[-1])
-        k = W.shape[1]
-        self._pp = _PiecewisePoly(sp, t0, t1)
+        pp = self._pp = PiecewisePoly(t, fit_spline(t, W, DEGREES[kind]))
 
-        def clamp(fn, hold):
-            def f(tt):
-                if tt <= t0:
-                    return fn(t0) if hold else np.zeros(k)
-                if tt >= t1:
-                    return fn(t1) if hold else np.zeros(k)
-                return fn(tt)
-            return f
+        def part(j: int):
+            return lambda tt: pp(tt)[j]
 
-        super().__init__(clamp(sp, True), clamp(self._d1, False), clamp(self._d2, False), lambda_=lambda_,
-                         size=k, lambda_size=lambda_size, coordinates=coordinates)
+        super().__init__(part(0), part(1), part(2), lambda_=lambda_,
+                         size=W.shape[1], lambda_size=lambda_size, coordinates=coordinates)
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(θ_d, θ̇_d, θ̈_d) at t (held outside [t₀, t_end]) from the precomputed piecewise polynomial."""
@@ -203,52 +180,6 @@ class SplineReference(TrajectoryReference):
             self.coordinates.check_range(th, f"theta_d({t:.6g})")
         lam = None if self._lambda is None else _vec("lambda_d(t)", self._lambda(t), self.lambda_size)
         return CheckedReference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=lam)
-
-
-class _PiecewisePoly:
-    """A scipy spline (BSpline or CubicSpline, vector-valued along axis 0) as one power-basis polynomial
-    per knot interval, expanded about the interval's midpoint: value, first and second derivative come
-    from one (deg+1)-vector of powers times a (deg+1) × 3k coefficient matrix, instead of three scipy
-    evaluations per sample. Outside [t₀, t₁] the end value is held with zero derivatives."""
-
-    def __init__(self, sp, t0: float, t1: float):
-        knots = np.asarray(getattr(sp, "t", getattr(sp, "x", None)), float)
-        bp = np.unique(np.concatenate([[t0, t1], knots[(knots > t0) & (knots < t1)]]))
-        deg = int(getattr(sp, "k", 3))
-        self.deg = deg
-        self.breaks = bp[1:-1].tolist()     # interior breakpoints (bisect)
-        self.mid = 0.5 * (bp[:-1] + bp[1:])
-        mids = self.mid
-        # Taylor coefficients a_j = p^(j)(mid)/j!  (exact for a degree-deg polynomial piece)
-        a = np.stack([np.asarray(sp(mids, nu=j), float).reshape(mids.size, -1) / math.factorial(j)
-                      for j in range(deg + 1)], axis=1)                     # (pieces, deg+1, k)
-        P, _, k = a.shape
-        C = np.zeros((P, deg + 1, 3 * k))
-        for j in range(deg + 1):
-            C[:, j, :k] = a[:, j]
-            if j + 1 <= deg:
-                C[:, j, k:2 * k] = (j + 1) * a[:, j + 1]
-            if j + 2 <= deg:
-                C[:, j, 2 * k:] = (j + 2) * (j + 1) * a[:, j + 2]
-        self.C = C
-        self.k = k
-        self.t0, self.t1 = t0, t1
-        self.start = np.asarray(sp(t0), float).reshape(k)
-        self.end = np.asarray(sp(t1), float).reshape(k)
-
-    def __call__(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        k = self.k
-        if t <= self.t0:
-            return self.start.copy(), np.zeros(k), np.zeros(k)
-        if t >= self.t1:
-            return self.end.copy(), np.zeros(k), np.zeros(k)
-        i = bisect.bisect_right(self.breaks, t)
-        x = t - self.mid[i]
-        p = [1.0]
-        for _ in range(self.deg):
-            p.append(p[-1] * x)
-        out = np.array(p).dot(self.C[i])
-        return out[:k], out[k:2 * k], out[2 * k:]
 
 
 def as_reference_fn(reference) -> Callable[[float], Reference]:
