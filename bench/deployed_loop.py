@@ -57,11 +57,18 @@ def controller_setup(config: str):
     return system, law, ref, lp["coordinates"], np.asarray(doc["initial"]["q"], float)
 
 
-def theta_rms(system, coords, ref, t, q, skip: float = 0.0) -> float:
-    """RMS over samples of ‖θ(q) − θ_d(t)‖ with θ's orientation reference taken at the first sample."""
+def theta_rms(system, coords, ref, t, q, skip: float = 0.0, q_anchor=None) -> float:
+    """RMS over samples of ‖θ(q) − θ_d(t)‖ with θ's orientation reference taken where the controller took
+    its own: at ``q_anchor``, the first state it answered (the simulator's corrected initial state: it waits
+    for the first command); None: at the first sample. A monitor that matched the simulator late records its first
+    sample seconds into the run, and an orientation reference taken there biases rx, ry, rz by the tool's
+    attitude error at that time (2026-11-27: 2.7–4.0x lock-step in such runs, 0.81x in one that recorded
+    from the start)."""
     from qv_control.coordinates import MinimalCoordinates
 
     mc = MinimalCoordinates(system, coords)
+    if q_anchor is not None:
+        mc.anchor(q_anchor)
     zero = np.zeros(system.nv)
     err = []
     from qv_dynamics.errors import QVError
@@ -183,7 +190,10 @@ def run_deployed(config: str, seconds: float, domain_id: int, overrides=(), sche
     node = rclpy.create_node("deployed_monitor", context=ctx)
     ex = make_executor(ctx)
     ex.add_node(node)
-    system, _, ref, coords, _ = controller_setup(config)
+    system, _, ref, coords, q0 = controller_setup(config)
+    from qv_dynamics.sim.stepper import Stepper
+
+    q_start, _ = Stepper(system).correct(q0, np.zeros(system.nv))  # the simulator's first state (section 6)
     mon = Monitor(node, schedule)
     try:
         for name, ready in (("qv_controller", "law '"), ("qv_dynamics", "model '")):
@@ -217,7 +227,7 @@ def run_deployed(config: str, seconds: float, domain_id: int, overrides=(), sche
         node.destroy_node()
         ex.shutdown()
         rclpy.try_shutdown(context=ctx)
-    out = summarize(mon, system, coords, ref, codes)
+    out = summarize(mon, system, coords, ref, codes, q_start)
     out["cpu"] = cpu
     if schedule:
         out["schedule"] = command_ages(mon)
@@ -251,7 +261,7 @@ def cpu_seconds(procs: dict) -> dict:
     return out
 
 
-def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
+def summarize(mon: Monitor, system, coords, ref, codes: dict, q_anchor=None) -> dict:
     from qv_dynamics.ros.messages import JointLayout
 
     arr, stamps, msgs = mon.states()
@@ -277,7 +287,8 @@ def summarize(mon: Monitor, system, coords, ref, codes: dict) -> dict:
     # be the first this monitor recorded (a 1 ms offset moves θ_d by ~1e-4 m on the table task's trajectory)
     t0 = float(d.get("qv_controller", {}).get("reference_t0_s", "nan"))
     t0 = t0 if math.isfinite(t0) else stamps[0]
-    rms = theta_rms(system, coords, ref, stamps - t0, q, skip=1.0)
+    first = np.flatnonzero(np.abs(stamps - t0) < 5e-7)  # the controller's first state, if recorded here
+    rms = theta_rms(system, coords, ref, stamps - t0, q, skip=1.0, q_anchor=q[first[0]] if first.size else q_anchor)
     return {"js_hz": js_rate, "cmd_hz": cmd_rate, "rtf": rtf, "theta_rms": rms, "samples": len(msgs),
             "js_published_hz": rate[3], "rtf_monitor": rtf_monitor,
             "watchdog_episodes": int(d.get("qv_controller", {}).get("watchdog_episodes", -1)),
