@@ -66,9 +66,12 @@ class StatePredictor:
     """(t, q, q̇) → (t + L, q̂, q̂̇) of ``system`` under the held torque (module doc).
 
     ``horizon`` L [s] ≥ 0, or :data:`AUTO` (−1): one update period measured from the stamps passed to
-    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation). q̈ comes from the simulator's
-    compiled projection stage (:class:`qv_dynamics.sim.fastpath.CompiledProjection`, the same eq. 25 and rank
-    rule) when its kernels are cached, else (or ``compiled=False``) from :func:`direct_dynamics`."""
+    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation). When the kernels are cached,
+    M, h, A, Ȧq̇ come from a :class:`~qv_dynamics.quasi_sampler.QuasiSampler` (Pinocchio's Coriolis pass and
+    the terms kernel: the code the law's own sample runs next, so it is in the caches when the law needs it)
+    and q̈ from the simulator's compiled projection stage
+    (:meth:`qv_dynamics.sim.fastpath.CompiledProjection.accel_terms`: the same eq. 25 and rank rule); else
+    (or ``compiled=False``) from :func:`direct_dynamics`."""
 
     def __init__(self, system, horizon: float = AUTO, compiled: bool = True):
         horizon = float(horizon)
@@ -77,11 +80,13 @@ class StatePredictor:
         self.system = system
         self.horizon = horizon
         self.period = StampPeriod() if horizon == AUTO else None
-        self._fast = None  # the simulator's compiled stage: one CRBA, one RNEA, one kinematic pass, one kernel
+        self._fast = self._sampler = None  # the compiled path: one Coriolis pass, two kernel calls
         if compiled and load("qv_dynamics.sim.kernels") is not None:
+            from qv_dynamics.quasi_sampler import QuasiSampler
             from qv_dynamics.sim.fastpath import CompiledProjection  # imports numba: only once it has loaded
 
             self._fast = CompiledProjection(system, RTOL, ATOL)
+            self._sampler = QuasiSampler(system)
 
     @property
     def lead_now(self) -> float:
@@ -103,7 +108,7 @@ class StatePredictor:
             return t, q, qdot
         sysm = self.system
         if self._fast is not None:
-            qdd = self._fast.accel(q, qdot, tau)[0]
+            qdd = self._fast.accel_terms(self._sampler.evaluate(q, qdot), tau)
         else:
             qdd = direct_dynamics(sysm.evaluate(q, qdot, coriolis=False, checked=True), tau=tau)[0]
         v = qdot + L * qdd

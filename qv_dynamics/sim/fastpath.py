@@ -74,6 +74,18 @@ class CompiledProjection:
             _raise(status)
         return qdd, lam, r, M, math.sqrt(phi.dot(phi)), A
 
+    def accel_terms(self, terms, tau) -> np.ndarray:
+        """q̈ of eq. 25 at dynamics terms already evaluated (M, h, A, Ȧq̇ of a
+        :class:`~qv_dynamics.model.DynamicsTerms`, e.g. a QuasiSampler's), τ checked as in :meth:`accel`.
+        M's lower triangle is rewritten from its upper one (the same numbers for a symmetric M)."""
+        tau = self.tau(tau)
+        qdd = np.empty(self.n)
+        status, _ = K.projection_accel(terms.M, terms.h, tau, terms.A, terms.Adot_qdot, self.rtol, self.atol, qdd,
+                                       np.empty(terms.A.shape[0]))
+        if status:
+            _raise(status)
+        return qdd
+
     def rk4(self, q: np.ndarray, qdot: np.ndarray, tau, tau_fn, dt: float, t: float):
         """One classical RK4 step of (q, q̇) without correction, τ held over the step (``tau_fn`` None) or
         τ = tau_fn(t, q, q̇) at every stage. Returns (q, q̇, (q̈, λ, rank, M, ‖Φ‖, A) at the start, ∫τᵀq̇dt);
