@@ -97,6 +97,15 @@ def replay(config: str, seconds: float, ages: np.ndarray, stamps: np.ndarray, dt
     return theta_rms(system, coords, ref, tr.t, tr.q, skip=1.0)
 
 
+def stall_ages(n: int, period: int) -> np.ndarray:
+    """Ages over n steps of a controller that answers one state in ``period`` and whose answer acts
+    ``period`` − 1 steps later (held until the next one): a process stalled for all but one period of each
+    ``period`` (e.g. stopped by a sampling profiler, or starved)."""
+    k = np.arange(n)
+    j = period * np.floor((k - (period - 1)) / period).astype(int)   # the state whose answer acts over step k
+    return (np.maximum(k - j, 0) + 1).astype(float)
+
+
 def main(argv=None) -> int:
     """Lock-step runs of the deployed task under fixed schedules, with and without latency compensation."""
     import argparse
@@ -122,6 +131,13 @@ def main(argv=None) -> int:
         plain = replay(args.config, args.seconds, ages, stamps, dt)
         comp = replay(args.config, args.seconds, ages, stamps, dt, command_delay=-1.0)
         print(f"  {label}: {plain:.3e} ({plain / base:.2f}x) / {comp:.3e} ({comp / base:.2f}x)")
+    print("a stalled controller, one answer every P periods acting P − 1 periods late (the delay margin of the "
+          "task's gains), without / with command_delay:")
+    for period in (2, 3, 5, 8, 10):
+        ages = stall_ages(n, period)
+        plain = replay(args.config, args.seconds, ages, stamps, dt)
+        comp = replay(args.config, args.seconds, ages, stamps, dt, command_delay=-1.0)
+        print(f"  P = {period}: {plain:.3e} ({plain / base:.2f}x) / {comp:.3e} ({comp / base:.2f}x)")
     print(f"machine load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
