@@ -14,10 +14,11 @@ The (d + 1)P coefficients (per component of the waypoints) solve
 
 a banded system (a row touches at most two neighbouring intervals), solved by LAPACK's banded LU with partial
 pivoting (``scipy.linalg.solve_banded``); a continuity row is scaled by min(h_i, h_{i+1})^r, so neither side's
-factors exceed the derivatives' own (j!/(j−r)!) however unequal the intervals. d = 3 gives the clamped cubic spline (zero end velocity), d = 5 the quintic
-with zero end velocity and acceleration: the unique interpolants scipy's ``CubicSpline(bc_type="clamped")``
-and ``make_interp_spline(k=5)`` with those end conditions build (test/test_splines.py compares them); this
-module spares a node starting the ~0.25 s import of ``scipy.interpolate`` (and ``scipy.optimize`` under it).
+factors exceed the derivatives' own (j!/(j−r)!) however unequal the intervals. d = 3 gives the clamped cubic
+spline (zero end velocity), d = 5 the quintic with zero end velocity and acceleration: the unique
+interpolants scipy's ``CubicSpline(bc_type="clamped")`` and ``make_interp_spline(k=5)`` with those end
+conditions build (test/test_splines.py compares them); this module spares a node starting the ~0.25 s import
+of ``scipy.interpolate`` (and ``scipy.optimize`` under it).
 """
 from __future__ import annotations
 
