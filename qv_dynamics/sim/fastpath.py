@@ -67,24 +67,22 @@ class CompiledProjection:
         M = pin.crba(self.model, self.data, q)  # a fresh array: the kernel mirrors its upper triangle in place
         h = pin.nonLinearEffects(self.model, self.data, q, qdot)
         phi, A, ad = self.system.rows_at(q, qdot)
-        qdd = np.empty(self.n)
-        lam = np.empty(A.shape[0])
-        status, r = K.projection_accel(M, h, tau, A, ad, self.rtol, self.atol, qdd, lam)
-        if status:
-            _raise(status)
+        qdd, lam, r = self._eq25(M, h, tau, A, ad)
         return qdd, lam, r, M, math.sqrt(phi.dot(phi)), A
 
     def accel_terms(self, terms, tau) -> np.ndarray:
         """q̈ of eq. 25 at dynamics terms already evaluated (M, h, A, Ȧq̇ of a
         :class:`~qv_dynamics.model.DynamicsTerms`, e.g. a QuasiSampler's), τ checked as in :meth:`accel`.
         M's lower triangle is rewritten from its upper one (the same numbers for a symmetric M)."""
-        tau = self.tau(tau)
-        qdd = np.empty(self.n)
-        status, _ = K.projection_accel(terms.M, terms.h, tau, terms.A, terms.Adot_qdot, self.rtol, self.atol, qdd,
-                                       np.empty(terms.A.shape[0]))
+        return self._eq25(terms.M, terms.h, self.tau(tau), terms.A, terms.Adot_qdot)[0]
+
+    def _eq25(self, M, h, tau, A, ad) -> tuple[np.ndarray, np.ndarray, int]:
+        """(q̈, λ, rank) from the compiled stage; a refused input raises what the kernel's status names."""
+        qdd, lam = np.empty(self.n), np.empty(A.shape[0])
+        status, r = K.projection_accel(M, h, tau, A, ad, self.rtol, self.atol, qdd, lam)
         if status:
             _raise(status)
-        return qdd
+        return qdd, lam, r
 
     def rk4(self, q: np.ndarray, qdot: np.ndarray, tau, tau_fn, dt: float, t: float):
         """One classical RK4 step of (q, q̇) without correction, τ held over the step (``tau_fn`` None) or
