@@ -162,6 +162,38 @@ def test_node_exit_code_ends_the_run():
     assert proc.returncode == 3, out
 
 
+SLOW_TEARDOWN = """
+import sys, time
+from rclpy.node import Node
+from qv_dynamics.ros.runner import run_node
+
+class SlowTeardown(Node):
+    # a real node whose destruction takes 5 s, as the middleware's node fini once did in CI (module doc of
+    # qv_dynamics.ros.runner): the C-level wait is stood in for by a sleep that, like it, releases the GIL
+    def __init__(self):
+        super().__init__("slow_teardown")
+        print("spinning", flush=True)
+
+    def destroy_node(self):
+        time.sleep(5.0)
+        super().destroy_node()
+
+sys.exit(run_node("slow_teardown", SlowTeardown, []))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_with_a_node_the_middleware_does_not_release(sig):
+    """After a signal the runner waits NODE_DESTROY_LIMIT (0.5 s) for the node's destruction, then says so and
+    ends with 0 within the 1 s budget (not the 3 s teardown watchdog's code 1)."""
+    proc = _start(["-c", SLOW_TEARDOWN])
+    _wait_for(proc, "spinning")
+    time.sleep(0.2)
+    rc, took, out = _signal_and_reap(proc, sig)
+    _assert_clean(rc, took, out)
+    assert "did not release the node within 0.5 s" in out and f"stopped by {signal.Signals(sig).name}" in out
+
+
 def test_controller_in_watchdog_state_stops_cleanly():
     """The controller got states, then none for longer than its watchdog timeout: it publishes the safe
     output on its watchdog timer; a signal still ends it at once."""

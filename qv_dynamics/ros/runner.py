@@ -28,6 +28,13 @@ being built), not by returning through Python:
   rclpy context, stdio) is closed before.
 A teardown that does not finish within ``TEARDOWN_LIMIT`` is a bug, not a wait: faulthandler's watchdog
 (a C thread, it needs no GIL) dumps every thread's stack to stderr and ends the process with code 1.
+
+After a signal the node is destroyed on a helper thread that the main thread waits for at most
+``NODE_DESTROY_LIMIT``: once in CI (2026-11-27, a loaded machine, the simulator stopping beside it) the
+controller's ``destroy_node`` did not return (the stack ended in rclpy's ``destroy_when_not_in_use``, i.e.
+in the middleware's node fini), and the watchdog ended it with code 1 after 3 s. A middleware that does not
+release the node in time is reported in one line and the process ends with code 0, as the signal asked
+(peers then see the node leave when its participant's lease runs out, not at once).
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ import gc
 import os
 import signal
 import sys
+import threading
 from typing import Callable
 
 import rclpy
@@ -53,6 +61,7 @@ POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node withi
 # /diagnostics. Raising one's own nice value needs no privileges. bench/ros_latency.py starts it the same way.
 OBSERVER_PREFIX = "nice -n 10"
 TEARDOWN_LIMIT = 3.0  # s from the signal: a teardown still running then is dumped and ended (code 1)
+NODE_DESTROY_LIMIT = 0.5  # s: after a signal, the longest wait for the middleware to release the node
 
 
 def make_executor(context=None):
@@ -113,6 +122,27 @@ class _Signals:
             signal.signal(s, h)
 
 
+def _destroy(node: Node, name: str, limit: float | None) -> bool:
+    """``node.destroy_node()``; with a ``limit`` [s] on a helper thread waited for that long (module doc).
+    False (and one line on stderr) when the middleware has not released the node by then."""
+    if limit is None:
+        node.destroy_node()
+        return True
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            node.destroy_node()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="qv-node-teardown", daemon=True).start()
+    if done.wait(limit):
+        return True
+    print(f"{name}: the middleware did not release the node within {limit} s; ending without it", file=sys.stderr)
+    return False
+
+
 def _spin(node: Node, ex, sig: _Signals) -> int:
     """Spin until a signal, a node-requested exit (``node.exit_code``) or an external shutdown."""
     context = node.context
@@ -159,9 +189,9 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
         # left it spinning in an event handler's __exit__ at shutdown (seen once in CI, 100 % CPU, no exit)
         if ex is not None:
             ex.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        released = node is None or _destroy(node, name, NODE_DESTROY_LIMIT if sig.received is not None else None)
+        if released:  # (a context whose node the middleware still holds is left to the process's end)
+            rclpy.try_shutdown()
         if sig.received is None:
             sig.restore()
     if sig.received is not None:
