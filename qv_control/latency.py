@@ -33,6 +33,9 @@ from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.projection import direct_dynamics
 
 AUTO = -1.0  # horizon: one update period measured from the stamps
+# longest horizon [s]: the Taylor step's error grows as L² (q̂̇) and L³ (q̂), and a held torque acting for
+# much longer than a control period is not what happens; a measured period is capped by StampPeriod.max_gap
+MAX_HORIZON = 0.1
 
 
 class StampPeriod:
@@ -65,8 +68,9 @@ class StampPeriod:
 class StatePredictor:
     """(t, q, q̇) → (t + L, q̂, q̂̇) of ``system`` under the held torque (module doc).
 
-    ``horizon`` L [s] ≥ 0, or :data:`AUTO` (−1): one update period measured from the stamps passed to
-    :meth:`predict`. L = 0 returns the state unchanged (no model evaluation). When the kernels are cached,
+    ``horizon`` L [s] in [0, :data:`MAX_HORIZON`], or :data:`AUTO` (−1): one update period measured from the
+    stamps passed to :meth:`predict` (spacings above MAX_HORIZON ignored). L = 0 returns the state unchanged
+    (no model evaluation). When the kernels are cached,
     M, h, A, Ȧq̇ come from a :class:`~qv_dynamics.quasi_sampler.QuasiSampler` (Pinocchio's Coriolis pass and
     the terms kernel: the code the law's own sample runs next, so it is in the caches when the law needs it)
     and q̈ from the simulator's compiled projection stage
@@ -75,11 +79,12 @@ class StatePredictor:
 
     def __init__(self, system, horizon: float = AUTO, compiled: bool = True):
         horizon = float(horizon)
-        if not math.isfinite(horizon) or (horizon < 0.0 and horizon != AUTO):
-            raise DimensionError(f"prediction horizon must be >= 0 s or {AUTO} (one measured period), got {horizon}")
+        if not math.isfinite(horizon) or (horizon < 0.0 and horizon != AUTO) or horizon > MAX_HORIZON:
+            raise DimensionError(f"prediction horizon must be in [0, {MAX_HORIZON:g}] s or {AUTO} (one measured "
+                                 f"period), got {horizon}")
         self.system = system
         self.horizon = horizon
-        self.period = StampPeriod() if horizon == AUTO else None
+        self.period = StampPeriod(max_gap=MAX_HORIZON) if horizon == AUTO else None
         self._fast = self._sampler = None  # the compiled path: one Coriolis pass, two kernel calls
         if compiled and load("qv_dynamics.sim.kernels") is not None:
             from qv_dynamics.quasi_sampler import QuasiSampler
@@ -117,4 +122,4 @@ class StatePredictor:
         return t + L, pin.integrate(sysm.model, q, dq), v
 
 
-__all__ = ["AUTO", "StampPeriod", "StatePredictor"]
+__all__ = ["AUTO", "MAX_HORIZON", "StampPeriod", "StatePredictor"]

@@ -61,7 +61,14 @@ from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
 from .outputs import CommandOutput
-from .params import CONTROLLER_NODE, LAW_PREFIX, ControllerParameters, law_theta_names, make_predictor
+from .params import (
+    CONTROLLER_NODE,
+    LAW_PREFIX,
+    ControllerParameters,
+    check_joints_cover,
+    law_theta_names,
+    make_predictor,
+)
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
@@ -97,6 +104,7 @@ class ControllerNode(ControllerParameters, Node):
         self.safe_mode = gp("safe_mode").value
         self._injected_law = law is not None
         self.law = law if law is not None else self._build_law()
+        check_joints_cover(self.law, system, self.cmd_map.joints)  # no actuated joint's torque dropped
         self.theta_names = law_theta_names(self.law, self.layout.names)
         # an injected reference sees the states' time as is (like simulate); the parameter spline counts
         # from the first valid state (wall-clock stamps on hardware)
@@ -112,7 +120,7 @@ class ControllerNode(ControllerParameters, Node):
         self.lambda_d = labelled_vector("lambda_desired", gp("lambda_desired").value, system.row_labels)
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
-                        ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry")}
+                        ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry", "odometry_sync")}
         self.wrench_raw: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
@@ -266,7 +274,9 @@ class ControllerNode(ControllerParameters, Node):
             return
         self.rejects["joint_states"].ok()
         if self.free_body is not None:
-            self.free_body.joint_state = (t, q, qdot, msg.header.stamp)
+            unpaired = self.free_body.set_joint_state(t, q, qdot, msg.header.stamp)
+            if unpaired is not None:  # the previous joint state never met an odometry within sync_tolerance
+                self.rejects["odometry_sync"].reject("stamp_mismatch", unpaired)
             self._control_free_body()
             return
         self._control(t, q, qdot, msg.header.stamp)
@@ -284,6 +294,7 @@ class ControllerNode(ControllerParameters, Node):
     def _control_free_body(self) -> None:
         state = self.free_body.ready()
         if state is not None:
+            self.rejects["odometry_sync"].ok()
             self._control(*state)
 
     def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp) -> None:
@@ -353,8 +364,11 @@ class ControllerNode(ControllerParameters, Node):
             if not self.stale:
                 self.stale = True
                 self.stats["watchdog_episodes"] += 1
+                sync = self.rejects["odometry_sync"]
+                what = (f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
+                        if sync.failing else "no valid joint_states")
                 self.get_logger().warning(
-                    f"watchdog: no valid joint_states for {age:.3f} s (timeout {self.watchdog_timeout} s): "
+                    f"watchdog: {what} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
                     f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
             self.publish_safe()
 

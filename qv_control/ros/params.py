@@ -15,39 +15,66 @@ import numpy as np
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from qv_dynamics.errors import ModelError, QVError, UnknownNameError
-from qv_dynamics.ros.messages import CommandMap
+from qv_dynamics.ros.messages import CommandMap, JointLayout
 from qv_dynamics.ros.params import (
     BEST_EFFORT_INPUTS,
     MODEL_IO,
     ODOMETRY,
     RAW_MESSAGES,
     Param,
+    as_list,
+    bounded,
     finite_list,
     non_negative,
     one_of,
     positive,
+    queue_depth,
     validate,
 )
 
-from ..latency import AUTO, StatePredictor
+from ..latency import AUTO, MAX_HORIZON, StatePredictor
 from ..laws.registry import LAWS, make_law
 from .sizes import labelled_vector
 
 SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
+MAX_WATCHDOG_TIMEOUT = 10.0  # s: every effort node has a watchdog; a longer timeout is one in name only
 
 
 def command_delay_check(v) -> None:
-    """``command_delay``: a finite number of seconds >= 0, or -1 (one measured period)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v < 0 and v != AUTO):
-        raise ModelError(f"command_delay must be >= 0 s or {AUTO:g} (one update period from the stamps), got {v!r}")
+    """``command_delay``: a finite number of seconds in [0, MAX_HORIZON], or -1 (one measured period)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v < 0 and v != AUTO) \
+            or v > MAX_HORIZON:
+        raise ModelError(f"command_delay must be in [0, {MAX_HORIZON:g}] s or {AUTO:g} (one update period from "
+                         f"the stamps), got {v!r}")
+
+
+def actuated_joints(law, system) -> list[str]:
+    """The 1-DoF joints whose torque ``law`` sets: its ``actuated`` names when it has passive joints (the
+    passive-joint laws), else every 1-DoF joint of the model (a free-flyer is never commanded)."""
+    names = JointLayout.from_system(system, floating=True).names
+    act = getattr(law, "actuated", None)
+    if isinstance(act, (list, tuple)) and act and all(isinstance(a, str) for a in act):
+        return [n for n in names if n in act]
+    return names
+
+
+def check_joints_cover(law, system, joints) -> None:
+    """ModelError naming the joints ``law`` actuates that ``joints`` leaves out (their torque would be dropped)."""
+    listed = set(joints or [])
+    missing = [j for j in actuated_joints(law, system) if j not in listed]
+    if missing:
+        raise ModelError(f"the law actuates {missing} but 'joints' {list(joints or [])} does not list "
+                         f"{'it' if len(missing) == 1 else 'them'}: the torque would be dropped (add "
+                         "them to 'joints' and to the effort controller, or use a passive-joint law)")
 
 CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p for p in MODEL_IO) + (
     RAW_MESSAGES,
     BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 1, "subscription depth; 1 acts on the freshest state only (no backlog, and a "
           "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
-          "a depth of at least the burst length counts every bad message"),
+          "a depth of at least the burst length counts every bad message; 1 to 1000",
+          queue_depth("joint_states_queue")),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance"), read_only=False),
     Param("publish_stamped_command", True, "publish ~/command_stamped (τ with joint names and the state's stamp) "
@@ -59,12 +86,14 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           "from it acts; the law answers the state predicted at that time from the constrained dynamics under the "
           "command acting until then (qv_control.latency). -1: one update period measured from the /joint_states "
           "stamps (ros2_control hardware: a topic-based controller's command is written in the cycle after the one "
-          "that read the state); 0: none (a lock-step plant applies each command from the state it answers)",
+          "that read the state); 0: none (a lock-step plant applies each command from the state it answers); at "
+          f"most {MAX_HORIZON:g} s (the prediction extrapolates: a longer horizon is not a prediction)",
           command_delay_check, read_only=False),
     Param("law", "", f"law name for qv_control.make_law ({', '.join(n for n in LAWS if n != 'legged')})",
           read_only=False),
-    Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output",
-          positive("watchdog_timeout"), read_only=False),
+    Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output; at most "
+          f"{MAX_WATCHDOG_TIMEOUT:g} s (the watchdog cannot be turned off)",
+          bounded("watchdog_timeout", 0.0, MAX_WATCHDOG_TIMEOUT, low_open=True), read_only=False),
     Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]", positive("watchdog_period")),
     Param("safe_mode", "zero", "safe output: zero effort or gravity hold τ = g(q_last)",
           one_of("safe_mode", SAFE_MODES), read_only=False),
@@ -131,6 +160,7 @@ class ControllerParameters:
             out[full[len(LAW_PREFIX):]] = self.get_parameter(full).value
         for full, val in (overrides or {}).items():
             out[full[len(LAW_PREFIX):]] = val
+        out = {k: as_list(v) for k, v in out.items()}
         return {k: (np.asarray(v, float) if isinstance(v, (list, tuple)) and v and
                     all(isinstance(x, (int, float)) for x in v) else v) for k, v in out.items()}
 
@@ -161,6 +191,7 @@ class ControllerParameters:
         new = {prm.name: prm.value for prm in params}
         try:
             validate(CONTROLLER_NODE, new)
+            joints = new.get("joints", self.get_parameter("joints").value)
             if "joints" in new:
                 self._command_map(new["joints"])
             law_changes = {k: v for k, v in new.items() if k.startswith(LAW_PREFIX)}
@@ -169,6 +200,8 @@ class ControllerParameters:
                 if self._injected_law and "law" not in new:
                     raise ModelError("this node's law was passed in-process; set 'law' to rebuild it from parameters")
                 law = self._build_law(law_changes, new.get("law"))
+            if "joints" in new or law is not self.law:
+                check_joints_cover(law, self.system, joints)
             # sizes against the (possibly new) law's coordinates and the active constraint rows
             self.check_theta_d(law, new.get("theta_desired", self.get_parameter("theta_desired").value))
             labelled_vector("lambda_desired", new.get("lambda_desired", self.get_parameter("lambda_desired").value),

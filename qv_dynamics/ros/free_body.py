@@ -5,7 +5,8 @@ box of ``urdf/bimanual_panda_box.urdf``) gets that joint's pose and twist from n
 pose in the world frame, twist in the body frame, REP 105 — :mod:`qv_dynamics.ros.odometry`) and the
 1-DoF joints from /joint_states. :class:`FreeBodySync` pairs the two by stamp: a lock-step plant publishes
 both with one stamp; a state estimator's odometry is accepted within ``tolerance`` seconds of the joint
-state. Each joint state is used at most once.
+state. Each joint state is used at most once; one superseded before an odometry matched it is reported
+(:meth:`FreeBodySync.set_joint_state`) so the node counts it.
 """
 from __future__ import annotations
 
@@ -27,6 +28,17 @@ class FreeBodySync:
         self.joint_state: tuple | None = None   # (t, q, q̇, stamp)
         self.odometry: tuple | None = None      # (t, q_body (7), v_body (6))
         self.t_done = -np.inf
+
+    def set_joint_state(self, t: float, q, qdot, stamp) -> str | None:
+        """Take a new joint state; returns why the previous one was never used (no odometry within the
+        tolerance of its stamp before this one came: the caller counts it), else None."""
+        prev, self.joint_state = self.joint_state, (t, q, qdot, stamp)
+        if prev is None or prev[0] <= self.t_done:
+            return None
+        if self.odometry is None:
+            return f"joint state at t={prev[0]:.6f} s: no odometry received yet"
+        return (f"joint state at t={prev[0]:.6f} s: the nearest odometry is stamped "
+                f"{1e3 * (self.odometry[0] - prev[0]):+.3f} ms from it (tolerance {1e3 * self.tolerance:g} ms)")
 
     def ready(self) -> tuple | None:
         """(t, q, q̇, stamp) once a joint state not used yet has an odometry within the tolerance, else None."""

@@ -12,6 +12,7 @@ Also here: the model every node of the effort-command contract loads from its pa
 """
 from __future__ import annotations
 
+import array
 import difflib
 import math
 from dataclasses import dataclass
@@ -49,7 +50,13 @@ class Param:
 
     def validate(self, value) -> None:
         if self.check is not None and value is not None:
-            self.check(value)
+            self.check(as_list(value))
+
+
+def as_list(value):
+    """A parameter value as the nodes read it: rclpy delivers a double or integer array set through the
+    parameter service (``ros2 param set``) as ``array.array``, a params file's as a list; both become a list."""
+    return value.tolist() if isinstance(value, array.array) else value
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -74,6 +81,44 @@ def one_of(name: str, choices: Sequence[str]) -> Callable[[Any], None]:
     return check
 
 
+def bounded(name: str, low: float, high: float, unit: str = "s", low_open: bool = False) -> Callable[[Any], None]:
+    """A finite number in [low, high] (``low_open``: (low, high])."""
+    def check(v) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v > high \
+                or v < low or (low_open and v == low):
+            raise ModelError(f"{name} must be a number in {'(' if low_open else '['}{low:g}, {high:g}] {unit}, "
+                             f"got {v!r}")
+    return check
+
+
+def int_range(name: str, low: int, high: int) -> Callable[[Any], None]:
+    def check(v) -> None:
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ModelError(f"{name} must be an integer in [{low}, {high}], got {v!r}")
+    return check
+
+
+def topic_name(name: str, optional: bool = False, template: str = "{}") -> Callable[[Any], None]:
+    """A valid ROS topic name (rclpy's rules: alphanumerics, '_', '/', '~', substitutions); a list of them is
+    checked entry by entry, empty entries skipped. ``optional``: the empty string means none;
+    ``template``: the topic the value makes (``controller_name`` -> ``/{}/commands``)."""
+    from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.validate_topic_name import validate_topic_name
+
+    def check(v) -> None:
+        for item in (v if isinstance(v, (list, tuple)) else [v]):
+            if not isinstance(item, str):
+                raise ModelError(f"{name} must be a topic name (a string), got {v!r}")
+            if not item and (optional or isinstance(v, (list, tuple))):
+                continue
+            try:
+                validate_topic_name(template.format(item))
+            except InvalidTopicNameException as exc:
+                reason = str(exc).splitlines()[0].split(": ", 1)[-1].rstrip(":")
+                raise ModelError(f"{name} {item!r} does not make a valid topic name ({reason})") from None
+    return check
+
+
 def finite_list(name: str) -> Callable[[Any], None]:
     def check(v) -> None:
         vals = v if isinstance(v, (list, tuple)) else [v]
@@ -90,20 +135,34 @@ RAW_MESSAGES = Param("raw_messages", True, "1 kHz topics (joint states, effort c
                      "/joint_states and the controller's commands (and ~/command_stamped) written to serialized "
                      "messages (ros/raw.py, qv_control/ros/outputs.py); false: rclpy's messages")
 PLANT_MODES = ("realtime", "lockstep")
+MAX_QUEUE = 1000  # joint_states_queue: deepest subscription queue
 
+
+def queue_depth(name: str) -> Callable[[Any], None]:
+    """A subscription depth: 1 to MAX_QUEUE (a depth of 0 keeps no message)."""
+    return int_range(name, 1, MAX_QUEUE)
+
+
+DIAGNOSTICS_PERIOD_CHECK = bounded("diagnostics_period", 0.0, 3600.0)
+
+JOINT_STATES_TOPIC = Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)",
+                           topic_name("joint_states_topic"))
 # the model and the two topics of the effort-command contract (controller and plant nodes)
 MODEL_IO = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
     Param("joints", None, "joints of the effort controller, in its command order"),
-    Param("controller_name", "effort_controller", "commands go to /<controller_name>/commands"),
-    Param("command_topic", "", "overrides /<controller_name>/commands when non-empty"),
-    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
+    Param("controller_name", "effort_controller", "commands go to /<controller_name>/commands",
+          topic_name("controller_name", template="/{}/commands")),
+    Param("command_topic", "", "overrides /<controller_name>/commands when non-empty",
+          topic_name("command_topic", optional=True)),
+    JOINT_STATES_TOPIC,
 )
 
 # the floating base as a state estimator publishes it (nav_msgs/Odometry, REP 105): plant and legged controller
 ODOMETRY = (
-    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame"),
+    Param("odom_topic", "/odom", "nav_msgs/Odometry of the base: pose in odom_frame, twist in base_frame",
+          topic_name("odom_topic")),
     Param("odom_frame", "odom", "world frame of the odometry (header.frame_id)"),
     Param("base_frame", "base", "base frame of the odometry (child_frame_id)"),
 )
@@ -114,7 +173,9 @@ PLANT = MODEL_IO + (
           one_of("mode", PLANT_MODES)),
     Param("real_time_factor", 1.0, "simulated seconds per wall-clock second (realtime mode)",
           positive("real_time_factor")),
-    Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep)"),
+    Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep); "
+          "0: never (a lost state or command then stalls the loop until the controller's watchdog)",
+          bounded("lockstep_resend", 0.0, 60.0)),
     Param("publish_clock", True, "publish /clock with the simulated time"),
     RAW_MESSAGES,
     BEST_EFFORT_INPUTS,
@@ -138,13 +199,14 @@ SIM_NODE = PLANT + (
     Param("nr_tol", 1e-12, "Newton–Raphson tolerance per metre of model length (sim.stepper.length_scale); "
           "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
-          "substep retries); 0 disables them"),
+          "substep retries); 0 disables them", DIAGNOSTICS_PERIOD_CHECK),
 ) + ODOMETRY
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
 
 MUJOCO_NODE = PLANT + (
-    Param("wrench_topic", "~/tool_ft/wrench", "the tool force/torque sensor (geometry_msgs/WrenchStamped)"),
+    Param("wrench_topic", "~/tool_ft/wrench", "the tool force/torque sensor (geometry_msgs/WrenchStamped)",
+          topic_name("wrench_topic")),
 ) + tuple(Param(f"scene.{k}", None, f"MuJoCo scene: {k} (SceneConfig), else the model config's scene.{k}")
           for k in SCENE_KEYS)
 
@@ -156,16 +218,19 @@ LOOP_PLANT_NODE = PLANT + ODOMETRY
 DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
-    Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)"),
+    JOINT_STATES_TOPIC,
     RAW_MESSAGES,
     BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
-          "counted (1 evaluates the freshest state only, but the middleware drops a burst unseen)"),
+          f"counted (1 evaluates the freshest state only, but the middleware drops a burst unseen); 1 to "
+          f"{MAX_QUEUE}", queue_depth("joint_states_queue")),
     Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
           non_negative("stamp_future_tolerance")),
-    Param("command_topic", "", "effort commands to read τ from (quasi-forces u_v, u_ξ); empty: none"),
+    Param("command_topic", "", "effort commands to read τ from (quasi-forces u_v, u_ξ); empty: none",
+          topic_name("command_topic", optional=True)),
     Param("joints", [""], "order of the effort commands on command_topic"),
-    Param("wrench_topics", [""], "geometry_msgs/WrenchStamped topics, one per name in wrench_constraints"),
+    Param("wrench_topics", [""], "geometry_msgs/WrenchStamped topics, one per name in wrench_constraints",
+          topic_name("wrench_topics")),
     Param("wrench_constraints", [""], "constraint names measured by wrench_topics"),
     Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
     Param("fixed_frame", "", "frame of the markers (default: the model's first frame)"),
@@ -175,8 +240,9 @@ DYNAMICS_NODE = (
     Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged)"),
     Param("load_budget", 0.25, "automatic decimation: at most this fraction of a core (callback time over the "
           "input period)", positive("load_budget")),
-    Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them"),
-    Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this"),
+    Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them", DIAGNOSTICS_PERIOD_CHECK),
+    Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this (a finite number > 1: a condition "
+          "number is never below 1)", bounded("condition_warn", 1.0, 1e300, unit="", low_open=True)),
 ) + ODOMETRY
 
 # names rclpy declares itself, and prefixes a node may declare from overrides (e.g. law_params.*)
@@ -188,13 +254,41 @@ def declare(node, table: Sequence[Param], prefixes: Sequence[str] = ()) -> None:
     """Declare every parameter of ``table`` on ``node`` (description, type and read-only flag in its
     descriptor), refuse bad start-up values (ModelError with the reason) and warn about overrides that no
     entry of the table declares (``prefixes``: name prefixes the node declares itself, e.g. ``law_params.``);
-    their names are kept in ``node.unknown_parameters`` for its diagnostics."""
+    their names are kept in ``node.unknown_parameters`` for its diagnostics.
+
+    An integer given for a double (``watchdog_timeout: 1`` in a params file, ``ros2 param set ... dt 1``) is
+    taken as that double, at start and on a change (a pre-set callback); any other type mismatch is a
+    ModelError naming the parameter and both types."""
+    from rclpy.exceptions import InvalidParameterTypeException
+
+    overrides = getattr(node, "_parameter_overrides", None)
+    doubles = {p.name for p in table if p.type_name == "double"}
+    if overrides:
+        for name, prm in list(overrides.items()):
+            if name in doubles:
+                overrides[name] = _int_as_double(prm)
     for p in table:
         desc = ParameterDescriptor(description=p.description, read_only=p.read_only,
                                    dynamic_typing=p.default is None)
-        node.declare_parameter(p.name, p.default, desc)
+        try:
+            node.declare_parameter(p.name, p.default, desc)
+        except InvalidParameterTypeException:
+            given = overrides.get(p.name) if overrides else None
+            got = f", got {given.type_.name.lower()} {given.value!r}" if given is not None else ""
+            raise ModelError(f"parameter '{p.name}' must be of type {p.type_name}{got}") from None
+    node.add_pre_set_parameters_callback(lambda params: [_int_as_double(x) if x.name in doubles else x
+                                                         for x in params])
     validate(table, {p.name: node.get_parameter(p.name).value for p in table})
     node.unknown_parameters = warn_unknown(node, prefixes)
+
+
+def _int_as_double(prm):
+    """``prm`` with an integer value turned into the double it stands for (other values as they are)."""
+    from rclpy.parameter import Parameter
+
+    if prm.type_ == Parameter.Type.INTEGER:
+        return Parameter(prm.name, Parameter.Type.DOUBLE, float(prm.value))
+    return prm
 
 
 def validate(table: Sequence[Param], new: dict) -> None:
