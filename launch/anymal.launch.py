@@ -15,11 +15,16 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from qv_control.ros.launch_actions import resolve_launch
 
 PACKAGE = "qv_ros"
+# every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
+EXECUTABLES = [(PACKAGE, "qv_legged_controller_node")]
+OPTIONAL = {"plant": [(PACKAGE, "qv_legged_mujoco_node")]}
 
 
 def _nodes(context, *args, **kwargs):
+    resolve_launch(context, "anymal.launch.py", EXECUTABLES, OPTIONAL)
     share = get_package_share_directory(PACKAGE)
     params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, "config", "anymal.yaml")
     sim_time = {"use_sim_time": LaunchConfiguration("plant").perform(context).lower() == "true"}

@@ -92,9 +92,10 @@ def _nodes(context, *args, **kwargs):
         Node(package=PACKAGE, executable="qv_sim_node", name="qv_sim", output="screen",
              parameters=[params, mode]),
         Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
-             parameters=[params, sim_time], prefix=arg("dynamics_prefix") or None),
+             parameters=[params, sim_time], prefix=arg("dynamics_prefix") or None, exec_name="qv_dynamics_node"),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, sim_time], prefix=arg("controller_prefix") or None),
+             parameters=[params, sim_time], prefix=arg("controller_prefix") or None,
+             exec_name="qv_controller_node"),
     ]
     if rsp:
         nodes.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",

@@ -25,15 +25,27 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import CONTROL_ROBOTS, ordered_qv_bringup, prefix_arguments, robot_files
+from qv_control.ros.launch_actions import (
+    CONTROL_ROBOTS,
+    ORDERED_BRINGUP,
+    ordered_qv_bringup,
+    prefix_arguments,
+    resolve_launch,
+    robot_files,
+)
 
 PACKAGE = "qv_ros"
 ROBOTS = CONTROL_ROBOTS
+# every (package, executable) this file starts, resolved before any starts (None: a package whose launch file
+# is included, or whose plugin Gazebo loads)
+EXECUTABLES = [("ros_gz_sim", None), ("ros_gz_sim", "create"), ("robot_state_publisher", "robot_state_publisher"),
+               ("ros_gz_bridge", "parameter_bridge"), ("gz_ros2_control", None), *ORDERED_BRINGUP]
 
 
 def _nodes(context, *args, **kwargs):
     from qv_dynamics.plants.export import target_urdf
 
+    resolve_launch(context, "gazebo.launch.py", EXECUTABLES)
     robot, files = robot_files(context, ROBOTS)
     controllers = files["controllers"]
     urdf = target_urdf(files["model"], "gazebo", controllers)

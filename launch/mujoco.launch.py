@@ -18,18 +18,22 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node, robot_files
+from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node, resolve_launch, robot_files
 
 PACKAGE = "qv_ros"
 ROBOTS = {
     "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml"},
 }
 RVIZ_CONFIG = "config/qv.rviz"
+# every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
+EXECUTABLES = [(PACKAGE, "qv_mujoco_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+OPTIONAL = {"rsp": [("robot_state_publisher", "robot_state_publisher")], "rviz": [("rviz2", "rviz2")]}
 
 
 def _nodes(context, *args, **kwargs):
     from qv_dynamics.robots import resolve_urdf
 
+    resolve_launch(context, "mujoco.launch.py", EXECUTABLES, OPTIONAL, "install it, or leave it out: rsp:=false")
     share = get_package_share_directory(PACKAGE)
     _, files = robot_files(context, ROBOTS)
     params = files["params"]

@@ -28,9 +28,11 @@ from launch import LaunchDescription
 from qv_control.ros.launch_actions import (
     CONTROL_ROBOTS,
     FT_TOPIC,
+    ORDERED_BRINGUP,
     launch_flag,
     ordered_qv_bringup,
     prefix_arguments,
+    resolve_launch,
     robot_files,
 )
 
@@ -40,11 +42,15 @@ ROBOTS = {
     "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml",
               "controllers": "config/controllers_panda.yaml"},
 }
+# every (package, executable) this file starts, resolved before any starts
+EXECUTABLES = [("robot_state_publisher", "robot_state_publisher"), ("mujoco_ros2_control", "ros2_control_node"),
+               *ORDERED_BRINGUP]
 
 
 def _nodes(context, *args, **kwargs):
     from qv_dynamics.plants.export import export_mjcf_text, target_urdf, write_text
 
+    resolve_launch(context, "mujoco_ros2_control.launch.py", EXECUTABLES)
     robot, files = robot_files(context, ROBOTS)
     model, controllers = files["model"], files["controllers"]
     headless = launch_flag(context, "headless")

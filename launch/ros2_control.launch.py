@@ -24,19 +24,25 @@ from launch import LaunchDescription
 from qv_control.ros.launch_actions import (
     CONTROL_ROBOTS,
     FT_TOPIC,
+    ORDERED_BRINGUP,
     launch_flag,
     ordered_qv_bringup,
     prefix_arguments,
+    resolve_launch,
     robot_files,
 )
 
 PACKAGE = "qv_ros"
 ROBOTS = CONTROL_ROBOTS
+# every (package, executable) this file starts, resolved before any starts
+EXECUTABLES = [("robot_state_publisher", "robot_state_publisher"), ("controller_manager", "ros2_control_node"),
+               *ORDERED_BRINGUP]
 
 
 def _nodes(context, *args, **kwargs):
     from qv_dynamics.plants.export import target_urdf
 
+    resolve_launch(context, "ros2_control.launch.py", EXECUTABLES)
     _, files = robot_files(context, ROBOTS)
     controllers = LaunchConfiguration("controllers_file").perform(context) or files["controllers"]
     mock = launch_flag(context, "use_mock_hardware")

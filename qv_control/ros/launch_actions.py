@@ -1,7 +1,13 @@
 """Launch actions shared by the controller_manager launch files (mock hardware, Gazebo, mujoco_ros2_control).
 
-Imported by ``launch/*.launch.py`` only (it imports ``launch``/``launch_ros``, present on a full ROS 2
-install). :func:`ordered_qv_bringup` starts the controllers and the qv nodes in an order that never
+Imported by ``launch/*.launch.py``; ``launch``/``launch_ros`` (present on a full ROS 2 install) are imported
+by the functions that build actions, so :func:`resolve_executables` runs without them.
+
+Every launch file resolves every package and executable it will start (:func:`resolve_executables`)
+before it returns any action: a missing one fails the launch with nothing started, naming every missing
+package, so no node is left running as an orphan of a launch that then fails.
+
+:func:`ordered_qv_bringup` starts the controllers and the qv nodes in an order that never
 leaves an active effort controller without its commanding node:
 
 1. one spawner activating the broadcasters (joint_state_broadcaster, force_torque_sensor_broadcaster);
@@ -14,10 +20,6 @@ import os
 from typing import Sequence
 
 from ament_index_python.packages import get_package_share_directory
-from launch.actions import RegisterEventHandler
-from launch.event_handlers import OnProcessExit, OnProcessStart
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
 
 PACKAGE = "qv_ros"
 EFFORT_CONTROLLER = "effort_controller"
@@ -32,8 +34,49 @@ CONTROL_ROBOTS = {
 }
 
 
+# what ordered_qv_bringup starts: (package, executable)
+ORDERED_BRINGUP = [("controller_manager", "spawner"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+
+
+def resolve_executables(pairs, launch_file: str, hint: str = "") -> list[str]:
+    """Path of each (package, executable) from the ament index (executable None: the package only, e.g. one
+    whose launch file is included); RuntimeError naming every missing one and saying nothing was started."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    if not os.environ.get("AMENT_PREFIX_PATH"):
+        raise RuntimeError(f"{os.path.basename(launch_file)}: AMENT_PREFIX_PATH is not set (source the ROS 2 "
+                           "install and the workspace's install/setup.bash); nothing was started")
+    paths, missing = [], []
+    for pkg, exe in dict.fromkeys(pairs):
+        try:
+            prefix = get_package_prefix(pkg)
+        except PackageNotFoundError:
+            if f"package '{pkg}'" not in missing:
+                missing.append(f"package '{pkg}'")
+            continue
+        if exe is None:
+            continue
+        path = os.path.join(prefix, "lib", pkg, exe)
+        if not os.access(path, os.X_OK):
+            missing.append(f"executable '{exe}' of package '{pkg}' ({path})")
+        paths.append(path)
+    if missing:
+        raise RuntimeError(f"{os.path.basename(launch_file)}: missing {', '.join(missing)}; nothing was started"
+                           + (f" ({hint})" if hint else ""))
+    return paths
+
+
+def resolve_launch(context, launch_file: str, always, optional: dict | None = None, hint: str = "") -> list[str]:
+    """:func:`resolve_executables` of what a launch file starts: ``always`` plus, for each true flag (launch
+    argument) of ``optional`` ({flag: pairs}), its pairs."""
+    pairs = list(always) + [p for flag, more in (optional or {}).items() if launch_flag(context, flag) for p in more]
+    return resolve_executables(pairs, launch_file, hint)
+
+
 def robot_files(context, robots: dict) -> tuple[str, dict]:
     """(name, files as paths in the package's share directory) of the robot chosen by the ``robot`` argument."""
+    from launch.substitutions import LaunchConfiguration
+
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)
     return robot, {key: os.path.join(share, rel) for key, rel in robots[robot].items()}
@@ -41,11 +84,15 @@ def robot_files(context, robots: dict) -> tuple[str, dict]:
 
 def launch_flag(context, name: str) -> bool:
     """A true/false launch argument (1/true/yes, any case, is true)."""
+    from launch.substitutions import LaunchConfiguration
+
     return LaunchConfiguration(name).perform(context).lower() in ("1", "true", "yes")
 
 
-def spawner(controllers: Sequence[str], param_file: str) -> Node:
+def spawner(controllers: Sequence[str], param_file: str):
     """One controller_manager spawner loading, configuring and activating ``controllers`` in order."""
+    from launch_ros.actions import Node
+
     return Node(package="controller_manager", executable="spawner", output="screen",
                 arguments=[*controllers, "--param-file", param_file])
 
@@ -64,17 +111,24 @@ def prefix_arguments() -> list:
                                   description="command prefix of qv_controller_node, e.g. 'taskset -c 1'")]
 
 
-def qv_node(executable: str, name: str, params: str, overrides: dict, prefix: str = "") -> Node:
+def qv_node(executable: str, name: str, params: str, overrides: dict, prefix: str = ""):
     """A qv node; ``prefix``: the name of a launch argument holding its command prefix (see
-    :func:`prefix_arguments`)."""
+    :func:`prefix_arguments`). The process is labelled with the executable's name (launch would otherwise
+    name it after the prefix's first word: ``nice-2``)."""
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
     return Node(package=PACKAGE, executable=executable, name=name, output="screen", parameters=[params, overrides],
-                prefix=LaunchConfiguration(prefix) if prefix else None)
+                prefix=LaunchConfiguration(prefix) if prefix else None, exec_name=executable)
 
 
 def ordered_qv_bringup(controllers_file: str, params: str, overrides: dict,
                        broadcasters: Sequence[str] = BROADCASTERS, after=None) -> list:
     """Broadcasters -> qv nodes -> effort controller (module docstring). ``after``: an action (e.g. the
     Gazebo ``create`` node) whose exit starts the broadcaster spawner; None starts it at once."""
+    from launch.actions import RegisterEventHandler
+    from launch.event_handlers import OnProcessExit, OnProcessStart
+
     spawn_broadcasters = spawner(broadcasters, controllers_file)
     spawn_effort = spawner([EFFORT_CONTROLLER], controllers_file)
     qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, overrides, prefix="dynamics_prefix")
