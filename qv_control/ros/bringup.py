@@ -32,7 +32,13 @@ from qv_dynamics.argtypes import positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
-from .run_checks import lockstep_watchdog, refuse_unknown_parameters, run_failures
+from .run_checks import (
+    FOREIGN_CHECK_STEPS,
+    foreign_publishers,
+    lockstep_watchdog,
+    refuse_unknown_parameters,
+    run_failures,
+)
 
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
 
@@ -155,6 +161,7 @@ class Bringup:
         if domain_id is None:
             domain_id = int(os.environ.get("ROS_DOMAIN_ID", "0") or 0)
         rclpy.init(context=self.context, domain_id=domain_id, args=[])
+        self.domain_id = domain_id
         self.nodes = []
         try:
             sim_p = dict(self.params["qv_sim"])
@@ -230,9 +237,21 @@ class Bringup:
         raise TimeoutError("nodes did not discover each other within "
                            f"{timeout} s (check ROS_DOMAIN_ID / ROS_AUTOMATIC_DISCOVERY_RANGE)")
 
+    def _refuse_foreign(self, own: dict) -> None:
+        """ModelError when another process publishes a topic of the run (run_checks.foreign_publishers)."""
+        reason = foreign_publishers(self.sim, own, self.domain_id)
+        if reason:
+            from qv_dynamics.errors import ModelError
+
+            raise ModelError(f"refused to run: {reason}")
+
     def run(self, duration: float, wall_timeout: float | None = None) -> dict:
         """Run until the simulated time reaches ``duration``; returns run statistics."""
         self.wait_for_graph()
+        own = {self.sim.pub_js.topic_name: 1, self.controller.pub_cmd.topic_name: 1}
+        if getattr(self.sim, "pub_clock", None) is not None:
+            own[self.sim.pub_clock.topic_name] = 1
+        self._refuse_foreign(own)
         if self.sim.mode == "paused":  # a previous run() ended: continue from where it stopped
             self.sim.mode = "lockstep"
         steps = int(round(duration / self.sim.dt))
@@ -249,8 +268,12 @@ class Bringup:
         done_future = Future()
         target = start_steps + steps
 
+        foreign = []
+
         def check(sim) -> None:
-            if sim.steps >= target and not done_future.done():
+            if sim.steps % FOREIGN_CHECK_STEPS == 0 and not done_future.done():
+                foreign.extend(r for r in [foreign_publishers(sim, own, self.domain_id)] if r)
+            if (foreign or sim.steps >= target) and not done_future.done():
                 done_future.set_result(True)
                 if sim.mode == "lockstep":
                     sim.mode = "paused"  # late commands no longer step the simulator
@@ -273,6 +296,10 @@ class Bringup:
             self.executor.spin_once(timeout_sec=0.0)
         if self.sim.mode == "realtime":  # its pacing thread holds the plant (no step) until the next run's first
             self.sim.started = False     # command, as the timer it replaced did while nothing spun
+        if foreign:
+            from qv_dynamics.errors import ModelError
+
+            raise ModelError(f"run stopped at t = {self.sim.t:.3f} s: {foreign[0]}")
         return {"steps": done, "sim_time_s": done * self.sim.dt, "wall_time_s": wall,
                 "control_rate_hz": done / wall if wall > 0 else float("nan"),
                 "real_time_factor": done * self.sim.dt / wall if wall > 0 else float("nan"),

@@ -364,13 +364,17 @@ class ControllerNode(ControllerParameters, Node):
             if not self.stale:
                 self.stale = True
                 self.stats["watchdog_episodes"] += 1
-                sync = self.rejects["odometry_sync"]
-                what = (f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
-                        if sync.failing else "no valid joint_states")
                 self.get_logger().warning(
-                    f"watchdog: {what} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
+                    f"watchdog: {self._stale_what()} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
                     f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
             self.publish_safe()
+
+    def _stale_what(self) -> str:
+        """What the watchdog misses: valid joint states, or (a free body) joint states with a matching odometry."""
+        sync = self.rejects["odometry_sync"]
+        if sync.failing:
+            return f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
+        return "no valid joint_states"
 
     def publish_diagnostics(self) -> None:
         st = self.stats
@@ -390,7 +394,7 @@ class ControllerNode(ControllerParameters, Node):
                 values[f"rejected_{k}_{kind}"] = n
         level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
                                           or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
-        text = "stale joint_states" if self.stale else "ok"
+        text = f"stale: {self._stale_what()}" if self.stale else "ok"
         if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
             level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",

@@ -29,6 +29,7 @@ from qv_dynamics.ros.params import (
     one_of,
     positive,
     queue_depth,
+    topic_name,
     validate,
 )
 
@@ -101,10 +102,12 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           finite_list("theta_desired"), read_only=False),
     Param("lambda_desired", None, "λ_d, one value per active constraint row (sizes checked against the model)",
           finite_list("lambda_desired"), read_only=False),
-    Param("wrench_topics", None, "geometry_msgs/WrenchStamped topics measuring λ, paired with wrench_constraints"),
+    Param("wrench_topics", None, "geometry_msgs/WrenchStamped topics measuring λ, paired with wrench_constraints",
+          topic_name("wrench_topics")),
     Param("wrench_constraints", None, "constraint names measured by wrench_topics"),
     Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
-    Param("odom_topic", "", "nav_msgs/Odometry of the model's free-flyer joint 1 (floating base or held object)"),
+    Param("odom_topic", "", "nav_msgs/Odometry of the model's free-flyer joint 1 (floating base or held object)",
+          topic_name("odom_topic", optional=True)),
     Param("sync_tolerance", 5e-4, "largest stamp difference between a joint state and its odometry [s]",
           positive("sync_tolerance")),
     Param("reference.times", None, "spline reference: knot times [s] from the first valid state",

@@ -12,7 +12,8 @@ Subscribes
   ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
 Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp; each
 topic only while it has a subscriber, so an unwatched node costs the loop its input messages only)
-  ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``  ``~/lambda_measured``
+  ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``
+  ``~/lambda_measured`` (the ``wrench_topics`` rotated to λ's rows; advertised only when they are set)
   ``~/scalars`` (rank, m, n, kinetic_energy, condition, phi_norm, eval_time_ms, basis_reseeded)
   ``~/markers`` (visualization_msgs/MarkerArray: constrained frames and constraint-force arrows)
   ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, every ``diagnostics_period`` s): counts, the
@@ -95,7 +96,10 @@ class DynamicsNode(Node):
         self.stats = {"messages": 0, "reseeds": 0, "eval_ms_sum": 0.0, "eval_ms_max": 0.0, "eval_n": 0,
                       "no_effort": 0}
         self.last = {}
-        self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES}
+        # ~/lambda_measured only where there is something to measure it (wrench_topics): not advertised otherwise
+        sensed = any(gp("wrench_topics").value)
+        self.pubs = {k: self.create_publisher(JointState, f"~/{k}", 10) for k in QUANTITIES
+                     if sensed or k != "lambda_measured"}
         self.pub_markers = self.create_publisher(MarkerArray, "~/markers", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))

@@ -103,6 +103,8 @@ def topic_name(name: str, optional: bool = False, template: str = "{}") -> Calla
     checked entry by entry, empty entries skipped. ``optional``: the empty string means none;
     ``template``: the topic the value makes (``controller_name`` -> ``/{}/commands``)."""
     from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.expand_topic_name import expand_topic_name
+    from rclpy.validate_full_topic_name import validate_full_topic_name
     from rclpy.validate_topic_name import validate_topic_name
 
     def check(v) -> None:
@@ -112,8 +114,9 @@ def topic_name(name: str, optional: bool = False, template: str = "{}") -> Calla
             if not item and (optional or isinstance(v, (list, tuple))):
                 continue
             try:
-                validate_topic_name(template.format(item))
-            except InvalidTopicNameException as exc:
+                validate_topic_name(template.format(item))  # then as rclpy expands it (a node named "node")
+                validate_full_topic_name(expand_topic_name(template.format(item), "node", "/"))
+            except (InvalidTopicNameException, ValueError) as exc:
                 reason = str(exc).splitlines()[0].split(": ", 1)[-1].rstrip(":")
                 raise ModelError(f"{name} {item!r} does not make a valid topic name ({reason})") from None
     return check
