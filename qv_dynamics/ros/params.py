@@ -177,7 +177,7 @@ PLANT = MODEL_IO + (
     Param("real_time_factor", 1.0, "simulated seconds per wall-clock second (realtime mode)",
           positive("real_time_factor")),
     Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep); "
-          "0: never (a lost state or command then stalls the loop until the controller's watchdog)",
+          "0: never (a lost state or command then stalls the loop until the controller's watchdog); at most 60 s",
           bounded("lockstep_resend", 0.0, 60.0)),
     Param("publish_clock", True, "publish /clock with the simulated time"),
     RAW_MESSAGES,
@@ -202,7 +202,7 @@ SIM_NODE = PLANT + (
     Param("nr_tol", 1e-12, "Newton–Raphson tolerance per metre of model length (sim.stepper.length_scale); "
           "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
-          "substep retries); 0 disables them", DIAGNOSTICS_PERIOD_CHECK),
+          "substep retries); 0 disables them; at most 3600 s", DIAGNOSTICS_PERIOD_CHECK),
 ) + ODOMETRY
 
 SCENE_KEYS = ("table_height", "tip_radius", "friction", "timestep", "tool_frame")
@@ -243,7 +243,8 @@ DYNAMICS_NODE = (
     Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged)"),
     Param("load_budget", 0.25, "automatic decimation: at most this fraction of a core (callback time over the "
           "input period)", positive("load_budget")),
-    Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them", DIAGNOSTICS_PERIOD_CHECK),
+    Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them; at most 3600 s",
+          DIAGNOSTICS_PERIOD_CHECK),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this (a finite number > 1: a condition "
           "number is never below 1)", bounded("condition_warn", 1.0, 1e300, unit="", low_open=True)),
 ) + ODOMETRY
