@@ -166,7 +166,8 @@ def test_lambda_desired_labels_matched_by_row_and_unknown_row_refused(ros):
 def test_law_that_cannot_compute_is_an_error_state_in_diagnostics(ros):
     ctx, ex, probe = ros
     node = ControllerNode("qv_fail", context=ctx, parameter_overrides=arm_params(
-        controller_name="fail_ctrl", **{"law_params.cond_max": 1.0}))  # cond(D) > 1 everywhere: every tick fails
+        controller_name="fail_ctrl", watchdog_timeout=5.0,  # a loaded machine must not add watchdog outputs
+        **{"law_params.cond_max": 1.0}))  # cond(D) > 1 everywhere: every tick fails
     ex.add_node(node)
     try:
         wire = Wire(probe, ex, "/joint_states", JointState, "/fail_ctrl/commands", Float64MultiArray)
