@@ -4,8 +4,8 @@ slider-crank presses 10 N onto its guide while the crank swings through the oute
 Every figure is measured by MuJoCo (the connect force between the pin and the slider), and the guide force
 is checked against the plant's own generalized constraint force (λ = A⁺ᵀ(−qfrc_constraint)). Targets for
 qv: force RMS ≤ 1 %, path ≤ 0.2 mm, no lift-off, |τ| within the limits, not failed (measured over the full
-2.5 s row: 0.028 %, 3 µm). osc (damped Λ, δ = 0.2) and impedance are reported, not judged (full row: osc
-stalls 25 mm short of the dead centre, lost the task; impedance 1.6 %, 0.75 mm).
+2.5 s row: 0.028 %, 3 µm). osc (damped Λ near the singularity, δ₀ = 0.2) and impedance are reported, not
+judged (full row: osc 12.9 %, 2.9 mm, |τ| at the limit; impedance 1.6 %, 0.75 mm).
 """
 from __future__ import annotations
 

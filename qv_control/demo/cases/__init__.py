@@ -11,7 +11,8 @@ from importlib import import_module
 from pathlib import Path
 
 #: row name -> (module in this package, the plant that judges it)
-_MODULES = {"closed_chain_force": ("closed_chain_force", "mujoco")}
+_MODULES = {"redundant_contacts": ("redundant_contacts", "mujoco"),
+            "closed_chain_force": ("closed_chain_force", "mujoco")}
 #: row name -> plant (the registration the conditions matrix reads)
 CASE_PLANTS = {name: plant for name, (_, plant) in _MODULES.items()}
 #: the runs of this process, (row, controller) -> run: what write_case_plots draws
@@ -46,11 +47,11 @@ def write_case_plots(out: Path) -> list[Path]:
                 continue
             a, f = run["arrays"], run["figures"]
             label = f"{kind}" + (f" (failed: {f['failed']})" if f["failed"] else "")
-            ax_f.plot(a["t"], -a["fn"], label=label)
+            ax_f.plot(a["t"], -a["fn"].reshape(len(a["t"]), -1)[:, 0], label=label)
             err = 1e3 * (a["pos"][:, 0] - a["p_d"][:, 0])
             ax_p.plot(a["t"], err, label=kind)
             if kind == "qv":
-                ax_f.plot(a["t"], -a["f_d"], "k--", lw=0.8, label="commanded")
+                ax_f.plot(a["t"], -a["f_d"].reshape(len(a["t"]), -1)[:, 0], "k--", lw=0.8, label="commanded")
         ax_f.set_ylabel("pressing force −λ (N)")
         ax_p.set_ylabel("path error (mm)")
         ax_p.set_xlabel("t (s)")
