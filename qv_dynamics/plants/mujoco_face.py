@@ -7,8 +7,10 @@ friction bounces a sliding contact open loop) and stiff (``solimp`` 0.99/0.999, 
 follow :func:`~qv_dynamics.plants.mujoco_loops.mjcf_with_welds` (Pinocchio's tree, inertias, motors ±
 URDF effort), Euler at ``timestep``.
 
-``forces()``: the normal force of each contact sphere on the table, as the SPEC multiplier of its z row
-(M q̈ + h = τ − Aᵀλ: the table pushing up by f gives λ = −f), 0 for a sphere not touching.
+Joints listed in ``passive`` have no motor: ``step`` applies τ on the actuated joints only (a command for a
+passive joint is dropped, as the hardware would). ``forces()``: the normal force of each contact sphere on the
+table, as the SPEC multiplier of its z row (M q̈ + h = τ − Aᵀλ: the table pushing up by f gives λ = −f), 0 for a
+sphere not touching.
 """
 from __future__ import annotations
 
@@ -23,10 +25,14 @@ from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
 
 def mjcf_with_face(model, frames: Sequence[str], table_height: float, radius: float = 0.005,
                    center_local=(-1.0, 0.0, 0.0), timestep: float = 0.00025, solref=(0.002, 1.0),
-                   solimp=(0.99, 0.999, 0.001, 0.5, 2.0)) -> str:
+                   solimp=(0.99, 0.999, 0.001, 0.5, 2.0), passive: Sequence[str] = ()) -> str:
     """MJCF of the tree, one sphere per contact frame (centre ``radius`` along ``center_local`` of the frame),
-    a frictionless table plane at ``table_height``."""
+    a frictionless table plane at ``table_height``; the joints in ``passive`` get no motor."""
     xml = mjcf_with_welds(model, [], timestep)
+    for j in passive:
+        if not model.existJointName(j):
+            raise ModelError(f"passive joint '{j}' is not in the model")
+        xml = "\n".join(ln for ln in xml.split("\n") if f'<motor name="{j}_motor"' not in ln)
     c = np.asarray(center_local, float)
     c = c / np.linalg.norm(c)
     for fr in frames:
@@ -51,17 +57,23 @@ class MujocoFacePlant(MujocoStepping):
     """MuJoCo twin of a robot whose z point contacts ``constraints`` are spheres on a table (module doc)."""
 
     def __init__(self, system, constraints: Sequence[str], table_height: float, radius: float = 0.005,
-                 center_local=(-1.0, 0.0, 0.0), timestep: float = 0.00025, solref=(0.002, 1.0)):
+                 center_local=(-1.0, 0.0, 0.0), timestep: float = 0.00025, solref=(0.002, 1.0),
+                 passive: Sequence[str] = ()):
         require_mujoco()
         self.system, self.pin_model = system, system.model
         frames = [system.constraint(c).frame for c in constraints]
-        self.xml = mjcf_with_face(system.model, frames, table_height, radius, center_local, timestep, solref)
+        self.xml = mjcf_with_face(system.model, frames, table_height, radius, center_local, timestep, solref,
+                                  passive=passive)
         self.model, self.data = compile_mjcf(self.xml)
         self._geoms = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, f) for f in frames]
         self.n = self.pin_model.nv
         if self.model.nv != self.n:
             raise ModelError(f"MuJoCo face model has nv={self.model.nv}; Pinocchio {self.n}")
-        self.effort_limits = self.model.actuator_ctrlrange[:, 1].copy()
+        pm = self.pin_model
+        self._act_v = np.array([pm.joints[pm.getJointId(nm)].idx_v for nm in pm.names[1:] if nm not in passive], int)
+        #: per velocity: the motor's limit, inf on a passive joint (whatever is commanded there is not applied)
+        self.effort_limits = np.full(self.n, np.inf)
+        self.effort_limits[self._act_v] = self.model.actuator_ctrlrange[:, 1]
 
     def reset(self, q, qdot=None) -> None:
         q, qdot = self._reset_data(q, qdot, self.n, self.n)
@@ -97,7 +109,7 @@ class MujocoFacePlant(MujocoStepping):
         return d.oMf[m.getFrameId(frame)].translation.copy()
 
     def step(self, tau, dt: float | None = None) -> None:
-        self._advance(as_vector("tau", tau, self.n), dt)
+        self._advance(as_vector("tau", tau, self.n)[self._act_v], dt)
 
 
 __all__ = ["MujocoFacePlant", "mjcf_with_face"]
