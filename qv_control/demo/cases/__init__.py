@@ -13,6 +13,7 @@ from pathlib import Path
 #: row name -> (module in this package, the plant that judges it)
 _MODULES = {"redundant_contacts": ("redundant_contacts", "mujoco"),
             "rank_change": ("rank_change", "mujoco"),
+            "singular_pass": ("singular_pass", "mujoco"),
             "passive_joint_tool": ("passive_joint_tool", "mujoco"),
             "closed_chain_force": ("closed_chain_force", "mujoco")}
 #: row name -> plant (the registration the conditions matrix reads)

@@ -43,17 +43,17 @@ def system():
     return ConstrainedSystem.from_yaml(str(MODEL))
 
 
-def crank(t: float) -> tuple[float, float, float]:
-    """θ_d, θ̇_d, θ̈_d: hold THETA0, then THETA0·cos(π s / T_SWING) for s = t − T_RAMP − T_HOLD ≥ 0."""
+def crank(t: float, centre: float = 0.0, amp: float = THETA0) -> tuple[float, float, float]:
+    """θ_d, θ̇_d, θ̈_d: hold centre + amp, then centre + amp·cos(π s / T_SWING) for s = t − T_RAMP − T_HOLD ≥ 0."""
     s = t - T_RAMP - T_HOLD
     if s <= 0:
-        return THETA0, 0.0, 0.0
+        return centre + amp, 0.0, 0.0
     w = math.pi / T_SWING
-    return THETA0 * math.cos(w * s), -THETA0 * w * math.sin(w * s), -THETA0 * w * w * math.cos(w * s)
+    return (centre + amp * math.cos(w * s), -amp * w * math.sin(w * s), -amp * w * w * math.cos(w * s))
 
 
-def tick(t: float, kind: str) -> Tick:
-    th, thd, thdd = crank(t)
+def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0) -> Tick:
+    th, thd, thdd = crank(t, centre, amp)
     lam = -FORCE * smooth_ramp(t, 0.0, T_RAMP)
     x, xd = 2 * L * math.cos(th), -2 * L * math.sin(th) * thd
     xdd = -2 * L * (math.cos(th) * thd * thd + math.sin(th) * thdd)
@@ -87,10 +87,15 @@ def make_law(kind: str, sysm, q0):
 
 def run(kind: str, duration: float | None = None) -> dict:
     """One run (``duration`` default: ramp, hold and one full swing: 2.5 s)."""
+    return run_swing("closed_chain_force", kind, 0.0, THETA0, duration)
+
+
+def run_swing(name: str, kind: str, centre: float, amp: float, duration: float | None = None) -> dict:
+    """The row's scenario with the crank swinging centre + amp → centre − amp → centre + amp."""
     from qv_dynamics.plants.mujoco_guide import MujocoGuidePlant
 
     sysm = system()
-    q0 = np.array([THETA0, -2 * THETA0])
+    q0 = np.array([centre + amp, -2 * (centre + amp)])
     plant = MujocoGuidePlant(sysm, "slider")
     plant.reset(q0)
     duration = duration or T_RAMP + T_HOLD + 2 * T_SWING
@@ -99,8 +104,8 @@ def run(kind: str, duration: float | None = None) -> dict:
         lam = plant.guide_force()
         return lam, lam, plant.pin_position(), [lam]
 
-    return run_row("closed_chain_force", kind, lambda: make_law(kind, sysm, q0), plant, lambda t: tick(t, kind),
+    return run_row(name, kind, lambda: make_law(kind, sysm, q0), plant, lambda t: tick(t, kind, centre, amp),
                    measure, duration, FORCE, T_RAMP, T_RAMP + T_HOLD)
 
 
-__all__ = ["run", "tick", "crank", "make_law", "system"]
+__all__ = ["run", "run_swing", "tick", "crank", "make_law", "system"]
