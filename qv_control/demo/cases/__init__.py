@@ -44,17 +44,24 @@ def write_case_plots(out: Path) -> list[Path]:
 
     paths = []
     for name in rows:
-        fig, (ax_f, ax_p) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        for (row, kind), run in LAST_RUNS.items():
-            if row != name or not len(run["arrays"]["t"]):
-                continue
+        runs = [(kind, run) for (row, kind), run in LAST_RUNS.items() if row == name and len(run["arrays"]["t"])]
+        wide = any(run["arrays"]["fn"].ndim == 2 for _, run in runs)     # a judged wrench: force and moment
+        fig, axes = plt.subplots(3 if wide else 2, 1, figsize=(8, 8 if wide else 6), sharex=True)
+        ax_f, ax_p = axes[0], axes[-1]
+        for kind, run in runs:
             a, f = run["arrays"], run["figures"]
             label = f"{kind}" + (f" (failed: {f['failed']})" if f["failed"] else "")
-            ax_f.plot(a["t"], -a["fn"].reshape(len(a["t"]), -1)[:, 0], label=label)
-            err = 1e3 * (a["pos"][:, 0] - a["p_d"][:, 0])
-            ax_p.plot(a["t"], err, label=kind)
+            fn, fd = a["fn"].reshape(len(a["t"]), -1), a["f_d"].reshape(len(a["t"]), -1)
+            ax_f.plot(a["t"], -fn[:, 0], label=label)
+            if wide:
+                axes[1].plot(a["t"], fn[:, 1], label=kind)
+            ax_p.plot(a["t"], 1e3 * (a["pos"][:, 0] - a["p_d"][:, 0]), label=kind)
             if kind == "qv":
-                ax_f.plot(a["t"], -a["f_d"].reshape(len(a["t"]), -1)[:, 0], "k--", lw=0.8, label="commanded")
+                ax_f.plot(a["t"], -fd[:, 0], "k--", lw=0.8, label="commanded")
+                if wide:
+                    axes[1].plot(a["t"], fd[:, 1], "k--", lw=0.8)
+        if wide:
+            axes[1].set_ylabel("moment ÷ lever (N)")
         ax_f.set_ylabel("pressing force −λ (N)")
         ax_p.set_ylabel("path error (mm)")
         ax_p.set_xlabel("t (s)")
