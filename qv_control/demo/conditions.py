@@ -23,6 +23,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..laws.registry import scale_inertias
+from .cases import CASE_PLANTS
 from .config import DemoConfig, make_system
 from .supervisor import ContactSupervisor
 
@@ -57,6 +58,7 @@ class Condition:
     approach_speed: float = 0.05   # m/s cruise speed towards the table
     planned: bool = True           # plan the touch-down speed from the impact model (False: fixed speed)
     reference: str = ""            # a reference row, not judged by the acceptance: why it is kept
+    case: str = ""                 # a constraint row of qv_control.demo.cases (its own scene and laws)
 
 
 def _conditions() -> dict[str, Condition]:
@@ -94,6 +96,7 @@ def _conditions() -> dict[str, Condition]:
 
 
 CONDITIONS = _conditions()
+CONDITIONS.update({n: Condition(n, plant=CASE_PLANTS[n], case=n) for n in CASE_PLANTS})
 
 
 class LowPass:

@@ -19,12 +19,13 @@ from pathlib import Path
 
 from qv_dynamics.jsonutil import jsonable
 
+from .cases import write_case_plots
 from .conditions import CONDITIONS, conditions_config, open_loop_sliding_band
 from .conditions_runs import KINDS, run_condition
 
 PUSHES = ("consistent", "jacobian")
 FIGURES = ("force_rms_error_rel", "path_rms_error_m", "peak_force_ratio", "settle_time_s",
-           "max_abs_torque_ratio", "contact_lost")
+           "max_abs_torque_ratio", "contact_lost", "failed")
 
 
 def run_matrix(names=None, kinds=KINDS, cfg=None, log=print) -> dict:
@@ -68,7 +69,7 @@ def markdown_table(doc: dict) -> str:
     cols = [("force RMS error %", "force_rms_error_rel", 100, "{:.3g}"), ("path RMS error µm", "path_rms_error_m",
             1e6, "{:.3g}"), ("peak force / commanded", "peak_force_ratio", 1, "{:.2f}"),
             ("settle s", "settle_time_s", 1, "{:.3f}"), ("peak abs(τ)/limit", "max_abs_torque_ratio", 1, "{:.2f}"),
-            ("lift-offs", "contact_lost", 1, "{:d}")]
+            ("lift-offs", "contact_lost", 1, "{:d}"), ("failed", "failed", 1, "{}")]
     bands = doc.get("_meta", {}).get("open_loop_sliding_band_n", {})
     head = ["| condition | " + " | ".join(c[0] for c in cols) + " | open-loop sliding band N |",
             "|---" + "|---:" * len(cols) + "|---|"]
@@ -76,7 +77,8 @@ def markdown_table(doc: dict) -> str:
     for name, per in doc.items():
         if name.startswith("_"):
             continue
-        cells = [" / ".join(fmt.format(per[k][key] * sc if key != "contact_lost" else per[k][key]) for k in per)
+        cells = [" / ".join(fmt.format(per[k][key] * sc if key not in ("contact_lost", "failed") else per[k][key] or
+                                       ("–" if key == "failed" else 0)) for k in per)
                  for _, key, sc, fmt in cols]
         band = " ; ".join(f"{lo:.1f}–{hi:.1f}" for lo, hi in (bands[name][p] for p in PUSHES)) \
             if name in bands else ""
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "conditions.json").write_text(json.dumps(jsonable(doc), indent=2))
     (out / "conditions.md").write_text(markdown_table(doc))
+    write_case_plots(out)                       # the constraint rows' plots (qv_control.demo.cases)
     print(f"\nwall time {doc['_meta']['wall_time_s']:.0f} s; {out}/conditions.json, {out}/conditions.md")
     return 0
 

@@ -124,6 +124,10 @@ class _Sensors:
 def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | None = None, seed: int = 0) -> dict:
     """Run one condition with one controller; returns arrays, events, plan and the figures."""
     cond = CONDITIONS[cond] if isinstance(cond, str) else cond
+    if cond.case:
+        from .cases import run_case
+
+        return run_case(cond.case, kind)
     cfg = replace(cfg or conditions_config(), approach_speed=cond.approach_speed)
     plant_sys = make_system(cfg)
     q0 = np.asarray(cfg.q0, float)
@@ -206,7 +210,8 @@ window (no table drop in these runs: every loss is a bounce or a lift-off)."""
     a, p = run["arrays"], run["plan"]
     out = {"force_rms_error_rel": float("nan"), "path_rms_error_m": float("nan"), "peak_force_ratio": float("nan"),
            "settle_time_s": float("nan"), "max_abs_torque_ratio": float(np.max(a["ratio"])) if len(a["t"]) else
-           float("nan"), "contact_lost": sum(e["event"] == "contact lost" for e in run["events"])}
+           float("nan"), "contact_lost": sum(e["event"] == "contact lost" for e in run["events"]),
+           "failed": "aborted" if run["aborted"] else ""}
     if not p or run["aborted"]:
         return out
     t, fn, fd = a["t"], a["fn"], a["f_d"]

@@ -26,6 +26,14 @@ transfer, as in the quasi-velocity law: a model error is not dropped at touch-do
 motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
 so scaling it leaves λ = f.
 
+``axes`` keeps a subset of the six task rows (a planar mechanism: (x, z) of its pin; J, ẋ, a* and Λ_x are then
+of those rows only). ``damping`` δ₀ > 0 replaces Λ_x near a singularity by the damped pseudo-inverse V
+diag(σ/(σ² + δ²))Uᵀ of J M⁻¹ Jᵀ, what ROS 2 OSC / Cartesian impedance implementations do so that Λ_x stays
+bounded where J loses rank (:func:`damped_inverse`: δ grows from 0 as σ_min falls below 0.1σ₁); both run on the
+numpy path. ``moment_axes`` (rows among 3–5) add moment rows to the force task (a flat face pressed with a
+commanded moment): λ_d, λ_meas and the force PI then have the entries (force_axis, *moment_axes), each the
+wrench component the robot applies.
+
 After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
 (:func:`qv_control.kernels.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
 same care; ``compiled=False`` keeps the numpy path (the reference: equal to rounding, test_osc.py).
@@ -61,16 +69,26 @@ class OperationalSpaceLaw:
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
-                 effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True):
+                 effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True,
+                 axes=(0, 1, 2, 3, 4, 5), damping: float = 0.0, moment_axes=()):
         self.system, self.frame, self.contact = system, frame, contact
+        self.axes = tuple(int(a) for a in axes)
+        if not self.axes or len(set(self.axes)) != len(self.axes) or not set(self.axes) <= set(range(6)):
+            raise DimensionError(f"osc axes: distinct task rows among 0..5 (x y z rx ry rz), got {axes!r}")
+        self.damping = scalar_gain("damping", damping, positive=False)
+        if self.axes != tuple(range(6)) or self.damping > 0:
+            compiled = False                     # the kernel is the full-task, undamped case
         # the products after the passes in one compiled call (qv_control.kernels.osc); compiled=False, or no
         # kernel in the cache: the numpy path below (the reference, the same equations)
         self._kernel = load("qv_control.kernels", "osc") if compiled else None
         self._out = np.empty((9, system.nv))
         self.fid = tool_and_contact(system, frame, contact)
-        if force_axis not in (0, 1, 2):
-            raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z), got {force_axis!r}")
+        if force_axis not in (0, 1, 2) or force_axis not in self.axes:
+            raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z) and a task row, got {force_axis!r}")
         self.force_axis = int(force_axis)
+        self.force_axes = (self.force_axis,) + tuple(int(a) for a in moment_axes)
+        if not set(moment_axes) <= {3, 4, 5} or not set(self.force_axes) <= set(self.axes):
+            raise DimensionError(f"moment_axes must be task rows among 3, 4, 5 (rx ry rz), got {moment_axes!r}")
         kp, kd = scalar_gain("kp", kp), scalar_gain("kd", kd)
         k_i = scalar_gain("ki_motion", ki_motion, positive=False)
         # (s + k_p)(s² + k_d s + k_I) = s³ + (k_p + k_d)s² + (k_p k_d + k_I)s + k_p k_I: the qv law's poles
@@ -118,6 +136,8 @@ class OperationalSpaceLaw:
         pin.updateFramePlacements(model, data)
         J = pin.getFrameJacobian(model, data, self.fid, LWA)
         Jdqd = pin.getFrameClassicalAcceleration(model, data, self.fid, LWA).vector.copy()
+        if len(self.axes) < 6:
+            J, Jdqd = J[list(self.axes)], Jdqd[list(self.axes)]
         oMf = data.oMf[self.fid].copy()
         M = self.system.mass_matrix(q)
         h = pin.rnea(model, data, q, qd, zero).copy()
@@ -131,7 +151,17 @@ class OperationalSpaceLaw:
                                                      self.KP_null, self.KD, out):
             tau_int = out[2].copy() if self.KI > 0 else np.zeros(self.system.nv)
             return out[0].copy(), h - out[1], tau_int, out[3:9, :6].copy()
+        if len(self.axes) < 6:
+            a_star = a_star[list(self.axes)]
         return _channels_numpy(self, M, h, J, Jdqd, q, qd, a_star)
+
+    def _xdot(self, J, qd) -> np.ndarray:
+        """ẋ of the six task rows (zero on the rows not in ``axes``)."""
+        if len(self.axes) == 6:
+            return J @ qd
+        x = np.zeros(6)
+        x[list(self.axes)] = J @ qd
+        return x
 
     def _task_acceleration(self, dt, contact, oMf, xdot, ref: Reference) -> np.ndarray:
         """a* of the motion axes (zero along the force axis in contact), with the anti-windup integral."""
@@ -149,7 +179,7 @@ class OperationalSpaceLaw:
         a[:3] += a_d
         omega = np.ones(6)
         if contact:
-            omega[self.force_axis] = 0.0
+            omega[list(self.force_axes)] = 0.0
         if self.KI > 0:
             if self._was_contact is not None and contact != self._was_contact:
                 self._z[:] = 0.0                                     # reset on contact switches
@@ -181,20 +211,22 @@ class OperationalSpaceLaw:
         if self._was_contact is not None and contact != self._was_contact:
             self._carry.switch()                                    # bumpless transfer (module doc)
         self._carry.tick(t)
-        a_star = self._task_acceleration(dt, contact, oMf, J @ qd, ref)
+        a_star = self._task_acceleration(dt, contact, oMf, self._xdot(J, qd), ref)
         motion, base, tau_int, Lam = self._channels(M, h, J, Jdqd, q, qd, a_star)
         if self._carry.bias is not None:
             base += self._carry.bias
         force = None
         if contact:
-            lam_d = 0.0 if ref.lambda_ is None else float(np.ravel(ref.lambda_)[0])
-            meas = None if state.lambda_meas is None else np.ravel(state.lambda_meas)[:1].astype(float)
-            corr = self.force_pi.correction(t, np.array([lam_d]), meas, self.saturation)
-            f = lam_d + (0.0 if corr is None else float(corr[0]))
-            force = J[self.force_axis] * f                          # Jᵀ e_f f
+            k = len(self.force_axes)
+            lam_d = np.zeros(k) if ref.lambda_ is None else np.ravel(ref.lambda_)[:k].astype(float)
+            meas = None if state.lambda_meas is None else np.ravel(state.lambda_meas)[:k].astype(float)
+            corr = self.force_pi.correction(t, lam_d, meas, self.saturation)
+            f = lam_d + (0.0 if corr is None else corr)
+            Jf = J[[self.axes.index(a) for a in self.force_axes]]
+            force = Jf.T.dot(f)                                     # Jᵀ e_f f
             self.last.update(lambda_d=lam_d, f=f)
             if self.force_pi.z is not None:
-                tau_int = tau_int + J[self.force_axis] * (self.force_pi.ki * float(self.force_pi.z[0]))
+                tau_int = tau_int + Jf.T.dot(self.force_pi.ki * self.force_pi.z)
         else:
             self.force_pi.reset()
         self._carry.tau_int = tau_int
@@ -206,15 +238,31 @@ class OperationalSpaceLaw:
 def _channels_numpy(law: OperationalSpaceLaw, M, h, J, Jdqd, q, qd, a_star):
     """(motion, base without the carried bias, τ_I, Λ_x) of the module doc, in numpy (the reference path)."""
     MinvJt = _cho_solve(M, J.T)                                 # M⁻¹Jᵀ
-    Lam = inv(J.dot(MinvJt))                                    # Λ_x = (J M⁻¹ Jᵀ)⁻¹
+    Lam = inv(J.dot(MinvJt)) if law.damping == 0 else damped_inverse(J.dot(MinvJt), law.damping)
     Jbar = MinvJt.dot(Lam)                                      # J̄ = M⁻¹ Jᵀ Λ_x
     tau0 = M.dot(law.KP_null * (law.q_null - q) - law.KD * qd)  # posture, same poles
     Jt = J.T
     motion = Jt.dot(Lam.dot(a_star) - Jbar.T.dot(tau0))          # Jᵀ Λ_x a* + Nᵀτ₀, Nᵀ = I − Jᵀ J̄ᵀ
     motion += tau0
     base = h - Jt.dot(Lam.dot(Jdqd))
-    tau_int = Jt.dot(Lam.dot(law._a_int)) if law.KI > 0 else np.zeros(J.shape[1])
+    a_int = law._a_int if len(law.axes) == 6 else law._a_int[list(law.axes)]
+    tau_int = Jt.dot(Lam.dot(a_int)) if law.KI > 0 else np.zeros(J.shape[1])
     return motion, base, tau_int, Lam
+
+
+def damped_inverse(X: np.ndarray, damping: float, band: float = 0.1) -> np.ndarray:
+    """Singularity-robust inverse of X = U diag(σ) Vᵀ: V diag(σ/(σ² + δ²)) Uᵀ with a variable damping
+    δ² = (δ₀σ₁)²(1 − (σ_min/(εσ₁))²) while σ_min < εσ₁ (ε = ``band``), else δ = 0 (the plain inverse).
+
+    The damped pseudo-inverse is what the ROS 2 OSC / Cartesian impedance examples use (franka_ros2's
+    ``pseudoInverse(…, damped=true)``, δ₀ = 0.2); applied, as in the singularity-robust literature
+    (Chiaverini 1997), only within a band near the singularity and relative to σ₁, so that a well-conditioned
+    task pays nothing for it (a constant δ = 0.2 on J M⁻¹ Jᵀ, whose σ are 1/kg and 1/(kg m²) apart, costs a
+    level face 23 % of its force-moment error and 6.8 mm of path)."""
+    U, s, Vt = np.linalg.svd(X)
+    lo = band * s[0]
+    d2 = 0.0 if s[-1] >= lo else (damping * s[0]) ** 2 * (1.0 - (s[-1] / lo) ** 2)
+    return (Vt.T * (s / (s * s + d2))).dot(U.T)
 
 
 def _cho_solve(M: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -227,4 +275,4 @@ def _cho_solve(M: np.ndarray, B: np.ndarray) -> np.ndarray:
     return x
 
 
-__all__ = ["OperationalSpaceLaw"]
+__all__ = ["OperationalSpaceLaw", "damped_inverse"]
