@@ -1,4 +1,4 @@
-"""Law tick of every law in ``make_law`` vs ``pin.constraintDynamics`` on the same states (issue 11 target:
+"""Law tick of every law in ``make_law`` vs ``pin.constraintDynamics`` on the same states (target:
 <= 10x), Panda + table contact (point contact, axis z) + six minimal coordinates.
 
 The states are those of a lock-step closed-loop run of the Panda table task (config/panda_table.yaml: the
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from models import pin_constraints  # noqa: E402  (the tests' Pinocchio reference)
+from models import pin_constraint_vectors  # noqa: E402  (the tests' Pinocchio reference)
 from timing import median_table, medians_us, time_calls  # noqa: E402  (bench/)
 
 from qv_control.laws import LAWS, make_law  # noqa: E402
@@ -102,8 +102,7 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
     refs = [ref(s.t) for s in states]
     model = system.model
     pdata = model.createData()
-    cms = pin_constraints(system, [("3d", "panda_hand_tcp")])
-    cds = [c.createData() for c in cms]
+    cms, cds = pin_constraint_vectors(system, [("3d", "panda_hand_tcp")])  # std::vectors, as Pinocchio's examples
     pin.initConstraintDynamics(model, pdata, cms, cds)
     prox = pin.ProximalSettings(1e-12, 0.0, 1)
     # every law of the registry that runs on the fixed-base Panda (the legged law: bench/legged.py)
