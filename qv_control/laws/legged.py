@@ -138,8 +138,9 @@ class LeggedLaw(ControlLaw):
         M = self.system.frame_placement(q, self.base_spec["frame"])
         self._base0 = M.translation.copy()
         if not self._R0_given:
-            self.base_spec["rotation_reference"] = M.rotation.copy()
-            self._laws.clear()                                  # rebuilt with R₀ in their coordinates
+            self.base_spec["rotation_reference"] = M.rotation.copy()   # for the laws built later
+            for law in self._laws.values():
+                law.coords.anchor(q)                                    # the base is their only rotated frame
 
     def _reference(self, t: float, q: np.ndarray, swing: tuple) -> Reference:
         th, thd, thdd = self.plan.base(t)

@@ -112,7 +112,9 @@ class ControllerNode(ControllerParameters, Node):
         self.lambda_d = labelled_vector("lambda_desired", gp("lambda_desired").value, system.row_labels)
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
-                        ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry")}
+                        ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry", "odometry_sync")}
+        if self.free_body is not None:  # joint states that found no odometry to pair with: counted, logged once
+            self.free_body.counter = self.rejects["odometry_sync"]
         self.wrench_raw: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
@@ -354,7 +356,8 @@ class ControllerNode(ControllerParameters, Node):
                 self.stale = True
                 self.stats["watchdog_episodes"] += 1
                 self.get_logger().warning(
-                    f"watchdog: no valid joint_states for {age:.3f} s (timeout {self.watchdog_timeout} s): "
+                    f"watchdog: no valid joint_states{' + odometry' if self.free_body else ''} for {age:.3f} s "
+                    f"(timeout {self.watchdog_timeout} s): "
                     f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
             self.publish_safe()
 
