@@ -46,9 +46,9 @@ def run_ros(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, domain_id: in
         ctrl = LeggedControllerNode("qv_legged_controller", context=context, system=ctrl_sys, law=law,
                                     parameter_overrides=to_parameters({"joints": list(plant.joint_names),
                                                                        "odom_topic": "/odom", "command_delay": 0.0,
-                                                                       # lock-step in one executor: a slow first
-                                                                       # tick or plant step is no lost input
-                                                                       "watchdog_timeout": 0.5}))
+                                                                       # lock-step in one executor: a stall of
+                                                                       # the loaded machine is no lost input
+                                                                       "watchdog_timeout": 10.0}))
         nodes.append(ctrl)
         mj.on_step.append(lambda node: rec.add(node.t - cfg.dt, law, node.plant, node.plant.last_tau))
         executor = make_executor(context)

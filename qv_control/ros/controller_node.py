@@ -90,8 +90,6 @@ class ControllerNode(ControllerParameters, Node):
                                           floating=bool(odom_topic))
         self.system = system
         self.layout = JointLayout.from_system(system, floating=bool(odom_topic))
-        # a free body (floating base, held object) comes from nav_msgs/Odometry, paired by stamp
-        self.free_body = FreeBodySync(system, gp("sync_tolerance").value) if odom_topic else None
         self.cmd_map = self._command_map(gp("joints").value)
         self.watchdog_timeout = float(gp("watchdog_timeout").value)
         self.safe_mode = gp("safe_mode").value
@@ -113,8 +111,8 @@ class ControllerNode(ControllerParameters, Node):
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
                         ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry", "odometry_sync")}
-        if self.free_body is not None:  # joint states that found no odometry to pair with: counted, logged once
-            self.free_body.counter = self.rejects["odometry_sync"]
+        self.free_body = FreeBodySync(system, gp("sync_tolerance").value, self.rejects["odometry_sync"]) \
+            if odom_topic else None  # a free body (floating base, held object) from Odometry, paired by stamp
         self.wrench_raw: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
@@ -356,8 +354,7 @@ class ControllerNode(ControllerParameters, Node):
                 self.stale = True
                 self.stats["watchdog_episodes"] += 1
                 self.get_logger().warning(
-                    f"watchdog: no valid joint_states{' + odometry' if self.free_body else ''} for {age:.3f} s "
-                    f"(timeout {self.watchdog_timeout} s): "
+                    f"watchdog: no valid joint_states for {age:.3f} s (timeout {self.watchdog_timeout} s): "
                     f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
             self.publish_safe()
 
