@@ -45,11 +45,14 @@ class Feed:
         self.q = q
         self.send_js = self.send_odom = True
         self.offset = 0.0
-        self.clock = probe.get_clock()
-        self.timer = probe.create_timer(0.004, self.tick)   # 10 ms is no multiple of it
+        self.t0 = probe.get_clock().now().nanoseconds
+        self.k = 0
+        self.timer = probe.create_timer(0.004, self.tick)
 
     def tick(self) -> None:
-        now = self.clock.now()
+        """Stamps on a 4 ms grid from the start (a late tick does not shift them): 10 ms off never pairs."""
+        self.k += 1
+        now = rclpy.time.Time(nanoseconds=self.t0 + self.k * 4_000_000)
         if self.send_js:
             m = JointState(name=self.names, position=list(self.q[7:]), velocity=[0.0] * 12, effort=[0.0] * 12)
             m.header.stamp = now.to_msg()

@@ -154,7 +154,7 @@ class ControllerNode(ControllerParameters, Node):
         subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos, raw,
                                lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
         if odom_topic:
-            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
+            self.create_subscription(Odometry, odom_topic, self.on_odometry, qos)  # freshest, as the joint states
         topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
         if len(topics) != len(cons):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
