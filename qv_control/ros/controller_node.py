@@ -330,7 +330,7 @@ class ControllerNode(ControllerParameters, Node):
         if out is None or out.joints is not self.cmd_map.joints:
             out = self._out = CommandOutput(self.pub_cmd, self.pub_stamped, self.cmd_map.joints, self._raw)
         out.publish(self.cmd_map.to_array(tau), stamp)
-        self._answered = (t, now)
+        self._answered, self.last_rx = (t, now), time.monotonic()  # watchdog age from the end of a long compute
 
     # ------------------------------------------------------------------ safety
     def safe_torque(self) -> np.ndarray:
