@@ -53,7 +53,7 @@ def test_plant_node_publishes_diagnostics(ros, kind):
         pub.publish(msg)
         assert spin_until(ex, lambda: node.commands_received == 1, 5.0)
         t0, steps0 = time.monotonic(), node.steps
-        assert spin_until(ex, lambda: len(got) >= 2, 5.0), f"{kind}: {len(got)} /diagnostics in 5 s"
+        assert spin_until(ex, lambda: len(got) >= 2, 10.0), f"{kind}: {len(got)} /diagnostics in 10 s"
         wall, steps = time.monotonic() - t0, node.steps - steps0
     finally:
         probe.destroy_subscription(sub)
@@ -62,7 +62,9 @@ def test_plant_node_publishes_diagnostics(ros, kind):
     d = {kv.key: kv.value for kv in got[-1].values}
     assert d["mode"] == "realtime" and int(d["clipped_commands"]) == 1 and int(d["commands_received"]) == 1, d
     assert float(d["dropped_real_time_s"]) >= 0.0 and int(d["overruns"]) >= 0, d
-    # over one second of realtime stepping the factor is near 1 unless the shared machine starves the thread:
-    # compare it with the node's own steps over the probe's wall time (same ~1 s window, loose)
+    # the factor is simulated over wall time of the last second: never beyond real time; near 1 unless the shared
+    # machine starves the pacing thread, so it is compared with the node's own steps over the probe's wall time
+    # (a window of about the same second, in the same process: loose)
     rtf, ref = float(d["real_time_factor"]), steps * node.dt / wall
-    assert 0.2 < rtf <= 1.05 and abs(rtf - ref) < 0.3, (rtf, ref, d)
+    assert 0.0 < rtf <= 1.05 and abs(rtf - ref) < 0.5, (rtf, ref, d)
+    assert int(d["steps"]) <= node.steps and float(d["dropped_real_time_s"]) <= node.dropped_time + 1e-9, d
