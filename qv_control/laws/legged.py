@@ -97,6 +97,8 @@ class LeggedLaw(ControlLaw):
         self._base0: np.ndarray | None = None
         self.events: list[dict] = []
         mask = self._law_for(()).mask
+        for swing in self._plan_swing_sets():   # built now, not at the first lift-off inside the 1 kHz loop
+            self._law_for(swing)
         if self.limits is not None:   # the base has no actuator: no limit to check there (τ_base = 0)
             self.limits = np.where(mask, self.limits, np.inf)
         self.friction = JointFriction(system.model, mask, friction_velocity) if joint_friction else None
@@ -111,6 +113,18 @@ class LeggedLaw(ControlLaw):
                                   effort_limits=None, cond_max=self.cond_max)
             self._laws[swing] = law
         return law
+
+    def _plan_swing_sets(self) -> list[tuple]:
+        """The sets of swinging feet the plan goes through (in the order of ``feet``), from its lift-off and
+        touch-down times."""
+        times = sorted({t for st in self.plan.steps for t in (st.t_lift, st.t_touch)})
+        sets = []
+        for a, b in zip(times, times[1:]):
+            t = 0.5 * (a + b)
+            swing = tuple(f for f in self.feet if self.plan.phase(f, t)[0] == "swing")
+            if swing and swing not in sets:
+                sets.append(swing)
+        return sets
 
     def _switch_contacts(self, t: float, q: np.ndarray) -> tuple[tuple, np.ndarray]:
         swing, w_of = [], {}
