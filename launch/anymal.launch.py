@@ -1,4 +1,4 @@
-"""ANYmal C on the MuJoCo floor + the legged controller (issue 13), each node its own process.
+"""ANYmal C on the MuJoCo floor + the legged controller, each node its own process.
 
     ros2 launch qv_ros anymal.launch.py                      # realtime, the plan of config/anymal_model.yaml
     ros2 launch qv_ros anymal.launch.py mode:=lockstep

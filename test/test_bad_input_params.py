@@ -292,7 +292,7 @@ def test_odometry_out_of_sync_counted_and_named(ros):
         node.publish_diagnostics()
         assert spin_until(ex, lambda: bool(diags))
         values = {kv.key: kv.value for kv in diags[-1].values}
-        assert int(values["rejected_odometry_sync_stamp_mismatch"]) >= 8
+        assert int(values["rejected_odometry_sync_mismatch"]) >= 8
         assert "paired with an odometry" in diags[-1].message, diags[-1].message
         assert node.stats["safe_commands"] >= 1
     finally:

@@ -1,4 +1,4 @@
-"""ANYmal C through the ROS topics (issue 13): the legged MuJoCo node publishes /joint_states and
+"""ANYmal C through the ROS topics: the legged MuJoCo node publishes /joint_states and
 nav_msgs/Odometry, the legged controller node answers with effort commands, in lock-step.
 
 1. In-process (real rclpy publishers/subscribers, one executor): stance, shift, one foot lift, swing and
@@ -79,7 +79,7 @@ def test_nodes_as_processes_stand_and_stop_on_sigint():
     from ros_helpers import stop_processes
 
     plant = _node("qv_dynamics.ros.legged_mujoco_node", "mode:=lockstep", "publish_clock:=false")
-    ctrl = _node("qv_control.ros.legged_controller_node", "plan_yaml:='kind: stance'")   # a YAML string
+    ctrl = _node("qv_control.ros.legged_controller_node", "law_params.plan:='kind: stance'")   # a YAML string
     ctx = Context()
     rclpy.init(context=ctx, domain_id=int(_env()["ROS_DOMAIN_ID"]), args=[])
     heights = []

@@ -1,4 +1,4 @@
-"""Node parameters as data (issue 9): the README tables are generated from the tables, the shipped configs
+"""Node parameters as data: the README tables are generated from the tables, the shipped configs
 only use declared names, and a node told a misspelled name warns and counts it.
 
 After changing a table, regenerate the README tables with
@@ -25,7 +25,7 @@ READMES = {ROOT / "qv_dynamics" / "ros" / "README.md": dynamics_params.NODE_TABL
 SECTIONS = {"qv_dynamics": dynamics_params.DYNAMICS_NODE, "qv_sim": dynamics_params.SIM_NODE,
             "qv_mujoco": dynamics_params.MUJOCO_NODE, "qv_controller": control_params.CONTROLLER_NODE,
             "qv_legged_mujoco": dynamics_params.LEGGED_MUJOCO_NODE,
-            "qv_legged_controller": control_params.LEGGED_CONTROLLER_NODE}
+            "qv_legged_controller": control_params.CONTROLLER_NODE}
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 13) % 200
 
 

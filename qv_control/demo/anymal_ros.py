@@ -44,7 +44,11 @@ def run_ros(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, domain_id: in
                                                                  "lockstep_resend": 0.5, "publish_clock": False}))
         nodes.append(mj)
         ctrl = LeggedControllerNode("qv_legged_controller", context=context, system=ctrl_sys, law=law,
-                                    parameter_overrides=to_parameters({"joints": list(plant.joint_names)}))
+                                    parameter_overrides=to_parameters({"joints": list(plant.joint_names),
+                                                                       "odom_topic": "/odom", "command_delay": 0.0,
+                                                                       # lock-step in one executor: a stall of
+                                                                       # the loaded machine is no lost input
+                                                                       "watchdog_timeout": 10.0}))
         nodes.append(ctrl)
         mj.on_step.append(lambda node: rec.add(node.t - cfg.dt, law, node.plant, node.plant.last_tau))
         executor = make_executor(context)
@@ -61,13 +65,15 @@ def run_ros(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, domain_id: in
         wall = time.perf_counter()
         mj.publish_state()
         limit = time.monotonic() + wall_limit
-        while plant.time < T - 1e-9 and time.monotonic() < limit and ctrl.stats["law_errors"] == 0:
+        while plant.time < T - 1e-9 and time.monotonic() < limit and ctrl.rejects["law"].total == 0:
             executor.spin_once(timeout_sec=0.1)
         mj.mode = "paused"
         wall = time.perf_counter() - wall
-        stats = {"commands": ctrl.stats["commands"], "law_errors": ctrl.stats["law_errors"],
-                 "rejected_commands": mj.rejects.total, "rejected_joint_states": ctrl.js_rejects.total,
-                 "rejected_odometry": ctrl.odom_rejects.total}
+        stats = {"commands": ctrl.stats["commands"], "law_errors": ctrl.rejects["law"].total,
+                 "rejected_commands": mj.rejects.total, "rejected_joint_states": ctrl.rejects["joint_states"].total,
+                 "rejected_odometry": ctrl.rejects["odometry"].total,
+                 "unpaired_joint_states": ctrl.rejects["odometry_sync"].total,
+                 "watchdog_episodes": ctrl.stats["watchdog_episodes"]}
         executor.shutdown()
     finally:
         for n in nodes:

@@ -91,32 +91,47 @@ class ContactForceQP:
         self.solves = 0
         self.infeasible = 0
         self._tangent_cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._face_cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._up: dict[int, np.ndarray] = {}
 
     def _rows(self, lam0: np.ndarray, E: np.ndarray, normals: np.ndarray, f_lo: np.ndarray, f_hi: np.ndarray):
         """(C, b) with C z ≥ b for every foot (f_i = −λ₀_i − E_i z), and the cost (G, a), vectorised over feet:
-        per foot the face normals g (f_i satisfies gᵀf_i ≥ lo) are n, −n (if capped) and μ_in n ∓ t₁, ∓ t₂."""
+        per foot the face normals g (f_i satisfies gᵀf_i ≥ lo) are n, μ_in n ∓ t₁, μ_in n ∓ t₂ and −n (if
+        capped); the faces and the weights W of a set of normals are kept between calls."""
         k, s = normals.shape[0], E.shape[1]
         Ek = E.reshape(k, 3, s)
         l0 = lam0.reshape(k, 3)
-        faces, lows = [], []
-        for i in range(k):
-            n = normals[i]
-            t1, t2 = self._tangents(n)
-            g = [n, self.mu_in * n - t1, self.mu_in * n + t1, self.mu_in * n - t2, self.mu_in * n + t2]
-            lo = [f_lo[i], 0.0, 0.0, 0.0, 0.0]
-            if np.isfinite(f_hi[i]):
-                g.append(-n)
-                lo.append(-f_hi[i])
-            faces.append(np.array(g))
-            lows.append(np.array(lo))
-        C = np.concatenate([-(g @ Ek[i]) for i, g in enumerate(faces)])            # gᵀf = −gᵀλ₀ − gᵀE z ≥ lo
-        b = np.concatenate([lo + g @ l0[i] for i, (g, lo) in enumerate(zip(faces, lows))])
-        nn = np.einsum("ki,kj->kij", normals, normals)
-        W = self.w_t * (np.eye(3) - nn) + self.w_n * nn                             # k × 3 × 3
+        faces, W = self._faces(normals)
+        capped = np.isfinite(f_hi)
+        lo = np.zeros((k, 6))
+        lo[:, 0] = f_lo
+        lo[capped, 5] = -f_hi[capped]
+        keep = np.ones((k, 6), bool)
+        keep[:, 5] = capped
+        C = -np.einsum("kfi,kis->kfs", faces, Ek)[keep]                               # gᵀf = −gᵀλ₀ − gᵀE z ≥ lo
+        b = (lo + np.einsum("kfi,ki->kf", faces, l0))[keep]
         WE = np.einsum("kij,kjs->kis", W, Ek)
         G = self.eps * np.eye(s) + np.einsum("kit,kis->ts", Ek, WE)
         a = -np.einsum("kis,ki->s", WE, l0)                                          # ½zᵀGz − aᵀz = ½fᵀWf + c
         return C, b, G, a
+
+    def _faces(self, normals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(k × 6 × 3 face normals n, μ_in n − t₁, μ_in n + t₁, μ_in n − t₂, μ_in n + t₂, −n; k × 3 × 3 weights
+        W = w_t(I − nnᵀ) + w_n nnᵀ) of the feet's normals, cached by their bytes."""
+        key = normals.tobytes()
+        got = self._face_cache.get(key)
+        if got is None:
+            k = normals.shape[0]
+            faces = np.empty((k, 6, 3))
+            for i, n in enumerate(normals):
+                t1, t2 = self._tangents(n)
+                faces[i] = (n, self.mu_in * n - t1, self.mu_in * n + t1, self.mu_in * n - t2, self.mu_in * n + t2, -n)
+            nn = np.einsum("ki,kj->kij", normals, normals)
+            W = self.w_t * (np.eye(3) - nn) + self.w_n * nn
+            if len(self._face_cache) > 64:
+                self._face_cache.clear()
+            got = self._face_cache[key] = (faces, W)
+        return got
 
     def _tangents(self, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         key = n.tobytes()
@@ -136,10 +151,19 @@ class ContactForceQP:
             raise DimensionError(f"E: expected 3k x s rows (three per foot), got shape {E.shape}")
         lam0 = as_vector("lambda_0", lambda_0, m)
         k = m // 3
-        normals = np.tile([0.0, 0.0, 1.0], (k, 1)) if normals is None else np.asarray(normals, float).reshape(k, 3)
-        normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
-        f_hi = np.full(k, np.inf) if f_max is None else np.array(np.broadcast_to(np.asarray(f_max, float), (k,)))
-        if np.any(np.isnan(f_hi)) or np.any(f_hi < 0):
+        if normals is None:                       # +z for every foot (a flat floor), one array per foot count
+            normals = self._up.get(k)
+            if normals is None:
+                normals = self._up[k] = np.tile([0.0, 0.0, 1.0], (k, 1))
+        else:
+            normals = np.asarray(normals, float).reshape(k, 3)
+            normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
+        if f_max is None:
+            f_hi = np.full(k, np.inf)
+        else:
+            f_hi = np.asarray(f_max, float)
+            f_hi = f_hi.copy() if f_hi.shape == (k,) else np.array(np.broadcast_to(f_hi, (k,)))
+        if not (f_hi >= 0).all():                 # NaN or negative
             raise DimensionError(f"f_max: expected {k} bounds >= 0 N (inf = none), got {f_hi}")
         f_lo = np.where(f_hi < self.f_min, 0.0, self.f_min)      # a foot being unloaded needs no minimum
         self.solves += 1

@@ -30,12 +30,15 @@ def passive_projector(A: np.ndarray, actuated_mask: np.ndarray, tol: float = 1e-
     eye = np.eye(n)
     if not ib.any():  # every joint actuated: I − B = 0, so Qb = 0, H = 0 and the residual is exactly 0
         return eye, P, 0.0
+    # Qb and (I−B)P are zero outside the passive rows p: with Y = ((I−P))_p, Qb = SᵀY and Qb⁺ = Y⁺S (S selects
+    # the rows p), so the SVDs and norms are those of the n_p × n blocks and H = −(I−P)Y⁺ fills the columns p
+    p = ~np.asarray(actuated_mask, bool)
     Pp = eye - P
-    Qb = Pp * ib[:, None]
-    Qb_pinv, _, _ = pinv_rank(Qb)
-    IBP = P * ib[:, None]
-    resid = norm2(IBP - Qb.dot(Qb_pinv.dot(IBP))) / max(norm2(IBP), 1.0)
-    eye -= Pp.dot(Qb_pinv * ib)           # I + H, H = −(I−P)Qb⁺(I−B)
+    Y = Pp[p]
+    Y_pinv, _, _ = pinv_rank(Y)
+    Z = P[p]
+    resid = norm2(Z - Y.dot(Y_pinv.dot(Z))) / max(norm2(Z), 1.0)
+    eye[:, p] -= Pp.dot(Y_pinv)           # I + H, H = −(I−P)Qb⁺(I−B)
     return eye, P, resid
 
 

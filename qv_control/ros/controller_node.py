@@ -97,8 +97,6 @@ class ControllerNode(ControllerParameters, Node):
                                           floating=bool(odom_topic))
         self.system = system
         self.layout = JointLayout.from_system(system, floating=bool(odom_topic))
-        # a free body (floating base, held object) comes from nav_msgs/Odometry, paired by stamp
-        self.free_body = FreeBodySync(system, gp("sync_tolerance").value) if odom_topic else None
         self.cmd_map = self._command_map(gp("joints").value)
         self.watchdog_timeout = float(gp("watchdog_timeout").value)
         self.safe_mode = gp("safe_mode").value
@@ -121,6 +119,8 @@ class ControllerNode(ControllerParameters, Node):
         self.stamps = StampGate(gp("stamp_future_tolerance").value)
         self.rejects = {k: EpisodeCounter(self.get_logger(), k) for k in
                         ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry", "odometry_sync")}
+        self.free_body = FreeBodySync(system, gp("sync_tolerance").value, self.rejects["odometry_sync"]) \
+            if odom_topic else None  # a free body (floating base, held object) from Odometry, paired by stamp
         self.wrench_raw: dict[str, tuple] = {}
         self.wrench_sign = float(gp("wrench_sign").value)
         self._kin_data = system.model.createData()
@@ -162,7 +162,7 @@ class ControllerNode(ControllerParameters, Node):
         subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos, raw,
                                lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
         if odom_topic:
-            self.create_subscription(Odometry, odom_topic, self.on_odometry, 10)
+            self.create_subscription(Odometry, odom_topic, self.on_odometry, qos)  # freshest, as the joint states
         topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
         if len(topics) != len(cons):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
@@ -274,9 +274,7 @@ class ControllerNode(ControllerParameters, Node):
             return
         self.rejects["joint_states"].ok()
         if self.free_body is not None:
-            unpaired = self.free_body.set_joint_state(t, q, qdot, msg.header.stamp)
-            if unpaired is not None:  # the previous joint state never met an odometry within sync_tolerance
-                self.rejects["odometry_sync"].reject("stamp_mismatch", unpaired)
+            self.free_body.joint_state = (t, q, qdot, msg.header.stamp)  # an unpaired previous one is counted
             self._control_free_body()
             return
         self._control(t, q, qdot, msg.header.stamp)
@@ -294,7 +292,6 @@ class ControllerNode(ControllerParameters, Node):
     def _control_free_body(self) -> None:
         state = self.free_body.ready()
         if state is not None:
-            self.rejects["odometry_sync"].ok()
             self._control(*state)
 
     def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp) -> None:
@@ -341,7 +338,7 @@ class ControllerNode(ControllerParameters, Node):
         if out is None or out.joints is not self.cmd_map.joints:
             out = self._out = CommandOutput(self.pub_cmd, self.pub_stamped, self.cmd_map.joints, self._raw)
         out.publish(self.cmd_map.to_array(tau), stamp)
-        self._answered = (t, now)
+        self._answered, self.last_rx = (t, now), time.monotonic()  # watchdog age from the end of a long compute
 
     # ------------------------------------------------------------------ safety
     def safe_torque(self) -> np.ndarray:

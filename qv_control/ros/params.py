@@ -19,7 +19,6 @@ from qv_dynamics.ros.messages import CommandMap, JointLayout
 from qv_dynamics.ros.params import (
     BEST_EFFORT_INPUTS,
     MODEL_IO,
-    ODOMETRY,
     RAW_MESSAGES,
     Param,
     as_list,
@@ -90,7 +89,8 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           "that read the state); 0: none (a lock-step plant applies each command from the state it answers); at "
           f"most {MAX_HORIZON:g} s (the prediction extrapolates: a longer horizon is not a prediction)",
           command_delay_check, read_only=False),
-    Param("law", "", f"law name for qv_control.make_law ({', '.join(n for n in LAWS if n != 'legged')})",
+    Param("law", "", f"law name for qv_control.make_law ({', '.join(LAWS)}; qv_legged_controller_node: default "
+          "legged)",
           read_only=False),
     Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output; at most "
           f"{MAX_WATCHDOG_TIMEOUT:g} s (the watchdog cannot be turned off)",
@@ -242,16 +242,4 @@ class ControllerParameters:
         self.get_logger().info(f"parameters changed: {sorted(new)}")
 
 
-LEGGED_CONTROLLER_NODE = MODEL_IO + ODOMETRY + (
-    Param("feet", [""], "foot constraints the law switches (default: every constraint of the model)"),
-    Param("plan_yaml", "", "contact plan as YAML (qv_control.gait.plan_from_spec), else the model config's plan"),
-    Param("kp", 400.0, "base pose gain [1/s²]", positive("kp")),
-    Param("kd", 40.0, "damping gain of every coordinate [1/s]", positive("kd")),
-    Param("kp_swing", 900.0, "swing-foot position gain [1/s²]", positive("kp_swing")),
-    Param("mu", 0.8, "friction coefficient of the foot-force QP", positive("mu")),
-    Param("f_min", 10.0, "least normal force of a loaded foot [N]", positive("f_min")),
-    Param("sync_tolerance", 5e-4, "joint state and odometry closer in time than this are one state [s]",
-          positive("sync_tolerance")),
-)
-
-NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE), ("qv_legged_controller_node", LEGGED_CONTROLLER_NODE))
+NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE),)  # qv_legged_controller_node: the same table

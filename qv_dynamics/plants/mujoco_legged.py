@@ -1,9 +1,11 @@
-"""A MuJoCo plant for a floating-base legged robot on a flat floor (issue 13), built from the Pinocchio model.
+"""A MuJoCo plant for a floating-base legged robot on a flat floor, built from the Pinocchio model.
 
 Scene (all choices stated, because a simulator is a model too):
 
 * the root free-flyer becomes a MuJoCo ``freejoint``; every other joint a hinge/slide with a torque motor
-  (``ctrlrange`` = ± URDF effort), no damping, no armature, no friction loss (Pinocchio carries none);
+  (``ctrlrange`` = ± URDF effort), no armature, with the model's joint ``damping`` and Coulomb ``friction``
+  (URDF ``<dynamics>``, Pinocchio's ``model.damping`` / ``model.friction``; ANYmal C's URDF has none) as MuJoCo
+  ``damping`` and ``frictionloss``;
 * **point feet**: a sphere of radius ``foot_radius`` (3 mm by default) centred at each foot frame, the only
   collision geometry of the robot, against a floor plane at z = 0 with Coulomb friction ``friction``
   (0.8) and ``condim=3`` (no torsional/rolling friction). The controller's ``point_contact`` holds the
@@ -77,8 +79,10 @@ def mjcf_floor_scene(model: pin.Model, scene: FloorScene | None = None) -> str:
 
     def body(j: int, indent: str) -> list[str]:
         Mj = model.jointPlacements[j]
+        iv = model.joints[j].idx_v
+        dyn = {} if j == 1 else {"damping": float(model.damping[iv]), "frictionloss": float(model.friction[iv])}
         lines = [f'{indent}<body name="{model.names[j]}_body" pos="{_fmt(Mj.translation)}" '
-                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', indent + "  " + joint_mjcf(model, j, free=True)]
+                 f'quat="{_fmt(_quat_wxyz(Mj.rotation))}">', indent + "  " + joint_mjcf(model, j, free=True, **dyn)]
         lines += _inertial(model.inertias[j], indent + "  ")
         for f, P in feet.get(j, []):
             lines += [f'{indent}  <site name="{f}" pos="{_fmt(P.translation)}" size="0.01"/>',

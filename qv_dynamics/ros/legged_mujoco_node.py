@@ -5,6 +5,8 @@ behind the ros2_control topic contract plus the base state a legged robot's esti
   out ``odom_topic`` (nav_msgs/Odometry, default ``/odom``): base pose in ``odom_frame``, twist in
       ``base_frame`` (REP 105; :mod:`qv_dynamics.ros.odometry`), same stamp as the joint state
   out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``)
+  out ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, once a second: real-time factor, dropped real time,
+      clipped and rejected commands; :mod:`qv_dynamics.ros.plant_node`)
   in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
 
 Modes ``realtime`` / ``lockstep`` as the other plant nodes (:mod:`qv_dynamics.ros.plant_node`). The model

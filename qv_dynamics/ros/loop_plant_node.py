@@ -1,5 +1,5 @@
 """``qv_loop_plant_node``: the MuJoCo weld plant (:mod:`qv_dynamics.plants.mujoco_loops`) behind the topics of
-ros2_control and of a state estimator: arms holding a free object through weld grasps (issue 14).
+ros2_control and of a state estimator: arms holding a free object through weld grasps.
 
   out ``/joint_states`` (sensor_msgs/JointState: the 1-DoF joints; position, velocity, effort = applied τ)
   out ``odom_topic`` (nav_msgs/Odometry): the free-flyer joint 1 (the object) — pose in ``odom_frame``, twist
@@ -8,6 +8,8 @@ ros2_control and of a state estimator: arms holding a free object through weld g
       to the object at frame_a (a wrist force/torque sensor), in frame_a's axes (frame_id = frame_a):
       rotated to world axes it is that constraint's λ rows
   out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``)
+  out ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, once a second: real-time factor, dropped real time,
+      clipped and rejected commands; :mod:`qv_dynamics.ros.plant_node`)
   in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
 
 Modes ``realtime`` / ``lockstep`` as the other plant nodes (:mod:`qv_dynamics.ros.plant_node`). The model

@@ -8,6 +8,8 @@ joint_state_broadcaster + force_torque_sensor_broadcaster + an effort forward co
       the tool site, i.e. the wrench the robot applies to the environment, in the tool frame's axes
       (frame_id = the tool frame). Rotated to world axes, its z row is λ of the surface contact.
   out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``) for ``use_sim_time``
+  out ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, once a second: real-time factor, dropped real time,
+      clipped and rejected commands; :mod:`qv_dynamics.ros.plant_node`)
   in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
   in  ``~/table_height`` (std_msgs/Float64): move the table top (scene change, e.g. lower it by 5 mm)
 

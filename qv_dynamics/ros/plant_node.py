@@ -9,24 +9,33 @@ reported as a real-time factor, rather than running the held command open loop f
 initial state is published every 10 ms, like a robot held by its brakes until the controller is up;
 ``lockstep`` steps once per received command and publishes the new state (``lockstep_resend`` re-publishes
 it when no command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
+
+The MuJoCo plant nodes (:meth:`PlantNodeMixin._plant_topics`) publish diagnostic_msgs/DiagnosticArray on
+``/diagnostics`` once a second (steady clock): the real-time factor over the last second (simulated s per wall
+s), dropped real time, clipped and rejected effort commands, the state and command counts, and the pacing
+thread's wake-up latency; WARN while a realtime plant runs below 0.99 of ``real_time_factor``.
 """
 from __future__ import annotations
 
 import time
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.clock import Clock as RosClock
+from rclpy.clock import ClockType
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import QVError
-from .health import EpisodeCounter, reject_kind
+from .health import EpisodeCounter, diagnostic_array, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .pacing import DeadlineLoop
 from .params import declare, load_model_config
 from .raw import input_qos, subscribe_commands
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
+DIAGNOSTICS_PERIOD = 1.0    # s of wall time between /diagnostics messages of the MuJoCo plant nodes
 
 
 class PlantNodeMixin:
@@ -81,7 +90,32 @@ class PlantNodeMixin:
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
         topic = gp("command_topic").value or f"/{gp('controller_name').value}/commands"
         self._subscribe_commands(topic)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diag_prev = (time.monotonic(), 0)
+        self.create_timer(DIAGNOSTICS_PERIOD, self.publish_diagnostics,
+                          clock=RosClock(clock_type=ClockType.STEADY_TIME))
         return topic
+
+    def publish_diagnostics(self) -> None:
+        """One DiagnosticStatus (module doc): the figures since the previous one and the totals."""
+        now = time.monotonic()
+        wall, steps = self._diag_prev
+        rtf = (self.steps - steps) * self.dt / (now - wall) if now > wall else 0.0
+        self._diag_prev = (now, self.steps)
+        values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
+                  "states_published": self.states_published, "commands_received": self.commands_received,
+                  "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
+                  "clipped_commands": self.clipped, "rejected_commands": self.rejects.total}
+        if getattr(self, "_rt_loop", None) is not None:  # wake-up latency of the pacing thread past its deadlines
+            values["wake_late_ms"] = 1e3 * self._rt_loop.late
+        if not self.started:
+            level, message = DiagnosticStatus.OK, "waiting for the first effort command"
+        elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
+            level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
+        else:
+            level, message = DiagnosticStatus.OK, "ok"
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: plant",
+                                               message, self.system.name, values))
 
     def _subscribe_commands(self, topic: str) -> None:
         """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
@@ -245,4 +279,4 @@ class PlantNodeMixin:
             self._overrun_logged = now
             self.get_logger().warning(
                 f"behind real time: {self.overruns} overrun(s), {1e3 * self.dropped_time:.1f} ms of real time "
-                "dropped so far (the plant never takes bigger steps; see /diagnostics real_time_factor)")
+                "dropped so far (the plant never takes bigger steps; /diagnostics: real_time_factor)")
