@@ -15,7 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
-from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_vector
+from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_bool, as_vector, check_keys
 from .model_checks import check_model
 from .names import ModelNames
 from .robots import DEFAULT_LOCKED, resolve_urdf
@@ -69,6 +69,13 @@ class DynamicsTerms:
     @property
     def m(self) -> int:
         return self.A.shape[0]
+
+
+# the keys of a model YAML (ConstrainedSystem.from_yaml; ``initial``, ``scene``, ``plan``: the simulators' and
+# the legged demo's); a key outside these is refused with the closest name
+MODEL_KEYS = ("robot", "constraints", "initial", "scene", "plan")
+ROBOT_KEYS = ("urdf", "floating_base", "gravity", "locked_joints")
+INITIAL_KEYS = ("q", "qdot", "penetration", "posture")
 
 
 class ConstrainedSystem(ModelNames):
@@ -134,7 +141,9 @@ class ConstrainedSystem(ModelNames):
 
     @classmethod
     def from_yaml(cls, path_or_dict) -> "ConstrainedSystem":
-        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``."""
+        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``
+        (``initial``, ``scene`` and ``plan`` are read by the simulators and the legged demo). An unknown key
+        at the top, in ``robot`` or in ``initial`` is refused naming the closest known one (ModelError)."""
         import yaml
 
         if isinstance(path_or_dict, dict):
@@ -147,11 +156,15 @@ class ConstrainedSystem(ModelNames):
                 raise ModelError(f"cannot read {p}: {exc}") from None
         if not isinstance(doc, dict) or "robot" not in doc:
             raise ModelError("YAML must have a 'robot' mapping with a 'urdf' entry")
+        check_keys("model config", doc, MODEL_KEYS)
         robot = doc["robot"] or {}
+        check_keys("model config 'robot'", robot, ROBOT_KEYS)
+        if doc.get("initial") is not None:
+            check_keys("model config 'initial'", doc["initial"], INITIAL_KEYS)
         if "urdf" not in robot:
             raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")
         return cls.from_urdf(robot["urdf"], doc.get("constraints") or [],
-                             floating_base=bool(robot.get("floating_base", False)),
+                             floating_base=as_bool("robot.floating_base", robot.get("floating_base", False)),
                              gravity=robot.get("gravity"), locked_joints=robot.get("locked_joints"))
 
     def add_constraint(self, spec) -> Constraint:
