@@ -1,12 +1,17 @@
 """The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``,
-``qv export-urdf``, ``qv export-mjcf``, ``qv warm``."""
+``qv export-urdf``, ``qv export-mjcf``, ``qv warm``.
+
+Every command runs under one guard: Ctrl-C (SIGINT) or SIGTERM ends it with one line and exit code 130 / 143,
+a bad-input error of the library (:class:`qv_dynamics.errors.QVError`) with one line and exit code 2, and an
+``--out`` folder is proved writable (and reserved for this run, :func:`qv_dynamics.runfiles.check_writable`)
+before the command computes anything. Standard library only at import: the numeric stack is loaded inside
+the guard."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
-
-from qv_dynamics.linalg import limit_blas_threads
 
 # subcommand -> (module, function taking argv); modules are imported only when used
 COMMANDS = {
@@ -24,12 +29,37 @@ COMMANDS = {
 SUBCOMMANDS = {
     ("demo", "bimanual"): ("qv_control.demo.bimanual_report", "main"),
 }
+# the report folder of the commands whose ``--out`` default is their module's (checked here when not given)
+OUT_DEFAULTS = {
+    "demo": "out/demo", "demo anymal": "out/anymal", "demo bimanual": "bimanual_out", "conditions": "out/conditions",
+}
+# commands that write into an ``--out`` folder (the others take ``--out`` never, or as a file: export-*)
+OUT_COMMANDS = ("simulate", "bringup", *OUT_DEFAULTS)
+# errors that mean a run failed, not that its input was bad: exit code 1
+RUN_FAILURES = ("ConvergenceError", "RankDeficiencyError", "NotPositiveDefiniteError")
+
+
+def out_folder(command: str, rest: list[str]) -> str | None:
+    """The ``--out`` folder of ``qv <command> <rest>`` (``--out DIR`` or ``--out=DIR``; the command's default
+    when absent), None when the command writes none or is asked for its help."""
+    if command not in OUT_COMMANDS or any(a in ("-h", "--help") for a in rest):
+        return None
+    out = OUT_DEFAULTS.get(command)
+    for i, a in enumerate(rest):
+        if a == "--out" and i + 1 < len(rest):
+            out = rest[i + 1]
+        elif a.startswith("--out="):
+            out = a[len("--out="):]
+    return out or None
+
+
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="qv", description=__doc__)
+    parser = argparse.ArgumentParser(prog="qv", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=sorted(COMMANDS),
                         help="; ".join(f"{k}: {v[2]}" for k, v in COMMANDS.items()))
     if not argv or argv[0] in ("-h", "--help"):
@@ -38,10 +68,54 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv[:1])
     module, func, _ = COMMANDS[args.command]
     rest = argv[1:]
-    if rest and (args.command, rest[0]) in SUBCOMMANDS:
-        module, func = SUBCOMMANDS[(args.command, rest[0])]
-        rest = rest[1:]
-    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    command = args.command
+    if rest and (command, rest[0]) in SUBCOMMANDS:
+        module, func = SUBCOMMANDS[(command, rest[0])]
+        command, rest = f"{command} {rest[0]}", rest[1:]
+    elif command == "demo" and rest[:1] == ["anymal"]:  # `qv demo` hands it to the legged demo
+        command = "demo anymal"
+    return guarded(f"qv {command}", lambda: _dispatch(command, module, func, rest))
+
+
+def _dispatch(command: str, module: str, func: str, rest: list[str]) -> int:
+    from qv_dynamics import runfiles
+    from qv_dynamics.linalg import limit_blas_threads
+
+    limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
+    out = out_folder(command, rest)
+    try:
+        if out is not None:  # before any compute: an unwritable or busy folder is refused now
+            runfiles.check_writable(out)
+        return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    finally:
+        runfiles.release()  # the folders this command reserved
+
+
+def guarded(prog: str, run) -> int:
+    """``run()``'s exit code; a signal (SIGINT, SIGTERM) → one line, 128 + its number; a bad-input
+    :class:`~qv_dynamics.errors.QVError` → one line, 2 (a failed run's: 1)."""
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, _interrupted)
+        except ValueError:  # not the main thread: the caller's handlers stay
+            pass
+    try:
+        return run()
+    except KeyboardInterrupt as exc:
+        name = str(exc) if str(exc) in ("SIGINT", "SIGTERM") else "SIGINT"
+        print(f"{prog}: interrupted ({name}); results of this run are incomplete", file=sys.stderr)
+        return 128 + int(signal.Signals[name])
+    except Exception as exc:  # noqa: BLE001 -- only the library's input errors are answered here
+        from qv_dynamics.errors import QVError
+
+        if not isinstance(exc, QVError):
+            raise
+        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1 if type(exc).__name__ in RUN_FAILURES else 2
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":
