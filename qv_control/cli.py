@@ -58,7 +58,10 @@ def _interrupted(signum, _frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    return guarded("qv", lambda: _main(list(sys.argv[1:] if argv is None else argv)))
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="qv", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=sorted(COMMANDS),
                         help="; ".join(f"{k}: {v[2]}" for k, v in COMMANDS.items()))
@@ -111,7 +114,7 @@ def guarded(prog: str, run) -> int:
 
         if not isinstance(exc, QVError):
             raise
-        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1 if type(exc).__name__ in RUN_FAILURES else 2
     finally:
         for sig, handler in previous.items():

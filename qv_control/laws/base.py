@@ -45,7 +45,10 @@ def scalar_gain(name: str, value, positive: bool = True, upper: float | None = N
 
 def vector_gain(name: str, value, k: int) -> np.ndarray:
     """A positive scalar or k-vector (diagonal gain on the θ coordinates)."""
-    arr = np.asarray(value, dtype=float)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise GainError(f"{name}: expected a positive number or {k} of them, got {value!r}") from None
     if arr.ndim == 0:
         arr = np.full(k, float(arr))
     try:
