@@ -239,13 +239,32 @@ class ConstrainedSystem(ModelNames):
         return pin.integrate(self.model, q, dq)
 
     def check_q(self, q) -> np.ndarray:
+        """``q`` as a finite nq-vector whose unit-norm parts (the quaternion of every free-flyer or spherical
+        joint, root or mid-tree, and the (cos, sin) pair of an unbounded revolute or planar joint) have norm 1
+        within 1e-6; DimensionError naming the joint otherwise (a zero quaternion is no rotation)."""
         q = as_vector("q", q, self.nq)
-        if self.floating_base:
-            quat = q[3:7]
-            nrm = math.sqrt(quat.dot(quat))
+        for joint, lo, hi in self.unit_norm_parts():
+            part = q[lo:hi]
+            nrm = math.sqrt(part.dot(part))
             if abs(nrm - 1.0) > 1e-6:
-                raise DimensionError(f"q: base quaternion must have unit norm, has {nrm:.6g}")
+                what = "quaternion" if hi - lo == 4 else "(cos, sin) pair"
+                where = "base" if self.floating_base and lo == 3 else f"joint '{joint}'"
+                raise DimensionError(f"q: {where} {what} q[{lo}:{hi}] must have unit norm, has {nrm:.6g}")
         return q
+
+    def unit_norm_parts(self) -> list[tuple[str, int, int]]:
+        """(joint name, start, end) of the parts of q that must have unit norm (cached)."""
+        parts = self.__dict__.get("_unit_parts")
+        if parts is None:
+            parts = []
+            for j in range(1, self.model.njoints):
+                jm = self.model.joints[j]
+                if jm.nq != jm.nv + 1:
+                    continue
+                size = 4 if ("FreeFlyer" in jm.shortname() or jm.shortname() == "JointModelSpherical") else 2
+                parts.append((self.model.names[j], jm.idx_q + jm.nq - size, jm.idx_q + jm.nq))
+            self._unit_parts = parts
+        return parts
 
     # ------------------------------------------------------------------ kinematics
     def anchor(self, q, force: bool = False) -> None:
