@@ -55,7 +55,10 @@ class ImpedanceForceBaseline:
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
 
-    def compute(self, state: State, reference: Reference) -> np.ndarray:
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ for ``state``; ``reference`` None (as for the other laws): hold the tool where it is, λ_d = 0."""
+        if reference is None:
+            reference = Reference()
         sysm = self.system
         model, data = sysm.model, sysm.data
         q = sysm.check_q(state.q)
