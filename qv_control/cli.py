@@ -41,10 +41,14 @@ RUN_FAILURES = ("ConvergenceError", "RankDeficiencyError", "NotPositiveDefiniteE
 
 def out_folder(command: str, rest: list[str]) -> str | None:
     """The ``--out`` folder of ``qv <command> <rest>`` (``--out DIR`` or ``--out=DIR``; the command's default
-    when absent), None when the command writes none or is asked for its help."""
+    when absent), None when the command writes none or is asked for its help. (A scenario name after an
+    option taking a value is not recognised: then only an explicit ``--out`` is reserved.)"""
     if command not in OUT_COMMANDS or any(a in ("-h", "--help") for a in rest):
         return None
     out = OUT_DEFAULTS.get(command)
+    if command == "simulate":  # sim_out/<scenario>
+        names = [a for i, a in enumerate(rest) if not a.startswith("-") and (i == 0 or not rest[i - 1].startswith("-"))]
+        out = f"sim_out/{names[0]}" if names else None
     for i, a in enumerate(rest):
         if a == "--out" and i + 1 < len(rest):
             out = rest[i + 1]
@@ -88,7 +92,7 @@ def _dispatch(command: str, module: str, func: str, rest: list[str]) -> int:
     out = out_folder(command, rest)
     try:
         if out is not None:  # before any compute: an unwritable or busy folder is refused now
-            runfiles.check_writable(out)
+            runfiles.reserve(runfiles.check_writable(out))
         return int(getattr(importlib.import_module(module), func)(rest) or 0)
     finally:
         runfiles.release()  # the folders this command reserved

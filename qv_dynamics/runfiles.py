@@ -6,9 +6,9 @@
   ones left by an earlier run before the new one starts (and says which), so no stale ``figure.png``
   sits beside a fresh ``summary.json``.
 * :func:`check_writable` is called before the run, so an unwritable ``--out`` is refused at once
-  instead of after minutes of simulation; it also reserves the folder for this process (an exclusive
-  ``flock`` on the folder itself, released when the process ends), so a second run into the same folder is
-  refused instead of overwriting the first one's files.
+  instead of after minutes of simulation. :func:`reserve` takes an exclusive ``flock`` on the folder itself
+  for the run (``qv`` does, for its ``--out``), so a second run into the same folder is refused instead of
+  overwriting the first one's files.
 * Files get the permissions the umask gives a new file (``0o666 & ~umask``), as ``open()`` would.
 """
 from __future__ import annotations
@@ -91,8 +91,8 @@ _LOCKS: dict[str, int] = {}
 
 
 def check_writable(directory) -> Path:
-    """Create ``directory`` (parents included), prove it writable with a probe file and reserve it for this
-    process (:func:`reserve`); OutputError with the reason otherwise."""
+    """Create ``directory`` (parents included) and prove it writable with a probe file; OutputError with
+    the reason otherwise."""
     d = Path(directory)
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -101,14 +101,13 @@ def check_writable(directory) -> Path:
         os.unlink(probe)
     except OSError as exc:
         raise OutputError(f"output folder '{d}' is not writable: {exc.strerror or exc}") from None
-    reserve(d)
     return d
 
 
 def reserve(directory) -> None:
-    """Take an exclusive, non-blocking ``flock`` on the folder, held until the process ends (a second call
-    from this process is a no-op); OutputError when another process holds it: two runs never write into
-    one folder at once."""
+    """Take an exclusive, non-blocking ``flock`` on the folder, held until :func:`release` or the process ends
+    (a second call from this process is a no-op); OutputError when another process holds it: two runs never
+    write into one folder at once. The ``qv`` commands reserve their ``--out`` folder for their run."""
     key = os.path.realpath(directory)
     if key in _LOCKS:
         return

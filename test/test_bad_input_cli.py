@@ -222,8 +222,8 @@ def test_bringup_refuses_a_sim_mode_the_node_would_refuse(capfd, tmp_path):
 # ------------------------------------------------------------------ one run per folder, the umask (issue 25, 15)
 def test_a_folder_in_use_by_another_run_is_refused(capfd, tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from qv_dynamics import runfiles; "
-                               f"runfiles.check_writable({str(out)!r}); print('held', flush=True); time.sleep(60)"],
+    hold = f"runfiles.reserve(runfiles.check_writable({str(out)!r})); print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from qv_dynamics import runfiles; " + hold],
                               env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
