@@ -15,8 +15,8 @@ import numpy as np
 import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
-from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_bool, as_vector, check_keys
-from .model_checks import check_model
+from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_bool, as_vector
+from .model_checks import check_model, check_model_doc, unit_norm_parts
 from .names import ModelNames
 from .robots import DEFAULT_LOCKED, resolve_urdf
 
@@ -71,13 +71,6 @@ class DynamicsTerms:
         return self.A.shape[0]
 
 
-# the keys of a model YAML (ConstrainedSystem.from_yaml; ``initial``, ``scene``, ``plan``: the simulators' and
-# the legged demo's); a key outside these is refused with the closest name
-MODEL_KEYS = ("robot", "constraints", "initial", "scene", "plan")
-ROBOT_KEYS = ("urdf", "floating_base", "gravity", "locked_joints")
-INITIAL_KEYS = ("q", "qdot", "penetration", "posture")
-
-
 class ConstrainedSystem(ModelNames):
     """A robot (Pinocchio model) with holonomic/nonholonomic constraints that can be switched on and off."""
 
@@ -86,6 +79,7 @@ class ConstrainedSystem(ModelNames):
         self.model = model
         self.data = model.createData()
         self.floating_base = floating_base
+        self._unit_parts = unit_norm_parts(model)  # quaternions and (cos, sin) pairs in q (check_q)
         self.name = name or model.name
         self.constraints: list[Constraint] = []
         for c in parse_constraints(constraints):
@@ -141,9 +135,8 @@ class ConstrainedSystem(ModelNames):
 
     @classmethod
     def from_yaml(cls, path_or_dict) -> "ConstrainedSystem":
-        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``
-        (``initial``, ``scene`` and ``plan`` are read by the simulators and the legged demo). An unknown key
-        at the top, in ``robot`` or in ``initial`` is refused naming the closest known one (ModelError)."""
+        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``;
+        unknown keys refused (:func:`~qv_dynamics.model_checks.check_model_doc`)."""
         import yaml
 
         if isinstance(path_or_dict, dict):
@@ -154,13 +147,7 @@ class ConstrainedSystem(ModelNames):
                 doc = yaml.safe_load(p.read_text())
             except (OSError, yaml.YAMLError) as exc:
                 raise ModelError(f"cannot read {p}: {exc}") from None
-        if not isinstance(doc, dict) or "robot" not in doc:
-            raise ModelError("YAML must have a 'robot' mapping with a 'urdf' entry")
-        check_keys("model config", doc, MODEL_KEYS)
-        robot = doc["robot"] or {}
-        check_keys("model config 'robot'", robot, ROBOT_KEYS)
-        if doc.get("initial") is not None:
-            check_keys("model config 'initial'", doc["initial"], INITIAL_KEYS)
+        robot = check_model_doc(doc)
         if "urdf" not in robot:
             raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")
         return cls.from_urdf(robot["urdf"], doc.get("constraints") or [],
@@ -239,32 +226,19 @@ class ConstrainedSystem(ModelNames):
         return pin.integrate(self.model, q, dq)
 
     def check_q(self, q) -> np.ndarray:
-        """``q`` as a finite nq-vector whose unit-norm parts (the quaternion of every free-flyer or spherical
-        joint, root or mid-tree, and the (cos, sin) pair of an unbounded revolute or planar joint) have norm 1
-        within 1e-6; DimensionError naming the joint otherwise (a zero quaternion is no rotation)."""
+        """``q`` as a finite nq-vector whose unit-norm parts (:func:`~qv_dynamics.model_checks.unit_norm_parts`)
+        have norm 1 within 1e-6; DimensionError naming the joint otherwise (a zero quaternion is no rotation)."""
         q = as_vector("q", q, self.nq)
-        for joint, lo, hi in self.unit_norm_parts():
-            part = q[lo:hi]
-            nrm = math.sqrt(part.dot(part))
+        for joint, lo, hi in self._unit_parts:
+            nrm = math.sqrt(q[lo:hi].dot(q[lo:hi]))
             if abs(nrm - 1.0) > 1e-6:
-                what = "quaternion" if hi - lo == 4 else "(cos, sin) pair"
                 where = "base" if self.floating_base and lo == 3 else f"joint '{joint}'"
-                raise DimensionError(f"q: {where} {what} q[{lo}:{hi}] must have unit norm, has {nrm:.6g}")
+                raise DimensionError(f"q: {where} {'quaternion' if hi - lo == 4 else '(cos, sin) pair'} q[{lo}:{hi}] "
+                                     f"must have unit norm, has {nrm:.6g}")
         return q
 
     def unit_norm_parts(self) -> list[tuple[str, int, int]]:
-        """(joint name, start, end) of the parts of q that must have unit norm (cached)."""
-        parts = self.__dict__.get("_unit_parts")
-        if parts is None:
-            parts = []
-            for j in range(1, self.model.njoints):
-                jm = self.model.joints[j]
-                if jm.nq != jm.nv + 1:
-                    continue
-                size = 4 if ("FreeFlyer" in jm.shortname() or jm.shortname() == "JointModelSpherical") else 2
-                parts.append((self.model.names[j], jm.idx_q + jm.nq - size, jm.idx_q + jm.nq))
-            self._unit_parts = parts
-        return parts
+        return list(self._unit_parts)  # (joint, start, end) of the unit-norm parts of q
 
     # ------------------------------------------------------------------ kinematics
     def anchor(self, q, force: bool = False) -> None:
