@@ -248,6 +248,8 @@ class Bringup:
             self.sim.wall0 = time.monotonic() - self.sim.steps * self.sim.dt / self.sim.rtf  # no catch-up burst
         from rclpy.task import Future
 
+        from qv_dynamics.ros.runner import spin_until_done_or_signal
+
         done_future = Future()
         target = start_steps + steps
 
@@ -264,8 +266,8 @@ class Bringup:
         self.sim.on_step.append(check)
         self.sim.on_stop.append(stopped)
         try:
-            # C++ spin loop of the EventsExecutor: no Python overhead per callback dispatch
-            self.executor.spin_until_future_complete(done_future, timeout_sec=wall_timeout)
+            # C++ spin loop of the EventsExecutor: no Python overhead per callback dispatch (a signal ends it)
+            spin_until_done_or_signal(self.executor, done_future, timeout_sec=wall_timeout)
         finally:
             self.sim.on_step.remove(check)
             self.sim.on_stop.remove(stopped)
