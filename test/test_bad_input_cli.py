@@ -279,3 +279,13 @@ def test_signals_end_commands_and_nodes_in_one_line(tmp_path):
         assert rc == 130 and len(err.strip().splitlines()) == 1 and "SIGINT" in err, (delay, rc, err)
     rc, err = run("dynamics_node", ["--ros-args", "--params-file", str(ROOT / "config" / "planar_3link.yaml")], 0.15)
     assert rc == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("domain", ["999", "-1", "abc"])
+def test_bringup_refuses_a_bad_ros_domain_id_from_the_environment(capfd, monkeypatch, domain):
+    from qv_control.cli import main
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", domain)
+    with pytest.raises(SystemExit) as ei:
+        main(["bringup", "planar_3link", "--duration", "0.05"])
+    assert ei.value.code == 2 and "ROS_DOMAIN_ID" in capfd.readouterr().err

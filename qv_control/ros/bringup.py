@@ -356,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--domain-id", type=int_in(0, 232), default=None,
                     help="ROS_DOMAIN_ID for this process's nodes (0-232)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.domain_id is None and os.environ.get("ROS_DOMAIN_ID", "").strip():
+        try:  # the environment's domain, checked as --domain-id is (the middleware would raise on it)
+            int_in(0, 232)(os.environ["ROS_DOMAIN_ID"].strip())
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"environment variable ROS_DOMAIN_ID: {exc}")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from qv_dynamics import runfiles
     from qv_dynamics.errors import QVError
