@@ -57,8 +57,47 @@ def out_folder(command: str, rest: list[str]) -> str | None:
     return out or None
 
 
-def _interrupted(signum, _frame):
+DEFER_LIMIT = 0.5  # s: the longest a signal waits for the main thread to leave a ROS node's callback
+_state: dict = {"prog": "qv", "first": {}}
+
+
+def _interrupted(signum, frame):
+    """SIGINT/SIGTERM → KeyboardInterrupt(<name>), raised where the main thread is. Inside a callback an
+    executor's spin called (a ROS node's subscription in ``qv demo``) the executor would log the exception
+    with a traceback: there the signal is sent again 5 ms later until it lands outside the callbacks; after
+    0.5 s the process ends at once with the same one line and exit code (the run is abandoned either way)."""
+    import os
+    import time
+
+    first = _state["first"].setdefault(signum, time.monotonic())
+    if _inside_spin(frame):
+        if time.monotonic() - first < DEFER_LIMIT:
+            import threading
+
+            threading.Timer(0.005, os.kill, (os.getpid(), signum)).start()
+            return
+        sys.stdout.flush()
+        print(_interrupted_line(_state["prog"], signal.Signals(signum).name), file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+    _state["first"].clear()
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupted_line(prog: str, name: str) -> str:
+    return f"{prog}: interrupted ({name}); results of this run are incomplete"
+
+
+def _inside_spin(frame) -> bool:
+    """True when a frame further out than ``frame`` is at a source line that calls an executor's spin
+    (``spin_once``, ``spin_until_future_complete``, ``spin``): ``frame`` then runs in a callback it called."""
+    import linecache
+
+    f = frame.f_back if frame is not None else None
+    while f is not None:
+        if ".spin" in linecache.getline(f.f_code.co_filename, f.f_lineno):
+            return True
+        f = f.f_back
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +141,7 @@ def guarded(prog: str, run) -> int:
     """``run()``'s exit code; a signal (SIGINT, SIGTERM) → one line, 128 + its number; a bad-input
     :class:`~qv_dynamics.errors.QVError` → one line, 2 (a failed run's: 1)."""
     previous = {}
+    _state["prog"] = prog
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             previous[sig] = signal.signal(sig, _interrupted)
@@ -111,7 +151,7 @@ def guarded(prog: str, run) -> int:
         return run()
     except KeyboardInterrupt as exc:
         name = str(exc) if str(exc) in ("SIGINT", "SIGTERM") else "SIGINT"
-        print(f"{prog}: interrupted ({name}); results of this run are incomplete", file=sys.stderr)
+        print(_interrupted_line(prog, name), file=sys.stderr)
         return 128 + int(signal.Signals[name])
     except Exception as exc:  # noqa: BLE001 -- only the library's input errors are answered here
         from qv_dynamics.errors import QVError

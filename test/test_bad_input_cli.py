@@ -289,3 +289,37 @@ def test_bringup_refuses_a_bad_ros_domain_id_from_the_environment(capfd, monkeyp
     with pytest.raises(SystemExit) as ei:
         main(["bringup", "planar_3link", "--duration", "0.05"])
     assert ei.value.code == 2 and "ROS_DOMAIN_ID" in capfd.readouterr().err
+
+
+def test_a_signal_inside_a_node_callback_is_raised_outside_it():
+    """``qv demo`` spins ROS nodes in-process: a KeyboardInterrupt raised inside a subscription callback would
+    be logged by the executor with a traceback, so the guard's handler tells a callback (called from a spin)
+    from the loop around the spin. A real rclpy executor and timer; the handler itself is called with the
+    frames where a signal would land."""
+    import signal
+    import sys as _sys
+
+    import rclpy
+    from rclpy.context import Context
+
+    from qv_control import cli
+    from qv_dynamics.ros.runner import make_executor
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
+    seen = []
+    try:
+        node = rclpy.create_node("qv_signal_probe", context=ctx)
+        node.create_timer(0.001, lambda: seen.append(cli._inside_spin(_sys._getframe())))
+        ex = make_executor(ctx)
+        ex.add_node(node)
+        while not seen:
+            ex.spin_once(timeout_sec=0.1)
+        outside = cli._inside_spin(_sys._getframe())
+        ex.shutdown()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    assert seen[0] is True and outside is False
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):  # outside a callback: raised where it lands
+        cli._interrupted(signal.SIGTERM, _sys._getframe())
