@@ -323,3 +323,27 @@ def test_a_signal_inside_a_node_callback_is_raised_outside_it():
     assert seen[0] is True and outside is False
     with pytest.raises(KeyboardInterrupt, match="SIGTERM"):  # outside a callback: raised where it lands
         cli._interrupted(signal.SIGTERM, _sys._getframe())
+
+
+def test_the_out_defaults_the_guard_checks_are_the_commands_own(monkeypatch):
+    """qv checks a report command's --out before importing its module: its table of default folders must be
+    what each command's own parser says (read from the parser itself, the command never runs)."""
+    import argparse
+    import importlib
+
+    from qv_control import cli
+
+    class Parsed(Exception):
+        pass
+
+    def capture(self, args=None, namespace=None):
+        raise Parsed({a.dest: a.default for a in self._actions})
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    for command, default in cli.OUT_DEFAULTS.items():
+        words = command.split()
+        module, func = cli.SUBCOMMANDS.get(tuple(words), cli.COMMANDS[words[0]][:2])
+        argv = words[1:] if tuple(words) not in cli.SUBCOMMANDS else []
+        with pytest.raises(Parsed) as ei:
+            getattr(importlib.import_module(module), func)(argv)
+        assert ei.value.args[0]["out"] == default, command
