@@ -30,6 +30,7 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(include=["qv_dynamics", "qv_dynamics.*", "qv_control", "qv_control.*"]),
+    py_modules=["qv_entry"],  # the executables' entry points: signals handled before any package is imported
     data_files=data_files,
     install_requires=["setuptools", "numpy", "scipy", "pyyaml", "quadprog"],
     zip_safe=True,
@@ -40,14 +41,14 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "qv = qv_control.cli:main",
-            "qv_dynamics_node = qv_dynamics.ros.entry:dynamics_node",
-            "qv_sim_node = qv_dynamics.ros.entry:sim_node",
-            "qv_mujoco_node = qv_dynamics.ros.entry:mujoco_node",
-            "qv_controller_node = qv_control.ros.entry:controller_node",
-            "qv_legged_mujoco_node = qv_dynamics.ros.entry:legged_mujoco_node",
-            "qv_legged_controller_node = qv_control.ros.entry:legged_controller_node",
-            "qv_loop_plant_node = qv_dynamics.ros.entry:loop_plant_node",
+            "qv = qv_entry:qv",
+            "qv_dynamics_node = qv_entry:dynamics_node",
+            "qv_sim_node = qv_entry:sim_node",
+            "qv_mujoco_node = qv_entry:mujoco_node",
+            "qv_controller_node = qv_entry:controller_node",
+            "qv_legged_mujoco_node = qv_entry:legged_mujoco_node",
+            "qv_legged_controller_node = qv_entry:legged_controller_node",
+            "qv_loop_plant_node = qv_entry:loop_plant_node",
         ],
         # the compiled (numba) kernel modules, warmed into numba's disk cache by qv_dynamics.compiled.warm_all
         "qv_ros.kernels": [

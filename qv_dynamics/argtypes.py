@@ -29,6 +29,40 @@ def finite_float(text: str) -> float:
     return _float(text)
 
 
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (stabilisation gains)."""
+    x = _float(text)
+    if x < 0.0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return x
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (random seeds)."""
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if k < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return k
+
+
+def int_in(low: int, high: int):
+    """An argparse type: an integer in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            k = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= k <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {text}")
+        return k
+
+    parse.__name__ = f"integer in [{low}, {high}]"
+    return parse
+
+
 def positive_int(text: str) -> int:
     """An integer ≥ 1 (decimation factors, counts)."""
     try:
@@ -40,4 +74,4 @@ def positive_int(text: str) -> int:
     return k
 
 
-__all__ = ["positive_float", "finite_float", "positive_int"]
+__all__ = ["positive_float", "finite_float", "nonnegative_float", "nonnegative_int", "int_in", "positive_int"]

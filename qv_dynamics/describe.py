@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .argtypes import nonnegative_int
 from .errors import QVError
 from .model import ConstrainedSystem
 from .projection import direct_dynamics
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weld", action="append", default=[], metavar="FRAME", help="6D weld at FRAME; repeatable")
     p.add_argument("--floating-base", action="store_true", help="add a free-flyer root (auto for legged robots)")
     p.add_argument("--random", action="store_true", help="random configuration instead of the neutral one")
-    p.add_argument("--seed", type=int, default=0, help="seed of q̇, τ (and q with --random)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of q̇, τ (and q with --random)")
     return p
 
 

@@ -42,6 +42,31 @@ class ConvergenceError(QVError):
     """An iteration (Newton–Raphson position correction) did not reach its tolerance."""
 
 
+def check_keys(where: str, mapping, allowed) -> None:
+    """ModelError when ``mapping`` (a dict read from YAML) has a key not in ``allowed``: each unknown key is
+    named with the closest allowed one (``constrants (did you mean constraints?)``), as the nodes name a
+    misspelled parameter. A misspelled key would otherwise be ignored and its section silently missing."""
+    import difflib
+
+    if not isinstance(mapping, dict):
+        raise ModelError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    allowed = list(allowed)
+    unknown = [str(k) for k in mapping if k not in allowed]
+    if unknown:
+        named = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
+            named.append(f"{k} (did you mean {close[0]}?)" if close else k)
+        raise ModelError(f"{where}: unknown keys {', '.join(named)}; allowed: {', '.join(allowed)}")
+
+
+def as_bool(where: str, value) -> bool:
+    """A YAML boolean (true/false, not the string 'no' that ``bool()`` reads as True); ModelError otherwise."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ModelError(f"{where}: expected true or false, got {value!r}")
+
+
 def as_vector(name: str, x, size: int | None = None) -> np.ndarray:
     """Return ``x`` as a finite float vector of length ``size``; raise a clear error otherwise."""
     try:

@@ -15,8 +15,8 @@ import numpy as np
 import pinocchio as pin
 
 from .constraints import Constraint, parse_constraints
-from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_vector
-from .model_checks import check_model
+from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_bool, as_vector
+from .model_checks import check_model, check_model_doc, unit_norm_parts
 from .names import ModelNames
 from .robots import DEFAULT_LOCKED, resolve_urdf
 
@@ -79,6 +79,7 @@ class ConstrainedSystem(ModelNames):
         self.model = model
         self.data = model.createData()
         self.floating_base = floating_base
+        self._unit_parts = unit_norm_parts(model)  # quaternions and (cos, sin) pairs in q (check_q)
         self.name = name or model.name
         self.constraints: list[Constraint] = []
         for c in parse_constraints(constraints):
@@ -134,7 +135,8 @@ class ConstrainedSystem(ModelNames):
 
     @classmethod
     def from_yaml(cls, path_or_dict) -> "ConstrainedSystem":
-        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``."""
+        """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``;
+        unknown keys refused (:func:`~qv_dynamics.model_checks.check_model_doc`)."""
         import yaml
 
         if isinstance(path_or_dict, dict):
@@ -145,13 +147,11 @@ class ConstrainedSystem(ModelNames):
                 doc = yaml.safe_load(p.read_text())
             except (OSError, yaml.YAMLError) as exc:
                 raise ModelError(f"cannot read {p}: {exc}") from None
-        if not isinstance(doc, dict) or "robot" not in doc:
-            raise ModelError("YAML must have a 'robot' mapping with a 'urdf' entry")
-        robot = doc["robot"] or {}
+        robot = check_model_doc(doc)
         if "urdf" not in robot:
             raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")
         return cls.from_urdf(robot["urdf"], doc.get("constraints") or [],
-                             floating_base=bool(robot.get("floating_base", False)),
+                             floating_base=as_bool("robot.floating_base", robot.get("floating_base", False)),
                              gravity=robot.get("gravity"), locked_joints=robot.get("locked_joints"))
 
     def add_constraint(self, spec) -> Constraint:
@@ -226,13 +226,19 @@ class ConstrainedSystem(ModelNames):
         return pin.integrate(self.model, q, dq)
 
     def check_q(self, q) -> np.ndarray:
+        """``q`` as a finite nq-vector whose unit-norm parts (:func:`~qv_dynamics.model_checks.unit_norm_parts`)
+        have norm 1 within 1e-6; DimensionError naming the joint otherwise (a zero quaternion is no rotation)."""
         q = as_vector("q", q, self.nq)
-        if self.floating_base:
-            quat = q[3:7]
-            nrm = math.sqrt(quat.dot(quat))
+        for joint, lo, hi in self._unit_parts:
+            nrm = math.sqrt(q[lo:hi].dot(q[lo:hi]))
             if abs(nrm - 1.0) > 1e-6:
-                raise DimensionError(f"q: base quaternion must have unit norm, has {nrm:.6g}")
+                where = "base" if self.floating_base and lo == 3 else f"joint '{joint}'"
+                raise DimensionError(f"q: {where} {'quaternion' if hi - lo == 4 else '(cos, sin) pair'} q[{lo}:{hi}] "
+                                     f"must have unit norm, has {nrm:.6g}")
         return q
+
+    def unit_norm_parts(self) -> list[tuple[str, int, int]]:
+        return list(self._unit_parts)  # (joint, start, end) of the unit-norm parts of q
 
     # ------------------------------------------------------------------ kinematics
     def anchor(self, q, force: bool = False) -> None:

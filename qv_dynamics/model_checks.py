@@ -20,8 +20,13 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import ModelError, check_keys
 
+# the keys of a model YAML (ConstrainedSystem.from_yaml; ``initial``, ``scene``, ``plan``: the simulators' and
+# the legged demo's); a key outside these is refused with the closest name
+MODEL_KEYS = ("robot", "constraints", "initial", "scene", "plan")
+ROBOT_KEYS = ("urdf", "floating_base", "gravity", "locked_joints")
+INITIAL_KEYS = ("q", "qdot", "penetration", "posture")
 INERTIA_KEYS = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 REL_TOL = 1e-12  # relative tolerance of the eigenvalue and triangle tests (rounding of URDF decimals)
 
@@ -106,3 +111,30 @@ def check_model(model, xml: str | None = None) -> None:
 
 __all__ = ["check_model", "check_urdf_numbers", "check_model_inertias", "check_body_inertia",
            "check_mass_matrix"]
+
+
+def check_model_doc(doc) -> dict:
+    """The ``robot`` mapping of a model YAML document; ModelError when the document is not a mapping with
+    ``robot``, or has an unknown key at the top, in ``robot`` or in ``initial`` (named with the closest
+    known key: a misspelled ``constrants:`` would otherwise load a robot without constraints)."""
+    if not isinstance(doc, dict) or "robot" not in doc:
+        raise ModelError("YAML must have a 'robot' mapping with a 'urdf' entry")
+    check_keys("model config", doc, MODEL_KEYS)
+    robot = doc["robot"] or {}
+    check_keys("model config 'robot'", robot, ROBOT_KEYS)
+    if doc.get("initial") is not None:
+        check_keys("model config 'initial'", doc["initial"], INITIAL_KEYS)
+    return robot
+
+
+def unit_norm_parts(model) -> list[tuple[str, int, int]]:
+    """(joint name, start, end) of the parts of q that must have unit norm: the quaternion of every free-flyer
+    or spherical joint (root or mid-tree) and the (cos, sin) pair of an unbounded revolute or planar joint."""
+    parts = []
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        if jm.nq != jm.nv + 1:
+            continue
+        size = 4 if ("FreeFlyer" in jm.shortname() or jm.shortname() == "JointModelSpherical") else 2
+        parts.append((model.names[j], jm.idx_q + jm.nq - size, jm.idx_q + jm.nq))
+    return parts

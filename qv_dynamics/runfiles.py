@@ -6,10 +6,14 @@
   ones left by an earlier run before the new one starts (and says which), so no stale ``figure.png``
   sits beside a fresh ``summary.json``.
 * :func:`check_writable` is called before the run, so an unwritable ``--out`` is refused at once
-  instead of after minutes of simulation.
+  instead of after minutes of simulation. :func:`reserve` takes an exclusive ``flock`` on the folder itself
+  for the run (``qv`` does, for its ``--out``), so a second run into the same folder is refused instead of
+  overwriting the first one's files.
+* Files get the permissions the umask gives a new file (``0o666 & ~umask``), as ``open()`` would.
 """
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import json
 import os
@@ -32,6 +36,7 @@ def _atomic(path: Path, write: Callable[[str], None], suffix: str) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's file is 0600 whatever the umask
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -40,6 +45,20 @@ def _atomic(path: Path, write: Callable[[str], None], suffix: str) -> Path:
             pass
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask (read without changing it where /proc allows)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path, text: str) -> Path:
@@ -67,6 +86,10 @@ def savefig(fig, path, **kwargs) -> Path:
     return _atomic(path, lambda tmp: fig.savefig(tmp, **kwargs), path.suffix)
 
 
+# folder (resolved) -> descriptor holding its lock, for the life of the process
+_LOCKS: dict[str, int] = {}
+
+
 def check_writable(directory) -> Path:
     """Create ``directory`` (parents included) and prove it writable with a probe file; OutputError with
     the reason otherwise."""
@@ -79,6 +102,36 @@ def check_writable(directory) -> Path:
     except OSError as exc:
         raise OutputError(f"output folder '{d}' is not writable: {exc.strerror or exc}") from None
     return d
+
+
+def reserve(directory) -> None:
+    """Take an exclusive, non-blocking ``flock`` on the folder, held until :func:`release` or the process ends
+    (a second call from this process is a no-op); OutputError when another process holds it: two runs never
+    write into one folder at once. The ``qv`` commands reserve their ``--out`` folder for their run."""
+    key = os.path.realpath(directory)
+    if key in _LOCKS:
+        return
+    fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OutputError(f"output folder '{directory}' is in use by another run (choose another --out, or "
+                          "wait for that run to end)") from None
+    except OSError:  # a file system without flock: nothing to reserve with
+        os.close(fd)
+        return
+    _LOCKS[key] = fd
+
+
+def release(directory=None) -> None:
+    """Give up the reservation of :func:`reserve` (every one this process holds when ``directory`` is None;
+    a no-op for a folder it does not hold)."""
+    keys = list(_LOCKS) if directory is None else [os.path.realpath(directory)]
+    for key in keys:
+        fd = _LOCKS.pop(key, None)
+        if fd is not None:
+            os.close(fd)
 
 
 def prepare_out_dir(directory, patterns: Iterable[str], log: Callable[[str], None] | None = print) -> list[str]:
@@ -101,4 +154,5 @@ def prepare_out_dir(directory, patterns: Iterable[str], log: Callable[[str], Non
     return removed
 
 
-__all__ = ["OutputError", "write_text", "write_json", "savez", "savefig", "check_writable", "prepare_out_dir"]
+__all__ = ["OutputError", "write_text", "write_json", "savez", "savefig", "check_writable", "reserve", "release",
+           "prepare_out_dir"]

@@ -1,9 +1,10 @@
-"""Bad input to the command line (issue 10, items 1, 4, 6): usage errors with exit code 2, refusals before a
-run starts, failures reported as failures, and result files that are atomic and never stale.
+"""Bad input to the command line: usage errors with exit code 2 and one line, refusals before a run starts
+(an unwritable or busy --out), failures reported as failures, signals answered in one line, and result files
+that are atomic, never stale and follow the umask.
 
-The commands run in this process through ``qv_control.cli.main`` (its return value is the exit code), one
-of them as a real process (exit code and stderr of the executable); each run is a fraction of a simulated
-second.
+The commands run in this process through ``qv_control.cli.main`` (its return value is the exit code); a few
+as real processes (exit code and stderr of the executable, real signals); each run is a fraction of a
+simulated second, except the one a signal interrupts.
 """
 from __future__ import annotations
 
@@ -149,3 +150,200 @@ def test_failed_write_leaves_previous_file_and_no_partial_file(tmp_path):
     np.testing.assert_array_equal(np.load(target)["t"], np.arange(3.0))
     runfiles.write_json(tmp_path / "summary.json", {"ok": True})
     assert yaml.safe_load((tmp_path / "summary.json").read_text()) == {"ok": True}
+
+
+# ------------------------------------------------------------------ usage errors, one line, exit 2 (issue 25)
+def _model_with_unknown_frame(tmp_path: Path) -> Path:
+    p = tmp_path / "model.yaml"
+    p.write_text(f"robot: {{urdf: {ROOT / 'urdf' / 'planar_3link.urdf'}}}\n"
+                 "constraints:\n  - {type: point_contact, name: wall, frame: tipp, axes: [x]}\n")
+    return p
+
+
+def _usage_error(proc, *words) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1500:], proc.stderr[-1500:])
+    assert "Traceback" not in proc.stderr and all(w in proc.stderr for w in words), proc.stderr[-1500:]
+    assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("qv ") or ln.startswith("error")]) == 1
+
+
+def test_out_folder_of_every_report_command_checked_before_any_compute(capfd, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for args in (["conditions"], ["demo", "anymal"], ["demo", "bimanual"]):
+        for out in (["--out", str(blocker / "sub")], [f"--out={blocker / 'sub'}"]):
+            proc = qv(capfd, *args, *out)
+            _usage_error(proc, "not writable", str(blocker / "sub"))
+            assert proc.stdout == ""  # refused before the command's module ran
+
+
+def test_library_input_errors_of_the_commands_are_one_line(capfd, tmp_path):
+    model = _model_with_unknown_frame(tmp_path)
+    _usage_error(qv(capfd, "export-urdf", "--target", "mock", str(model), str(tmp_path / "r.urdf")),
+                 "unknown frame 'tipp'")
+    _usage_error(qv(capfd, "export-mjcf", str(model), str(tmp_path / "r.xml")), "unknown frame 'tipp'")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("effort_controller: [\n")
+    arm = str(ROOT / "config" / "planar_3link_model.yaml")
+    _usage_error(qv(capfd, "export-urdf", "--target", "mock", arm, str(tmp_path / "r.urdf"), "--controllers",
+                    str(broken)), "cannot read controllers file")
+    _usage_error(qv(capfd, "export-urdf", "--target", "mock", arm, str(tmp_path)), "is a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.yaml", "model.yaml"]  # no temporary left behind
+    _usage_error(qv(capfd, "simulate", "particle_circle", "--t-final", "1e7", "--out", str(tmp_path / "s")), "GiB")
+    _usage_error(qv(capfd, "simulate", "particle_circle", "--dt", "1e9", "--out", str(tmp_path / "s")), "no step")
+
+
+@pytest.mark.parametrize("args, words", [
+    (("simulate", "particle_circle", "--method", "kkt_baumgarte", "--baumgarte", "-5", "-5"), "must be >= 0"),
+    (("simulate", "particle_circle", "--baumgarte", "5", "5"), "kkt_baumgarte only"),
+    (("simulate", "slider_crank", "--redundant"), "--redundant applies to three_link_chain only"),
+    (("simulate", "particle_circle", "--start", "singular"), "--start applies to slider_crank only"),
+    (("inspect", "planar_3link", "--seed", "-1"), "must be an integer >= 0"),
+    (("bringup", "planar_3link", "--domain-id", "-1"), "[0, 232]"),
+    (("bringup", "planar_3link", "--domain-id", "999"), "[0, 232]"),
+])
+def test_bad_options_are_usage_errors(capfd, args, words):
+    from qv_control.cli import main
+
+    with pytest.raises(SystemExit) as ei:
+        main(list(args))
+    assert ei.value.code == 2
+    assert words in capfd.readouterr().err
+
+
+def test_bringup_refuses_a_sim_mode_the_node_would_refuse(capfd, tmp_path):
+    cfg = _arm_config(tmp_path)
+    doc = yaml.safe_load(cfg.read_text())
+    doc["qv_sim"]["ros__parameters"]["mode"] = "turbo"
+    cfg.write_text(yaml.safe_dump(doc))
+    proc = qv(capfd, "bringup", str(cfg), "--duration", "0.05")
+    assert proc.returncode == 2 and "mode" in proc.stderr and "turbo" in proc.stderr, proc.stderr[-1500:]
+
+
+# ------------------------------------------------------------------ one run per folder, the umask (issue 25, 15)
+def test_a_folder_in_use_by_another_run_is_refused(capfd, tmp_path):
+    out = tmp_path / "run"
+    hold = f"runfiles.reserve(runfiles.check_writable({str(out)!r})); print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from qv_dynamics import runfiles; " + hold],
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = qv(capfd, "simulate", "particle_circle", "--t-final", "0.02", "--out", str(out))
+        _usage_error(proc, "in use by another run")
+        assert list(out.iterdir()) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    proc = qv(capfd, "simulate", "particle_circle", "--t-final", "0.02", "--out", str(out), "--no-plot")
+    assert proc.returncode == 0, proc.stderr  # the folder is free once its holder ended
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_result_files_follow_the_umask(capfd, tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        proc = qv(capfd, "simulate", "particle_circle", "--t-final", "0.02", "--out", str(tmp_path), "--no-plot")
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stderr
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"summary.json": mode, "trajectory.npz": mode}
+
+
+# ------------------------------------------------------------------ signals: one line, from the first instruction
+def test_signals_end_commands_and_nodes_in_one_line(tmp_path):
+    """Real processes started as the installed executables start (``from qv_entry import <entry>``): SIGINT
+    during the imports and during a run gives one line and exit 130 for ``qv``, 0 for a node; and importing
+    qv_entry installs the handlers before any package of the project is loaded."""
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN), PYTHONUNBUFFERED="1")
+    probe = subprocess.run([sys.executable, "-c", "import signal, sys, qv_entry; print(signal.getsignal("
+                            "signal.SIGINT).__module__, signal.getsignal(signal.SIGTERM).__module__, "
+                            "sorted(m for m in sys.modules if m.split('.')[0] in ('qv_dynamics', 'qv_control')))"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert probe.stdout.split() == ["qv_entry", "qv_entry", "[]"], probe.stdout + probe.stderr
+
+    def run(entry: str, args: list[str], delay: float) -> tuple[int, str]:
+        code = f"import sys; from qv_entry import {entry}; sys.exit({entry}())"
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        return proc.returncode, err
+
+    sim = ["simulate", "particle_circle", "--t-final", "120", "--no-plot", "--out"]
+    for delay, out in ((0.3, "early"), (6.0, "running")):  # in the imports; in the run (~10 s of simulation)
+        rc, err = run("qv", sim + [str(tmp_path / out)], delay)
+        assert rc == 130 and len(err.strip().splitlines()) == 1 and "SIGINT" in err, (delay, rc, err)
+    rc, err = run("dynamics_node", ["--ros-args", "--params-file", str(ROOT / "config" / "planar_3link.yaml")], 0.15)
+    assert rc == 0 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("domain", ["999", "-1", "abc"])
+def test_bringup_refuses_a_bad_ros_domain_id_from_the_environment(capfd, monkeypatch, domain):
+    from qv_control.cli import main
+
+    monkeypatch.setenv("ROS_DOMAIN_ID", domain)
+    with pytest.raises(SystemExit) as ei:
+        main(["bringup", "planar_3link", "--duration", "0.05"])
+    assert ei.value.code == 2 and "ROS_DOMAIN_ID" in capfd.readouterr().err
+
+
+def test_a_signal_inside_a_node_callback_is_raised_outside_it():
+    """``qv demo`` spins ROS nodes in-process: a KeyboardInterrupt raised inside a subscription callback would
+    be logged by the executor with a traceback, so the guard's handler tells a callback (called from a spin)
+    from the loop around the spin. A real rclpy executor and timer; the handler itself is called with the
+    frames where a signal would land."""
+    import signal
+    import sys as _sys
+
+    import rclpy
+    from rclpy.context import Context
+
+    from qv_control import cli
+    from qv_dynamics.ros.runner import make_executor
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
+    seen = []
+    try:
+        node = rclpy.create_node("qv_signal_probe", context=ctx)
+        node.create_timer(0.001, lambda: seen.append(cli._inside_spin(_sys._getframe())))
+        ex = make_executor(ctx)
+        ex.add_node(node)
+        while not seen:
+            ex.spin_once(timeout_sec=0.1)
+        outside = cli._inside_spin(_sys._getframe())
+        ex.shutdown()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+    assert seen[0] is True and outside is False
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):  # outside a callback: raised where it lands
+        cli._interrupted(signal.SIGTERM, _sys._getframe())
+
+
+def test_the_out_defaults_the_guard_checks_are_the_commands_own(monkeypatch):
+    """qv checks a report command's --out before importing its module: its table of default folders must be
+    what each command's own parser says (read from the parser itself, the command never runs)."""
+    import argparse
+    import importlib
+
+    from qv_control import cli
+
+    class Parsed(Exception):
+        pass
+
+    def capture(self, args=None, namespace=None):
+        raise Parsed({a.dest: a.default for a in self._actions})
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    for command, default in cli.OUT_DEFAULTS.items():
+        words = command.split()
+        module, func = cli.SUBCOMMANDS.get(tuple(words), cli.COMMANDS[words[0]][:2])
+        argv = words[1:] if tuple(words) not in cli.SUBCOMMANDS else []
+        with pytest.raises(Parsed) as ei:
+            getattr(importlib.import_module(module), func)(argv)
+        assert ei.value.args[0]["out"] == default, command

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from qv_dynamics.compiled import load
-from qv_dynamics.errors import DimensionError, QVError, as_vector
+from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
@@ -45,7 +45,10 @@ def scalar_gain(name: str, value, positive: bool = True, upper: float | None = N
 
 def vector_gain(name: str, value, k: int) -> np.ndarray:
     """A positive scalar or k-vector (diagonal gain on the θ coordinates)."""
-    arr = np.asarray(value, dtype=float)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise GainError(f"{name}: expected a positive number or {k} of them, got {value!r}") from None
     if arr.ndim == 0:
         arr = np.full(k, float(arr))
     try:
@@ -187,6 +190,7 @@ class ControlLaw(ABC):
         self._theta_hold: np.ndarray | None = None
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
+        self._unit_parts = [(lo, hi) for _, lo, hi in system.unit_norm_parts()]  # quaternions inside the tree
         self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
         self._cond_calls = 0
 
@@ -209,8 +213,6 @@ class ControlLaw(ABC):
             raise DimensionError(f"state: expected qv_control.State, got {type(state).__name__}")
         t = float(state.t)
         if not math.isfinite(t):
-            from qv_dynamics.errors import NonFiniteError
-
             raise NonFiniteError(f"state.t must be finite, got {state.t}")
         fast = self._read_arrays(state)
         if fast is not None:
@@ -221,11 +223,19 @@ class ControlLaw(ABC):
         if lam is not None:
             lam = np.asarray(lam, float)
             lam = as_vector("state.lambda_meas", lam.reshape(-1) if lam.ndim == 0 else lam, self.system.m)
+        for name, x in (("q", q), ("qdot", qdot), ("lambda_meas", lam)):
+            with np.errstate(over="ignore"):
+                big = x is not None and not math.isfinite(x.dot(x))
+            if big:  # finite entries whose squares overflow
+                i = int(np.argmax(np.abs(x)))
+                raise NonFiniteError(f"state.{name}: entries too large (|{name}[{i}]| = {abs(x[i]):.3g}; the sum of "
+                                     "squares overflows beyond ~1e154: the dynamics would be NaN)")
         return t, q, qdot, lam
 
     def _read_arrays(self, state: State):
         """(q, q̇, λ_meas) when they are already float64 vectors of the right sizes with finite entries and a
-        fixed base (the 1 kHz case: one finiteness test, q·q + q̇·q̇ + λ·λ, for all three); None otherwise,
+        fixed base (the 1 kHz case: one finiteness test, q·q + q̇·q̇ + λ·λ, for all three, and the norm of each
+        mid-tree quaternion); None otherwise,
         and :meth:`_read_state` checks them one by one (and raises naming the bad one)."""
         q, qdot, lam = state.q, state.qdot, state.lambda_meas
         shapes = self._shapes
@@ -239,7 +249,13 @@ class ControlLaw(ABC):
             if type(lam) is not np.ndarray or lam.dtype is not _F64 or lam.shape != (self.system.m,):
                 return None
             s += lam.dot(lam)
-        return (q, qdot, lam) if math.isfinite(s) else None
+        if not math.isfinite(s):
+            return None
+        for lo, hi in self._unit_parts:  # |n² − 1| ≤ 2e-6 here, |n − 1| ≤ 1e-6 in check_q (which names the joint)
+            p = q[lo:hi]
+            if abs(p.dot(p) - 1.0) > 2e-6:
+                return None
+        return q, qdot, lam
 
     def _read_reference(self, reference, t: float, theta_now: np.ndarray, m: int) -> ReferenceValues:
         if reference is not None and not isinstance(reference, Reference) and callable(reference):

@@ -24,7 +24,7 @@ from qv_dynamics.errors import DimensionError, as_vector
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED, svd_thin
 from qv_dynamics.state import Reference, State
 
-from .base import tool_and_contact
+from .base import scalar_gain, tool_and_contact
 
 MAX_DT = 0.1  # s: longest step of the force integral (gaps and bad stamps)
 
@@ -40,10 +40,13 @@ class ImpedanceForceBaseline:
                  q_null=None, rotation=None):
         self.system, self.frame, self.contact = system, frame, contact
         self.fid = tool_and_contact(system, frame, contact)
-        self.kp_pos, self.kd_pos = float(kp_pos), float(kd_pos)
-        self.kp_rot, self.kd_rot = float(kp_rot), float(kd_rot)
-        self.kp_null, self.kd_null = float(kp_null), float(kd_null)
-        self.force_ki = float(force_ki)
+        # GainError (naming the gain) for NaN, ±inf, text or a negative value; the null-space gains and the
+        # force integral may be 0 (off)
+        self.kp_pos, self.kd_pos = scalar_gain("kp_pos", kp_pos), scalar_gain("kd_pos", kd_pos)
+        self.kp_rot, self.kd_rot = scalar_gain("kp_rot", kp_rot), scalar_gain("kd_rot", kd_rot)
+        self.kp_null = scalar_gain("kp_null", kp_null, positive=False)
+        self.kd_null = scalar_gain("kd_null", kd_null, positive=False)
+        self.force_ki = scalar_gain("force_ki", force_ki, positive=False)
         self.q_null = None if q_null is None else as_vector("q_null", q_null, system.nq)
         self.R_d = None if rotation is None else np.asarray(rotation, float).reshape(3, 3)
         self._int = 0.0
@@ -52,7 +55,10 @@ class ImpedanceForceBaseline:
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
 
-    def compute(self, state: State, reference: Reference) -> np.ndarray:
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ for ``state``; ``reference`` None (as for the other laws): hold the tool where it is, λ_d = 0."""
+        if reference is None:
+            reference = Reference()
         sysm = self.system
         model, data = sysm.model, sysm.data
         q = sysm.check_q(state.q)

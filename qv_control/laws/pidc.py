@@ -9,7 +9,7 @@ from qv_dynamics.errors import as_vector
 from qv_dynamics.projection import length_metric, pinv_rank, weighted_metric
 from qv_dynamics.state import Reference, State
 
-from .base import GainError
+from .base import GainError, scalar_gain
 from .projection_base import ProjectionLawBase
 
 
@@ -33,12 +33,15 @@ class PIDCLaw(ProjectionLawBase):
             mask = np.zeros(n, bool)
             for name in translational:
                 mask[system.joint_v_index(name)] = True
-            W = length_metric(mask, float(kappa))                     # eq. 50
+            W = length_metric(mask, scalar_gain("kappa", kappa))      # eq. 50 (a length > 0)
         self.W = None
         if W is not None:
-            W = np.asarray(W, float)
-            if W.ndim == 1:
-                W = np.diag(as_vector("W", W, n))
+            try:
+                W = np.asarray(W, float)
+                if W.ndim == 1:
+                    W = np.diag(as_vector("W", W, n))
+            except (TypeError, ValueError) as exc:  # text, ragged rows, NaN entries
+                raise GainError(f"W: expected {n} diagonal entries or a finite {n}x{n} matrix ({exc})") from None
             if W.shape != (n, n) or not np.all(np.isfinite(W)):
                 raise GainError(f"W: expected {n} diagonal entries or a finite {n}x{n} matrix, got shape {W.shape}")
             _, _, self._Wh, self._Wmh = weighted_metric(np.eye(n), np.zeros((0, n)), W)  # checks p.d.

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from qv_dynamics.argtypes import positive_float
+from qv_dynamics.argtypes import int_in, positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
@@ -146,6 +146,7 @@ class Bringup:
         from rclpy.context import Context
 
         from qv_dynamics.ros.dynamics_node import DynamicsNode
+        from qv_dynamics.ros.params import SIM_NODE, validate
         from qv_dynamics.ros.runner import make_executor
         from qv_dynamics.ros.sim_node import SimNode
 
@@ -165,6 +166,7 @@ class Bringup:
         self.nodes = []
         try:
             sim_p = dict(self.params["qv_sim"])
+            validate(SIM_NODE, sim_p)  # the file's own values, before lock-step replaces mode and lockstep_resend
             if lockstep:
                 sim_p.update(mode="lockstep", lockstep_resend=0.0)
             sim_p.setdefault("publish_clock", True)
@@ -265,6 +267,8 @@ class Bringup:
             self.sim.wall0 = time.monotonic() - self.sim.steps * self.sim.dt / self.sim.rtf  # no catch-up burst
         from rclpy.task import Future
 
+        from qv_dynamics.ros.runner import spin_until_done_or_signal
+
         done_future = Future()
         target = start_steps + steps
 
@@ -285,8 +289,8 @@ class Bringup:
         self.sim.on_step.append(check)
         self.sim.on_stop.append(stopped)
         try:
-            # C++ spin loop of the EventsExecutor: no Python overhead per callback dispatch
-            self.executor.spin_until_future_complete(done_future, timeout_sec=wall_timeout)
+            # C++ spin loop of the EventsExecutor: no Python overhead per callback dispatch (a signal ends it)
+            spin_until_done_or_signal(self.executor, done_future, timeout_sec=wall_timeout)
         finally:
             self.sim.on_step.remove(check)
             self.sim.on_stop.remove(stopped)
@@ -376,8 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write summary.json and trajectory.npz here")
     ap.add_argument("--realtime", action="store_true", help="pace the simulator by the wall clock")
     ap.add_argument("--no-dynamics", action="store_true", help="do not start the dynamics node")
-    ap.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID for this process's nodes")
+    ap.add_argument("--domain-id", type=int_in(0, 232), default=None,
+                    help="ROS_DOMAIN_ID for this process's nodes (0-232)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.domain_id is None and os.environ.get("ROS_DOMAIN_ID", "").strip():
+        try:  # the environment's domain, checked as --domain-id is (the middleware would raise on it)
+            int_in(0, 232)(os.environ["ROS_DOMAIN_ID"].strip())
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"environment variable ROS_DOMAIN_ID: {exc}")
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from qv_dynamics import runfiles
     from qv_dynamics.errors import QVError

@@ -1,13 +1,7 @@
-"""Console entry points of the controller nodes: signals handled from the first instruction on, as for the
-dynamics package's nodes (:mod:`qv_dynamics.ros.entry`)."""
+"""The controller nodes' entry points under the control package's name; the installed executables start at
+the top-level :mod:`qv_entry`, which handles signals before any package is imported."""
 from __future__ import annotations
 
-from qv_dynamics.ros.entry import run_entry
+from qv_entry import controller_node, legged_controller_node
 
-
-def controller_node() -> int:
-    return run_entry("qv_control.ros.controller_node", "qv_controller_node")
-
-
-def legged_controller_node() -> int:
-    return run_entry("qv_control.ros.legged_controller_node", "qv_legged_controller_node")
+__all__ = ["controller_node", "legged_controller_node"]

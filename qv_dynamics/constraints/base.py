@@ -13,10 +13,12 @@ from typing import Callable, ClassVar
 import numpy as np
 import pinocchio as pin
 
-from ..errors import ModelError
+from ..errors import ModelError, as_bool
 from ..linalg import LOCAL_WORLD_ALIGNED
 
 AXES = ("x", "y", "z", "rx", "ry", "rz")
+#: the keys every kind reads (its own are its ``keys``)
+COMMON_KEYS = ("type", "name", "axes", "active", "position", "offset", "rotation")
 #: the row selector of a constraint that keeps all six rows (its rows need no selection)
 ALL_ROWS = slice(0, 6)
 
@@ -45,7 +47,7 @@ class Constraint(ABC):
 
     kind: ClassVar[str]
     default_axes: ClassVar[tuple[str, ...]] = ("x", "y", "z")
-    keys: ClassVar[tuple[str, ...]] = ()  # the kind's own keys in a YAML/dict spec
+    keys: ClassVar[tuple[str, ...]] = ()  # the kind's own keys in a YAML/dict spec (beside COMMON_KEYS)
     # rows() returns arrays computed afresh (held by no one else): the system may hand them out as they are
     fresh_rows: ClassVar[bool] = True
 
@@ -132,13 +134,19 @@ class Constraint(ABC):
     @classmethod
     def from_mapping(cls, d: dict, index: int) -> "Constraint":
         """Build from the keys of a spec (``type`` removed); the keys used are popped from ``d``."""
-        axes = tuple(d.pop("axes", cls.default_axes))
+        axes = d.pop("axes", cls.default_axes)
+        if isinstance(axes, str) or not isinstance(axes, (list, tuple)):
+            raise ModelError(f"constraint #{index} ({cls.kind}): 'axes' must be a list of {AXES}, got {axes!r}")
+        axes = tuple(axes)
+        if not axes and cls.default_axes:
+            raise ModelError(f"constraint #{index} ({cls.kind}): 'axes' is empty (a constraint without rows); "
+                             f"give some of {AXES} or leave 'axes' out for {cls.default_axes}")
         for a in axes:
             if a not in AXES:
                 raise ModelError(f"constraint #{index}: unknown axis {a!r} (allowed {AXES})")
         if len(set(axes)) != len(axes):
             raise ModelError(f"constraint #{index}: repeated axis in {axes}")
-        c = cls(axes=axes, active=bool(d.pop("active", True)))
+        c = cls(axes=axes, active=as_bool(f"constraint #{index} ({cls.kind}): 'active'", d.pop("active", True)))
         c.read_keys(d, index)
         return c
 
@@ -187,9 +195,14 @@ class FrameConstraint(Constraint):
     A target that was not given is recorded where the frame is at the first evaluation after the
     constraint is added or switched on (contact made where the tool touched)."""
 
+    keys = ("frame",)
+
     def bind(self, system) -> None:
         super().bind(system)
         self._model = system.model
+        if system.model.frames[self.frame_id].parentJoint == 0:
+            raise ModelError(f"constraint '{self.name or self.kind}': frame '{self.frame}' is fixed to the world "
+                             "(no joint moves it): its rows of A would be all zero; constrain a moving frame")
 
     def placement(self, data: pin.Data) -> pin.SE3:
         """The frame's world placement in ``data`` (its joint placements current): one frame recomputed by

@@ -18,6 +18,7 @@ from .base import Constraint
 
 class CustomConstraint(Constraint):
     kind = "custom"
+    keys = ("function", "rows")
     default_axes = ()
 
     def __init__(self, function: Callable | None = None, rows: int = 0, **kw):

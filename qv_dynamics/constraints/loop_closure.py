@@ -17,6 +17,7 @@ from .base import Constraint, frame_drift
 
 class LoopClosure(Constraint):
     kind = "loop_closure"
+    keys = ("frame_a", "frame_b", "frame")
 
     def bind(self, system) -> None:
         super().bind(system)
@@ -24,6 +25,11 @@ class LoopClosure(Constraint):
             self.position = np.zeros(3)
         if self.rotation is None:
             self.rotation = np.eye(3)
+        frames = system.model.frames
+        if frames[self.frame_id].parentJoint == frames[self.frame_b_id].parentJoint:
+            raise ModelError(f"constraint '{self.name or self.kind}': frames '{self.frame}' and '{self.frame_b}' are "
+                             "on one rigid body (no joint moves one against the other): its rows of A would be all "
+                             "zero")
 
     def residual(self, data: pin.Data, q: np.ndarray) -> np.ndarray:
         oMa, oMb = data.oMf[self.frame_id], data.oMf[self.frame_b_id]

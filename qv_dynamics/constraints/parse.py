@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..errors import ModelError
-from .base import Constraint
+from ..errors import ModelError, check_keys
+from .base import COMMON_KEYS, Constraint
 from .custom import CustomConstraint
 from .loop_closure import LoopClosure
 from .point_contact import PointContact
@@ -31,7 +31,9 @@ def constraint_from_mapping(spec, index: int = 0) -> Constraint:
     kind = d.pop("type", None)
     if kind not in CONSTRAINT_TYPES:
         raise ModelError(f"constraint #{index}: type must be one of {KINDS}, got {kind!r}")
-    c = CONSTRAINT_TYPES[kind].from_mapping(d, index)
+    cls = CONSTRAINT_TYPES[kind]
+    check_keys(f"constraint #{index} ({kind})", d, [k for k in COMMON_KEYS + cls.keys if k != "type"])
+    c = cls.from_mapping(d, index)
     c.explicit_name = "name" in d
     c.name = str(d.pop("name", f"{kind}_{c.frame}" if c.frame else f"{kind}_{index}"))
     if not c.name.strip() or "," in c.name:

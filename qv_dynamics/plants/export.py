@@ -12,13 +12,12 @@ the tool frame. The launch files call :func:`target_urdf` / :func:`export_mjcf_f
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, QVError
 from .urdf_targets import TARGETS, TargetSpec, rewrite_urdf
 
 
@@ -60,15 +59,32 @@ def load_config(model_config: str):
 
 
 def controllers_info(controllers_file: str) -> tuple[list[str] | None, tuple[str, str] | None]:
-    """(effort controller joints, (F/T sensor name, frame)) from a controllers YAML ('' -> None, None)."""
+    """(effort controller joints, (F/T sensor name, frame)) from a controllers YAML ('' -> None, None);
+    ModelError naming the file and the entry when it cannot be read or has the wrong shape."""
     import yaml
 
     if not controllers_file:
         return None, None
-    doc = yaml.safe_load(Path(controllers_file).read_text()) or {}
-    joints = ((doc.get("effort_controller") or {}).get("ros__parameters") or {}).get("joints")
-    ft = (doc.get("force_torque_sensor_broadcaster") or {}).get("ros__parameters") or {}
-    sensor = (ft["sensor_name"], ft.get("frame_id", "")) if ft.get("sensor_name") else None
+    try:
+        doc = yaml.safe_load(Path(controllers_file).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ModelError(f"cannot read controllers file {controllers_file}: {' '.join(str(exc).split())}") from None
+
+    def params(name: str) -> dict:
+        sec = doc.get(name) or {}
+        sec = sec.get("ros__parameters") or {} if isinstance(sec, dict) else sec
+        if not isinstance(sec, dict):
+            raise ModelError(f"controllers file {controllers_file}: '{name}.ros__parameters' must be a mapping")
+        return sec
+
+    if not isinstance(doc, dict):
+        raise ModelError(f"controllers file {controllers_file}: expected a mapping of controller names")
+    joints = params("effort_controller").get("joints")
+    if joints and (not isinstance(joints, list) or not all(isinstance(j, str) for j in joints)):
+        raise ModelError(f"controllers file {controllers_file}: effort_controller joints must be a list of "
+                         f"names, got {joints!r}")
+    ft = params("force_torque_sensor_broadcaster")
+    sensor = (str(ft["sensor_name"]), str(ft.get("frame_id", "") or "")) if ft.get("sensor_name") else None
     return (list(joints) if joints else None), sensor
 
 
@@ -111,13 +127,25 @@ def export_mjcf_text(model_config: str) -> str:
 
 
 def write_text(path: str, text: str) -> str:
-    """Write via a temporary file and rename (no half-written file on failure); returns the path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(p)
+    """Write via a temporary file and rename (no half-written file, and no temporary left, on failure);
+    returns the path. A folder at ``path`` is refused (ModelError) before anything is written."""
+    from .. import runfiles
+
+    p = _output_file(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        runfiles.write_text(p, text)
+    except OSError as exc:
+        raise ModelError(f"cannot write '{p}': {exc.strerror or exc}") from None
     return str(p)
+
+
+def _output_file(path: str) -> Path:
+    """``path`` as an output file: ModelError when it is a folder (checked before the export computes)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ModelError(f"output '{p}' is a folder: give a file name (e.g. {p / ('robot' + (p.suffix or '.urdf'))})")
+    return p
 
 
 def main_urdf(argv: list[str] | None = None) -> int:
@@ -133,6 +161,7 @@ def main_urdf(argv: list[str] | None = None) -> int:
 
 
 def _export_urdf(args) -> None:
+    _output_file(args.out)
     mjcf = args.mjcf
     if args.target == "mujoco" and not mjcf:
         mjcf = str(Path(args.out).with_suffix(".xml").resolve())
@@ -147,13 +176,14 @@ def main_mjcf(argv: list[str] | None = None) -> int:
     ap.add_argument("model_config")
     ap.add_argument("out")
     args = ap.parse_args(argv)
-    return _run(lambda: print(f"wrote {write_text(args.out, export_mjcf_text(args.model_config))}"))
+    return _run(lambda: _output_file(args.out) and print(
+        f"wrote {write_text(args.out, export_mjcf_text(args.model_config))}"))
 
 
 def _run(fn) -> int:
     try:
         fn()
-    except (ModelError, FileNotFoundError, OSError, KeyError) as exc:
+    except (QVError, OSError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

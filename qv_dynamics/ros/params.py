@@ -376,7 +376,7 @@ def load_model_config(model_config: str, robot_description: str = "", floating: 
     if "urdf" not in robot:
         raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
     doc["robot"] = robot
-    system = ConstrainedSystem.from_yaml({"robot": robot, "constraints": doc.get("constraints") or []})
+    system = ConstrainedSystem.from_yaml(doc)  # (an unknown key of the document refused with the closest name)
     JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
     return system, doc
 

@@ -197,3 +197,27 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
     if sig.received is not None:
         _exit_now(name, sig.received)
     return code
+
+
+def spin_until_done_or_signal(executor, future, timeout_sec: float | None = None) -> None:
+    """``executor.spin_until_future_complete(future)`` for an in-process run (``qv bringup``): SIGINT/SIGTERM
+    complete ``future`` (with False) instead of raising KeyboardInterrupt inside a node's callback, where the
+    executor would log it with a traceback; once the spin returned, KeyboardInterrupt(<signal name>) is
+    raised from here, for the command's one-line answer (:func:`qv_control.cli.guarded`)."""
+    caught: list[int] = []
+
+    def handler(signum, _frame) -> None:
+        caught.append(signum)
+        if not future.done():
+            future.set_result(False)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        executor.spin_until_future_complete(future, timeout_sec=timeout_sec)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if caught:
+        raise KeyboardInterrupt(signal.Signals(caught[0]).name)

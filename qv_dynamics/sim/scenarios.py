@@ -33,7 +33,7 @@ import numpy as np
 import pinocchio as pin
 
 from .. import runfiles
-from ..argtypes import finite_float, positive_float, positive_int
+from ..argtypes import nonnegative_float, positive_float, positive_int
 from ..linalg import limit_blas_threads
 from ..model import ConstrainedSystem
 from ..robots import package_share_dir
@@ -322,18 +322,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--integrator", choices=INTEGRATORS, default="rk4")
     ap.add_argument("--out", default=None, help="output folder (default sim_out/<name>)")
     ap.add_argument("--record-every", type=positive_int, default=1, help="keep every k-th step (k >= 1)")
-    ap.add_argument("--baumgarte", type=finite_float, nargs=2, default=(20.0, 20.0), metavar=("ALPHA", "BETA"),
+    ap.add_argument("--baumgarte", type=nonnegative_float, nargs=2, default=(20.0, 20.0), metavar=("ALPHA", "BETA"),
                     help="kkt_baumgarte: A q̈ = −Ȧq̇ − 2αAq̇ − β²Φ (default 20 20 [1/s])")
     ap.add_argument("--redundant", action="store_true", help="three_link_chain: redundant constraint rows")
-    ap.add_argument("--start", choices=("extended", "singular"), default="extended",
+    ap.add_argument("--start", choices=("extended", "singular"), default=None,
                     help="slider_crank: start extended or exactly at the singular pose q1 = pi/2")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
     kw: dict = {}
-    if args.name == "three_link_chain" and args.redundant:
-        kw["redundant"] = True
-    if args.name == "slider_crank":
-        kw["start"] = args.start
+    for option, value, scenario in (("redundant", args.redundant, "three_link_chain"),
+                                    ("start", args.start, "slider_crank")):
+        if value:  # an option of another scenario would be ignored: refused instead
+            if args.name != scenario:
+                ap.error(f"--{option} applies to {scenario} only, not {args.name}")
+            kw[option] = value
+    if args.method != "kkt_baumgarte" and any(a.startswith("--baum") for a in argv):
+        ap.error(f"--baumgarte applies to --method kkt_baumgarte only, not {args.method}")
     out = Path(args.out or Path("sim_out") / args.name)
     try:  # before the run: an unwritable folder is refused now, an earlier run's files are removed (and listed)
         runfiles.prepare_out_dir(out, OUT_FILES)

@@ -351,7 +351,9 @@ def simulate(system: ConstrainedSystem, q0, qdot0, controller_or_tau=None, t_fin
     dt = float(dt)
     t_final = float(t_final)
     if not (dt > 0 and math.isfinite(dt)) or not (t_final >= 0 and math.isfinite(t_final)):
-        raise ValueError(f"need dt > 0 and t_final >= 0 (got dt={dt}, t_final={t_final})")
+        raise QVError(f"need dt > 0 and t_final >= 0 (got dt={dt}, t_final={t_final})")
+    if t_final > 0 and round(t_final / dt) < 1:
+        raise QVError(f"dt = {dt:g} s is longer than t_final = {t_final:g} s: the run would take no step")
     st = stepper or Stepper(system, method, integrator, nr_tol, nr_max_iter, baumgarte, velocity_projection)
     run = Simulation(system, q0, qdot0, controller_or_tau, t_final, dt, reference, schedule,
                      max(1, int(record_every)), measure_lambda, hold_torque, impact_tol, st)

@@ -33,7 +33,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..compiled import load
-from ..errors import ConvergenceError, DimensionError, NonFiniteError, as_vector
+from ..errors import ConvergenceError, DimensionError, NonFiniteError, QVError, as_vector
 from ..impact import m_projection, predicted_energy_loss
 from ..linalg import ATOL, RTOL
 from ..model import ConstrainedSystem
@@ -69,6 +69,18 @@ def length_scale(system: ConstrainedSystem) -> float:
     joints = sum(float(np.linalg.norm(model.jointPlacements[j].translation)) for j in range(1, model.njoints))
     frames = max((float(np.linalg.norm(f.placement.translation)) for f in model.frames), default=0.0)
     return max(1.0, joints + frames)
+
+
+def baumgarte_gains(baumgarte) -> tuple[float, float]:
+    """(α, β) of A q̈ = −Ȧq̇ − 2αAq̇ − β²Φ: two finite numbers ≥ 0 (a negative α makes the constraint error
+    grow); QVError otherwise."""
+    try:
+        alpha, beta = (float(b) for b in baumgarte)
+    except (TypeError, ValueError):
+        raise QVError(f"baumgarte: expected two numbers (alpha, beta), got {baumgarte!r}") from None
+    if not (0.0 <= alpha < math.inf and 0.0 <= beta < math.inf):
+        raise QVError(f"baumgarte: alpha and beta must be finite and >= 0, got ({alpha:g}, {beta:g})")
+    return alpha, beta
 
 
 class Stepper:
@@ -111,7 +123,7 @@ class Stepper:
         # nr_tol is strict. ``nr_stalls`` counts the accepted stalls.
         self.nr_floor = None if nr_floor is None else float(nr_floor)
         self.nr_stalls = 0
-        self.alpha, self.beta = (float(b) for b in baumgarte)
+        self.alpha, self.beta = baumgarte_gains(baumgarte)
         self.velocity_projection = velocity_projection
         self.rtol, self.atol = float(rtol), float(atol)
         self.scipy_method, self.scipy_rtol, self.scipy_atol = scipy_method, scipy_rtol, scipy_atol

@@ -3,12 +3,14 @@ preallocated :class:`TrajectoryRecorder` that fills it."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import runfiles
+from ..errors import QVError
 from ..jsonutil import jsonable as _jsonable
 
 ROW_ARRAYS = ("q", "qdot", "tau", "lam")
@@ -58,12 +60,29 @@ class Trajectory:
         return d
 
 
+class RecordSizeError(QVError):
+    """A run whose recorded samples would not fit in memory (t_final/dt/record_every too large)."""
+
+
+def record_budget() -> int:
+    """Bytes a run may record into: half the physical memory (64 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 64 * 2**30
+
+
 class TrajectoryRecorder:
     """NaN-filled arrays for every ``record_every``-th sample of a run of ``steps`` steps; ``k`` rows are valid."""
 
     def __init__(self, steps: int, record_every: int, widths: dict[str, int]):
         self.every = record_every
         n_rec = steps // record_every + 1
+        need = 8 * n_rec * (sum(widths[k] for k in ROW_ARRAYS) + len(SCALAR_ARRAYS))
+        if need > record_budget():
+            raise RecordSizeError(
+                f"recording {steps} steps (t_final/dt) every {record_every} needs {need / 2**30:.3g} GiB, more than "
+                f"half the memory ({record_budget() / 2**30:.3g} GiB): shorten t_final, enlarge dt or record_every")
         self.rows = {k: np.full((n_rec, widths[k]), np.nan) for k in ROW_ARRAYS}
         self.scalars = {k: np.full(n_rec, np.nan) for k in SCALAR_ARRAYS}
         self.k = 0
