@@ -130,12 +130,13 @@ class TaskLayer:
             self._publish_phase()
             return False
         self._stale = False
-        fn = self.normal_force(q)
-        if fn is not None:
-            import pinocchio as pin
+        fn = self.normal_force(q)      # no F/T reading yet: no contact can be detected (f_n = 0)
+        import pinocchio as pin
 
-            z = pin.updateFramePlacement(self.node.system.model, self.node._kin_data, self.fid).translation[2]
-            task.update(t, fn, float(z))
+        if fn is None:
+            pin.forwardKinematics(self.node.system.model, self.node._kin_data, q)
+        z = pin.updateFramePlacement(self.node.system.model, self.node._kin_data, self.fid).translation[2]
+        task.update(t, 0.0 if fn is None else fn, float(z))
         self._publish_phase()
         return True
 

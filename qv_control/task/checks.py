@@ -45,7 +45,7 @@ def check_task(system, q0, frame: str, R, targets, force: float, normal_axis: in
                tol: tuple[float, float] = (1e-3, 1e-2)) -> list[np.ndarray]:
     """Raise :class:`TaskRefused` naming the first unreachable target or the first joint whose press torque
     exceeds its effort limit (module doc); returns the solved configurations."""
-    limits = np.asarray(system.effort_limits, float)
+    limits = np.asarray(system.effort_limits(), float)
     fid = system.frame_id(frame)
     model, data = system.model, system.data
     qs = []
