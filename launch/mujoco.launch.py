@@ -5,9 +5,9 @@
 Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_controller; model
 ``config/demo_model.yaml``: robot, contact constraint, ``initial.q``, scene). The plant node publishes
 ``/joint_states``, ``/clock`` and the tool F/T wrench, the controller answers on
-``/effort_controller/commands`` and holds the start pose 1.2 cm above the table. The press-and-circle
-task of ``qv demo`` switches the contact model on touch-down with an in-process supervisor; the
-same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
+``/effort_controller/commands`` running the contact task of its ``task.*`` parameters (approach, touch,
+10 N, circle, force step, release; phase on ``/qv_controller/phase``), and the dynamics node follows its
+contact switches. The same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
 """
 import os
 

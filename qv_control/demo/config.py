@@ -97,7 +97,7 @@ class DemoConfig:
         """The CI version: shorter windows, same figures."""
         c = DemoConfig(**asdict(self))
         c.nominal, c.period, c.radius = 1.5, 1.5, 0.02
-        c.step_hold, c.lower_delay, c.after_lower, c.lift = 0.6, 0.4, 2.4, 0.2
+        c.step_hold, c.lower_delay, c.after_lower, c.lift = 0.6, 0.4, 2.8, 0.2
         c.short = True
         return c
 
