@@ -1,6 +1,6 @@
 """The Panda on the MuJoCo table (qv_mujoco_node) + qv dynamics and controller nodes, each its own process.
 
-    ros2 launch qv_ros mujoco.launch.py [mode:=lockstep] [rviz:=true]
+    ros2 launch qv_ros mujoco.launch.py [robot:=panda|ur5] [mode:=lockstep] [rviz:=true]
 
 Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_controller; model
 ``config/demo_model.yaml``: robot, contact constraint, ``initial.q``, scene). The plant node publishes
@@ -23,6 +23,7 @@ from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node
 PACKAGE = "qv_ros"
 ROBOTS = {
     "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml"},
+    "ur5": {"model": "config/ur5_table_model.yaml", "params": "config/ur5_mujoco.yaml"},
 }
 RVIZ_CONFIG = "config/qv.rviz"
 
@@ -31,9 +32,13 @@ def _nodes(context, *args, **kwargs):
     from qv_dynamics.robots import resolve_urdf
 
     share = get_package_share_directory(PACKAGE)
+    import yaml
+
     _, files = robot_files(context, ROBOTS)
     params = files["params"]
-    with open(resolve_urdf("panda")) as f:
+    with open(files["model"]) as f:
+        urdf_name = yaml.safe_load(f)["robot"]["urdf"]
+    with open(resolve_urdf(urdf_name)) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
