@@ -81,7 +81,8 @@ class ApproachProfile:
         v1, v2, a = self.v1, self.v2, self.acc
         s = max(0.0, t - self.t0)
         if s <= self.t_acc:
-            return self.z0 - 0.5 * a * s * s, -a * s, (-a if t > self.t0 else 0.0)
+            # the acceleration starts strictly after t0 (1 ns: a state stamped t0 in integer ns is not after it)
+            return self.z0 - 0.5 * a * s * s, -a * s, (-a if t > self.t0 + 1e-9 else 0.0)
         if s <= self.t_cruise_end:
             return self.z0 - 0.5 * v1 * self.t_acc - v1 * (s - self.t_acc), -v1, 0.0
         z1 = self.z0 - 0.5 * v1 * self.t_acc - self.d_cruise

@@ -20,7 +20,7 @@ Phases (``ContactTask.phase``)::
   from where it is, at the touch-down speed; it returns to contact on the next touch.
 - release: at ``release_at`` s after the first touch (or on ``lift_off``) the force ramps to zero over
   ``release_ramp`` s; when f_n < ``off`` (or the ramp ends) the constraint is switched off and the tool
-  lifts at ``lift_speed`` for ``lift`` s; then done.
+  lifts at ``lift_speed`` for ``lift`` s; then done (the lifted pose held).
 
 The task point ``point(t)`` = {p, v, a (tool position, world), lambda = −F_d (SPEC sign: pressing is
 λ < 0), contact} is what :class:`~qv_control.task.laws.TaskLaw` turns into a law's reference. Every phase
@@ -223,6 +223,7 @@ class ContactTask:
                 self._descend(t, z)
                 self._switch(t, False, "contact lost", normal_force=round(fn, 3))
         if "t_end" in self.plan and t >= self.plan["t_end"] and self.phase not in TERMINAL:
+            self.p_hold = self.point(t)["p"].copy()     # done: hold the lifted pose
             self.phase = "done"
             self._log(t, "task done")
         return self.phase
@@ -258,7 +259,7 @@ class ContactTask:
     def point(self, t: float) -> dict:
         """The task point at t: {p, v, a, lambda, contact} (module doc)."""
         contact = self.system.constraint(self.cfg.contact).active
-        if self.phase == "hold":
+        if self.phase in TERMINAL:
             return {"p": self.p_hold.copy(), "v": np.zeros(3), "a": np.zeros(3), "lambda": 0.0, "contact": False}
         p, v, a = self._xy(t)
         z, vz, az = self._z(t)
