@@ -48,7 +48,13 @@ class SwitchingLaw:
 
     @property
     def theta_names(self) -> list[str]:
-        return list(getattr(self.current(), "theta_names", []) or [])
+        """Names of the current law's coordinates θ (its ``theta_names`` or its coordinates' labels)."""
+        law = self.current()
+        names = getattr(law, "theta_names", None)
+        if names:
+            return list(names)
+        coords = getattr(law, "coords", None) or getattr(law, "coordinates", None)
+        return list(getattr(coords, "labels", None) or getattr(coords, "names", None) or [])
 
     def compute(self, state: State, reference: Reference) -> np.ndarray:
         law = self.current()
