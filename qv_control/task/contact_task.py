@@ -39,7 +39,7 @@ from qv_dynamics.errors import ModelError
 
 from .approach import ApproachProfile
 from .filters import ContactDetector
-from .profiles import CircleTrace, ForceProfile, WaypointTrace, smooth
+from .profiles import EPS, CircleTrace, ForceProfile, WaypointTrace, smooth
 
 log = logging.getLogger("qv_task")
 PHASES = ("free", "approach", "contact", "reacquire", "release", "hold", "done")
@@ -213,7 +213,7 @@ class ContactTask:
                 self.hold(t, f"no touch-down within the approach window of {c.approach_window} s")
         elif ph == "contact":
             t_rel = self.plan.get("t_release")
-            releasing = t_rel is not None and t >= t_rel
+            releasing = t_rel is not None and t >= t_rel - EPS
             low = self.detector.low(t, fn)
             if releasing and (low or t >= t_rel + c.release_ramp):
                 self.phase, self.z_free0, self.t_free0 = "release", z, t
@@ -222,7 +222,7 @@ class ContactTask:
                 self.phase = "reacquire"
                 self._descend(t, z)
                 self._switch(t, False, "contact lost", normal_force=round(fn, 3))
-        if "t_end" in self.plan and t >= self.plan["t_end"] and self.phase not in TERMINAL:
+        if "t_end" in self.plan and t >= self.plan["t_end"] - EPS and self.phase not in TERMINAL:
             self.p_hold = self.point(t)["p"].copy()     # done: hold the lifted pose
             self.phase = "done"
             self._log(t, "task done")
@@ -235,7 +235,7 @@ class ContactTask:
             return 0.0
         target = self.force(t - self.t_contact)
         t_rel = self.plan.get("t_release")
-        if t_rel is not None and t >= t_rel:
+        if t_rel is not None and t >= t_rel - EPS:
             return self.force(t_rel - self.t_contact) * (1.0 - smooth((t - t_rel) / self.cfg.release_ramp))
         if self.phase == "contact":
             s = smooth((t - self.t_active) / self.cfg.ramp)

@@ -22,6 +22,11 @@ import numpy as np
 from qv_dynamics.errors import ModelError
 
 
+#: a time within this of a switching instant counts as at it [s]: a state stamped in integer nanoseconds and a
+#: simulator's float time then switch at the same sample
+EPS = 1e-9
+
+
 def smooth(x: float) -> float:
     """s(x) = x²(3 − 2x) clamped to [0, 1]."""
     x = min(max(x, 0.0), 1.0)
@@ -46,7 +51,7 @@ class ForceProfile:
     def __call__(self, tau: float) -> float:
         value = self.force
         for t_i, f_i in self.steps:
-            if tau < t_i:
+            if tau < t_i - EPS:
                 break
             x = 1.0 if self.step_ramp <= 0 else smooth((tau - t_i) / self.step_ramp)
             value = value + (f_i - value) * x
@@ -115,4 +120,4 @@ class WaypointTrace:
         return self.w[k] + d * s, d * sd, d * sdd
 
 
-__all__ = ["CircleTrace", "ForceProfile", "WaypointTrace", "smooth"]
+__all__ = ["EPS", "CircleTrace", "ForceProfile", "WaypointTrace", "smooth"]
