@@ -21,7 +21,6 @@ import numpy as np
 
 from qv_dynamics.errors import ModelError
 
-
 #: a time within this of a switching instant counts as at it [s]: a state stamped in integer nanoseconds and a
 #: simulator's float time then switch at the same sample
 EPS = 1e-9
