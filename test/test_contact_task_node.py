@@ -21,6 +21,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
 from qv_control.task import TaskRefused  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
@@ -61,7 +62,11 @@ def test_refusals_at_start_name_the_target_and_the_joint():
 def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
     ctx, ex, probe = session
     node = ControllerNode("qv_task_ctrl", context=ctx, parameter_overrides=to_parameters(params(approach_window=30.0)))
+    dyn = DynamicsNode("qv_task_dyn", context=ctx, parameter_overrides=to_parameters(
+        {"model_config": "demo_model.yaml", "active_constraints_topic": "/qv_task_ctrl/active_constraints",
+         "diagnostics_period": 0.0}), automatically_declare_parameters_from_overrides=False)
     ex.add_node(node)
+    ex.add_node(dyn)
     system = node.system
     R = system.frame_placement(np.asarray(Q0), FRAME).rotation
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -100,6 +105,8 @@ def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
             send(5.0)
         assert spin_until(ex, lambda: phases[-1] == "contact" and active[-1] == "contact", 2.0)
         assert system.constraint("contact").active and len(system.row_labels) == 1
+        # the dynamics node (its own model) follows the controller's switch
+        assert spin_until(ex, lambda: dyn.system.constraint("contact").active, 2.0)
         safe0 = node.stats["safe_commands"]
         import time
         t_end = time.monotonic() + 1.0      # the F/T topic stops; states keep coming
@@ -108,8 +115,9 @@ def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
         assert phases[-1] == "hold" and active[-1] == ""
         assert node.task_layer.stats["ft_stale_episodes"] == 1 and node.stats["safe_commands"] > safe0
         assert "F/T topic silent" in node.task_layer.task.reason
+        assert spin_until(ex, lambda: not dyn.system.constraint("contact").active, 2.0)
     finally:
-        retire(ex, node)
+        retire(ex, node, dyn)
 
 
 def test_no_touch_down_within_the_window_ends_in_a_safe_hold(session):
@@ -129,3 +137,22 @@ def test_no_touch_down_within_the_window_ends_in_a_safe_hold(session):
         assert not node.system.constraint("contact").active
     finally:
         retire(ex, node)
+
+
+def test_refused_task_ends_the_process_with_one_line_and_exit_2():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    args = [f"task.{k}:={v}" for k, v in (("enabled", "true"), ("frame", FRAME), ("start_q", str(Q0)),
+                                           ("surface_height", 0.245), ("force", 2000.0))]
+    cmd = [sys.executable, "-m", "qv_control.ros.controller_node", "--ros-args", "-p", "model_config:=demo_model.yaml",
+           "-p", f"joints:={JOINTS}".replace("'", '"')]
+    for a in args:
+        cmd += ["-p", a]
+    env = dict(os.environ, PYTHONPATH=str(root), ROS_DOMAIN_ID=str(DOMAIN))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert any("exceeds the effort limit" in ln for ln in lines) and "Traceback" not in r.stderr
