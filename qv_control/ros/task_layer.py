@@ -12,6 +12,8 @@ The node stays a generic core (watchdog, safe output, stamps, diagnostics); with
 - ``~/phase`` (std_msgs/String, transient local): the phase, on every change; ``~/active_constraints``
   (std_msgs/String, transient local): the comma-separated active constraint names after every switch, which
   the dynamics node follows (its ``active_constraints_topic``);
+- the friction compensation (``task.friction_compensation``) gets the measured contact force on the tool
+  −R f (world axes) every sample;
 - an F/T topic silent for ``task_ft_timeout`` s while in contact: the safe output for that sample, the task
   goes to its hold (free motion, no force) and the episode is counted (``ft_stale_episodes``).
 """
@@ -107,7 +109,11 @@ class TaskLayer:
         model, kin = self.node.system.model, self.node._kin_data
         pin.forwardKinematics(model, kin, q)
         R = pin.updateFramePlacement(model, kin, self.fid).rotation
-        fn = -float((R @ raw[1][:3])[2])
+        f_tool = -(R @ raw[1][:3])          # the contact force on the tool, world axes
+        measure = getattr(self.task_law.law, "measure", None)
+        if measure is not None:             # friction compensation: μ̂ from the tangential force
+            measure(f_tool)
+        fn = float(f_tool[2])
         if self.filter_hz > 0:
             if self.lowpass is None:
                 self.lowpass = LowPass(self.filter_hz, 1e-3)
