@@ -222,7 +222,8 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
         ex.shutdown()
         rclpy.try_shutdown(context=ctx)
     out = figures(watch, c, system)
-    out.update(alive=alive, exit_codes=codes, cpu=cpu,
+    events = [ln.strip().split("] ", 2)[-1] for ln in getattr(procs.get("qv_controller"), "lines", []) if "[t=" in ln]
+    out.update(alive=alive, exit_codes=codes, cpu=cpu, events=events,
                sim_seconds=(watch.js[-1][0] - watch.js[0][0]) if watch.js else 0.0)
     return out
 
@@ -254,6 +255,8 @@ def main(argv=None) -> int:
         print(f"{k + ' [' + unit + ']':28s}{scale * dep.get(k, np.nan):12.4g}{scale * lock.get(k, np.nan):12.4g}")
     print(f"simulated {dep.get('sim_seconds', 0):.1f} s in {args.seconds:.0f} s wall; cpu {dep.get('cpu')}; "
           f"exit codes {dep.get('exit_codes')}; phase at the end {dep.get('phase')}")
+    for ev in dep.get("events", []):
+        print(f"  controller: {ev}")
     verdict = judge(dep, lock)
     for k, v in verdict.items():
         print(f"  {'PASS' if v else 'FAIL'}  {k}")
