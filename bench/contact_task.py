@@ -3,7 +3,7 @@ controller running the task of its ``task.*`` parameters) as separate processes,
 plant's F/T topic and /joint_states, beside the lock-step run of the same parameters in one process.
 
 Judged (the issue's deployed targets): contact made and held (from the first sample above ``contact_on`` to
-the last, ≥ 99 % of the samples above ``contact_off``); touch-down peak (first 0.5 s) ≤ 1.5 × the steady force
+the last, ≥ 99 % of the samples above ``contact_off``, until the planned release, no safe hold); touch-down peak (first 0.5 s) ≤ 1.5 × the steady force
 (the median after it); ≥ 80 % of the samples after the first 0.5 s in contact within ±5 % of it; tool travel
 ≥ 2 cm while in contact; no watchdog episode in the controller's /diagnostics; every process alive at the end.
 Printed beside the lock-step run: force RMS error against the commanded profile (÷ force), path RMS error
@@ -228,9 +228,12 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
     return out
 
 
-def judge(d: dict, lock: dict) -> dict:
-    """The targets of the module doc: name -> passed."""
-    ok = {"contact made and held": d.get("contact", False) and d.get("held", 0) >= 0.99 and d.get("contact_s", 0) > 2,
+def judge(d: dict, lock: dict, release_at: float) -> dict:
+    """The targets of the module doc: name -> passed (held: until the planned release, no safe hold)."""
+    held = d.get("contact", False) and d.get("held", 0) >= 0.99 and not any("safe hold" in e for e in d["events"])
+    if release_at > 0:
+        held = held and d.get("contact_s", 0) >= release_at - 0.2
+    ok = {"contact made and held": held,
           "touch-down peak <= 1.5x steady": d.get("peak_ratio", np.inf) <= 1.5,
           ">= 80 % within +-5 %": d.get("in_band", 0) >= 0.8,
           "travel in contact >= 2 cm": d.get("travel_m", 0) >= 0.02,
@@ -257,7 +260,7 @@ def main(argv=None) -> int:
           f"exit codes {dep.get('exit_codes')}; phase at the end {dep.get('phase')}")
     for ev in dep.get("events", []):
         print(f"  controller: {ev}")
-    verdict = judge(dep, lock)
+    verdict = judge(dep, lock, setup(args.config)[1].get("task.release_at", -1.0))
     for k, v in verdict.items():
         print(f"  {'PASS' if v else 'FAIL'}  {k}")
     return 0 if all(verdict.values()) else 1
