@@ -7,7 +7,8 @@ to the last, ≥ 99 % of the samples above ``contact_off``, until the planned re
 touch-down peak (first 0.5 s) ≤ 1.5 × the steady force (the median after it); ≥ 80 % of the samples after
 the first 0.5 s in contact within ±5 % of it; tool travel ≥ 2 cm while in contact; no watchdog episode in
 the controller's /diagnostics; every process alive at the end.
-Printed beside the lock-step run: force RMS error against the commanded profile (÷ force), path RMS error
+Printed beside the lock-step run: force RMS error against the commanded profile (÷ force; the 50 ms after
+each commanded step left out: a step's transient, not regulation), path RMS error
 against the planned trace, touch-down peak (÷ force); deployed within 2× of lock-step.
 
 The normal force is f_n = −(R f)_z with f the sensor's wrench (robot on environment, tool axes) and R the tool
@@ -112,6 +113,8 @@ def figures(watch: Watch, c: dict, system) -> dict:
     prof = ForceProfile(force, list(zip(steps[::2], steps[1::2])))
     rel = c.get("task.release_at", -1.0)
     w = steady & (t < tc + rel) if rel and rel > 0 else steady
+    for tau_i in steps[::2]:          # the 50 ms after each commanded step are its transient, not regulation
+        w &= ~((t >= tc + tau_i) & (t < tc + tau_i + 0.05))
     fd = np.array([prof(x - tc) for x in t[w]])
     q0 = np.asarray(c["task.start_q"], float)
     p0 = system.frame_placement(q0, frame).translation
