@@ -46,6 +46,8 @@ class TaskLayer:
         self.wrench_rx: float | None = None
         task.on_switch = self._on_switch
         task.logger = node.get_logger()
+        # the law of each constraint set built and run once now, not at the first touch-down
+        task_law.warm(task_law.q0)
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_phase = node.create_publisher(String, "~/phase", latched)
         self.pub_active = node.create_publisher(String, "~/active_constraints", latched)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qv_dynamics.errors import ModelError
-from qv_dynamics.state import Reference
+from qv_dynamics.state import Reference, State
 
 from .switching import SwitchingLaw
 
@@ -64,6 +64,23 @@ class TaskLaw:
             from ..laws.friction import FrictionCompensation
 
             self.law = FrictionCompensation(self.law, system, frame, contact, **friction)
+
+    def warm(self, q) -> None:
+        """Build and run the law of each constraint set once at ``q`` (then forget them): the one-time costs
+        of a set (kernels, caches: ~5 ms for the first contact law) are paid before the task, not at its
+        first touch-down, where every late period pushes on the surface with the free-motion command."""
+        sysm, was = self.system, self.system.constraint(self.contact).active
+        q = np.asarray(q, float)
+        p = sysm.frame_placement(q, self.frame).translation
+        try:
+            for contact in (False, True):
+                sysm.set_active(self.contact, contact)
+                law = self._build(tuple(c.name for c in sysm.active_constraints))
+                point = {"p": p, "v": np.zeros(3), "a": np.zeros(3), "lambda": 0.0, "contact": contact}
+                lam = np.zeros(len(sysm.row_labels)) if contact else None
+                law.compute(State(t=0.0, q=q, qdot=np.zeros(sysm.nv), lambda_meas=lam), self.reference(point))
+        finally:
+            sysm.set_active(self.contact, was)
 
     def coordinates(self, contact: bool) -> list:
         axes = ["x", "y", "rx", "ry", "rz"] if contact else ["x", "y", "z", "rx", "ry", "rz"]
