@@ -2,7 +2,7 @@
 controller running the task of its ``task.*`` parameters) as separate processes, judged from outside on the
 plant's F/T topic and /joint_states, beside the lock-step run of the same parameters in one process.
 
-Judged (the issue's deployed targets): contact made and held (from the first sample above ``contact_on``
+Judged (the deployed targets): contact made and held (from the first sample above ``contact_on``
 to the last, ≥ 99 % of the samples above ``contact_off``, until the planned release, no safe hold);
 touch-down peak (first 0.5 s) ≤ 1.5 × the steady force (the median after it); ≥ 80 % of the samples after
 the first 0.5 s in contact within ±5 % of it; tool travel ≥ 2 cm while in contact; no watchdog episode in

@@ -169,7 +169,7 @@ def _rms(x) -> float:
 
 
 def figures(run: dict, cfg: DemoConfig) -> dict:
-    """The issue's figures, all measured by the plant: force RMS error (÷ commanded) and in-plane path RMS
+    """The matrix's figures, all measured by the plant: force RMS error (÷ commanded) and in-plane path RMS
     error over the measuring window; peak contact force ÷ commanded from the first contact on; time from
     the first contact until the force stays within 5 % of the commanded; peak |τ|/limit of the demand;
     number of lift-offs (the plant's contact force drops to zero) from the first contact to the end of the
