@@ -8,7 +8,8 @@ noise with a first-order low-pass and joint-velocity noise read through the mode
 application (at the physics rate: not lock-stepped), controller-model error (link masses ±10 %, 1 cm
 centre-of-mass error on the hand), a table height the controller does not know (contact detected from the
 wrench), stiff/soft surfaces, an F/T sensor at the flange with a tool below it (tool weight compensated
-from the model's documented ``tool_mass``), and the approach speed. ``all`` combines them (friction, noise, delay, model error, tool).
+from the model's documented ``tool_mass``), and the approach speed. ``all`` combines them (friction, noise,
+delay, model error, tool).
 
 Every run follows the demo's scenario (approach, contact, force ramp, circle of ``radius``) without the
 force step and the table drop, and every figure is measured by the plant (contact force from the
