@@ -157,7 +157,8 @@ def run_lockstep(config: str, seconds: float, domain_id: int) -> dict:
             dict(P["qv_mujoco"], mode="lockstep", lockstep_resend=0.05)))
         nodes.append(plant)
         nodes.append(ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(
-            dict(c, use_sim_time=True, watchdog_timeout=5.0, **{"task.ft_timeout": 5.0}))))
+            # lock-step: each command acts from the state it answers (no latency to compensate)
+            dict(c, use_sim_time=True, watchdog_timeout=5.0, command_delay=0.0, **{"task.ft_timeout": 5.0}))))
         mon = rclpy.create_node("contact_task_watch", context=ctx)
         nodes.append(mon)
         watch = Watch(mon)
