@@ -1,13 +1,13 @@
 """The Panda on the MuJoCo table (qv_mujoco_node) + qv dynamics and controller nodes, each its own process.
 
-    ros2 launch qv_ros mujoco.launch.py [mode:=lockstep] [rviz:=true]
+    ros2 launch qv_ros mujoco.launch.py [robot:=panda|ur5] [mode:=lockstep] [rviz:=true]
 
 Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_controller; model
 ``config/demo_model.yaml``: robot, contact constraint, ``initial.q``, scene). The plant node publishes
 ``/joint_states``, ``/clock`` and the tool F/T wrench, the controller answers on
-``/effort_controller/commands`` and holds the start pose 1.2 cm above the table. The press-and-circle
-task of ``qv demo`` switches the contact model on touch-down with an in-process supervisor; the
-same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
+``/effort_controller/commands`` running the contact task of its ``task.*`` parameters (approach, touch,
+10 N, circle, force step, release; phase on ``/qv_controller/phase``), and the dynamics node follows its
+contact switches. The same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
 """
 import os
 
@@ -23,6 +23,7 @@ from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node
 PACKAGE = "qv_ros"
 ROBOTS = {
     "panda": {"model": "config/demo_model.yaml", "params": "config/demo_mujoco.yaml"},
+    "ur5": {"model": "config/ur5_table_model.yaml", "params": "config/ur5_mujoco.yaml"},
 }
 RVIZ_CONFIG = "config/qv.rviz"
 # every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
@@ -35,9 +36,13 @@ def _nodes(context, *args, **kwargs):
 
     resolve_launch(context, "mujoco.launch.py", EXECUTABLES, OPTIONAL, "install it, or leave it out: rsp:=false")
     share = get_package_share_directory(PACKAGE)
+    import yaml
+
     _, files = robot_files(context, ROBOTS)
     params = files["params"]
-    with open(resolve_urdf("panda")) as f:
+    with open(files["model"]) as f:
+        urdf_name = yaml.safe_load(f)["robot"]["urdf"]
+    with open(resolve_urdf(urdf_name)) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}

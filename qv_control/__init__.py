@@ -10,7 +10,9 @@ torques, gravity included. Build one by name with :func:`make_law` (names in :mo
 
 θ needs exactly n − r entries (D = (∂θ/∂q)Q⁻ᵀV₂ square; a clear DimensionError says how many). Sign of λ
 (SPEC): M q̈ + h = τ − Aᵀλ, so pressing a tool down on a table with 10 N (point contact, axis z) is
-λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`.
+λ_d = −10. Laws, parameters and equations: :mod:`qv_control.laws`. The contact task (approach, touch-down,
+press and trace, release) and its composables (friction compensation, velocity observer, F/T low-pass):
+:mod:`qv_control.task`.
 """
 from qv_dynamics.lazy import make_lazy
 
@@ -26,6 +28,11 @@ _LAZY = {
     **{name: ".references" for name in ("ReferenceRangeError", "SplineReference", "TrajectoryReference",
                                          "validate_reference")},
     "SaturationStatus": ".saturation", "saturate": ".saturation",
+    **{name: ".task" for name in ("ApproachProfile", "CircleTrace", "ContactDetector", "ContactTask",
+                                   "ContactTaskConfig", "ForceProfile", "LowPass", "SwitchingLaw", "TaskLaw",
+                                   "TaskLawSettings", "TaskRefused", "WaypointTrace", "check_task",
+                                   "contact_inertia", "stiffness_from_press", "touch_speed")},
+    "FrictionCompensation": ".laws.friction", "VelocityObserver": "qv_dynamics.observer",
 }
 
 __all__ = [
@@ -33,6 +40,9 @@ __all__ = [
     "QuasiTrackingLaw", "QuasiSetpointLaw", "PIDCLaw", "PIDCForceLaw", "PassiveJointLaw", "UncontrollableError",
     "check_controllability", "MinimalCoordinates", "TrajectoryReference", "SplineReference", "ReferenceRangeError",
     "validate_reference", "SaturationStatus", "saturate",
+    "ApproachProfile", "CircleTrace", "ContactDetector", "ContactTask", "ContactTaskConfig", "ForceProfile",
+    "LowPass", "SwitchingLaw", "TaskLaw", "TaskLawSettings", "TaskRefused", "WaypointTrace", "check_task",
+    "contact_inertia", "stiffness_from_press", "touch_speed", "FrictionCompensation", "VelocityObserver",
 ]
 
 make_lazy(__name__)

@@ -17,7 +17,7 @@ touch "$VENV/COLCON_IGNORE"   # the venv holds package.xml files of its own: col
 "$VENV/bin/python" -m pip install -q -r requirements.txt
 # rclpy and every message package the nodes use (a ROS 2 install may lack nav_msgs, say)
 ROS_IMPORTS="import rclpy, std_msgs.msg, sensor_msgs.msg, geometry_msgs.msg, nav_msgs.msg, trajectory_msgs.msg, \
-visualization_msgs.msg, diagnostic_msgs.msg, rosgraph_msgs.msg"
+visualization_msgs.msg, diagnostic_msgs.msg, rosgraph_msgs.msg, std_srvs.srv"
 if ! "$VENV/bin/python" -c "$ROS_IMPORTS" >/dev/null 2>&1; then
   echo "setup: rclpy or a message package not importable, installing the ROS 2 Kilted wheels from PyPI"
   "$VENV/bin/python" -m pip install -q -r requirements-ros.txt

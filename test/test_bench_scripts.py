@@ -34,7 +34,7 @@ def test_bench_simulate_small_run():
     assert "Stepper.step cost" in text
 
 
-@pytest.mark.parametrize("script", ["ros_latency.py"])
+@pytest.mark.parametrize("script", ["ros_latency.py", "contact_task.py"])
 def test_bench_ros_latency_parses_its_arguments(script):
     assert "--seconds" in run(script, "--help", timeout=60.0)
 

@@ -101,14 +101,14 @@ def test_mujoco_ros2_control_launch_flips_the_wrench_sign():
 
 def test_mujoco_launch_uses_the_demo_parameters():
     """launch/mujoco.launch.py: qv_mujoco_node + qv_dynamics_node + qv_controller_node on
-    config/demo_mujoco.yaml, whose controller holds the model config's initial.q."""
+    config/demo_mujoco.yaml, whose controller's contact task starts from the model config's initial.q."""
     tree = _tree("mujoco.launch.py")
     exes = {getattr(k.value, "value", None) for c in _calls(tree, "Node") for k in c.keywords if k.arg == "executable"}
     exes |= {c.args[0].value for c in _calls(tree, "qv_node")}  # launch_actions.qv_node(executable, ...)
     assert {"qv_mujoco_node", "qv_dynamics_node", "qv_controller_node"} <= exes
     params = yaml.safe_load((ROOT / _constants(tree)["ROBOTS"]["panda"]["params"]).read_text())
     model = yaml.safe_load((ROOT / "config" / params["qv_mujoco"]["ros__parameters"]["model_config"]).read_text())
-    assert params["qv_controller"]["ros__parameters"]["theta_desired"] == model["initial"]["q"]
+    assert params["qv_controller"]["ros__parameters"]["task"]["start_q"] == model["initial"]["q"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("launch") is None or importlib.util.find_spec("launch_ros") is None,
@@ -121,10 +121,10 @@ def test_launch_files_build_a_description(launch):
     assert module.generate_launch_description().entities
 
 
-def test_mujoco_launch_parameters_hold_the_start_pose():
+def test_mujoco_launch_parameters_touch_down_and_press():
     """The parameters of launch/mujoco.launch.py, run in-process in lock-step (plant + controller through
-    real rclpy topics): the plant starts at initial.q and the controller holds it (exact model: the PIDC
-    law's gravity compensation leaves |q − q0| at machine precision, measured 3e-16 over 2 s)."""
+    real rclpy topics): the controller's task touches the table within its approach window at a peak of
+    at most 1.5x the commanded 10 N (the plant's own contact force) and then presses within 5 % of it."""
     import os
 
     import numpy as np
@@ -154,11 +154,18 @@ def test_mujoco_launch_parameters_hold_the_start_pose():
         plant.publish_state()
         import time
 
-        end = time.monotonic() + 30.0
-        while plant.steps < 500 and time.monotonic() < end:
+        ctrl, fn = nodes[1], []
+        plant.on_step.append(lambda node: fn.append((node.plant.time, node.plant.normal_force())))
+        end = time.monotonic() + 120.0
+        while ctrl.task_layer.task.t_contact is None and time.monotonic() < end:
             ex.spin_once(timeout_sec=0.1)
-        assert plant.steps >= 500
-        assert np.abs(plant.plant.q - model["initial"]["q"]).max() < 1e-9
+        tc = ctrl.task_layer.task.t_contact
+        assert tc is not None, ctrl.task_layer.task.reason
+        while plant.plant.time < tc + 0.6 and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.1)
+        t, f = np.array(fn).T
+        assert f[t >= tc - 0.01].max() <= 15.0
+        assert abs(f[-1] - 10.0) < 0.5 and ctrl.task_layer.task.phase == "contact"
         ex.shutdown()
     finally:
         for n in nodes:

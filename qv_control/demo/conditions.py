@@ -1,4 +1,4 @@
-"""The contact task under real conditions (issue 12): named scenarios, alone or combined.
+"""The contact task under real conditions: named scenarios, alone or combined.
 
 Each :class:`Condition` changes one thing a real arm meets and that the ideal demo leaves out: sliding
 friction (judged on the Drake plant, whose ``lagged`` point contact slides quietly; see
@@ -8,7 +8,8 @@ noise with a first-order low-pass and joint-velocity noise read through the mode
 application (at the physics rate: not lock-stepped), controller-model error (link masses ±10 %, 1 cm
 centre-of-mass error on the hand), a table height the controller does not know (contact detected from the
 wrench), stiff/soft surfaces, an F/T sensor at the flange with a tool below it (tool weight compensated
-from the model's documented ``tool_mass``), and the approach speed. ``all`` combines the issue's set.
+from the model's documented ``tool_mass``), and the approach speed. ``all`` combines them (friction, noise,
+delay, model error, tool).
 
 Every run follows the demo's scenario (approach, contact, force ramp, circle of ``radius``) without the
 force step and the table drop, and every figure is measured by the plant (contact force from the
@@ -16,16 +17,15 @@ simulator's contact solver, tool position from the simulator), never by the cont
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pinocchio as pin
 
 from ..laws.registry import scale_inertias
+from ..task import LowPass, contact_inertia, touch_speed
 from .cases import CASE_PLANTS
 from .config import DemoConfig, make_system
-from .supervisor import ContactSupervisor
 
 #: tool frame of the flange-mounted F/T sensor in the tool conditions (the Panda's flange)
 FLANGE = "panda_link8"
@@ -99,19 +99,6 @@ CONDITIONS = _conditions()
 CONDITIONS.update({n: Condition(n, plant=CASE_PLANTS[n], case=n) for n in CASE_PLANTS})
 
 
-class LowPass:
-    """First-order low-pass y_k = y_{k−1} + α(x_k − y_{k−1}), α = 1 − exp(−2π f_c Δt); f_c = 0: pass-through."""
-
-    def __init__(self, cutoff_hz: float, dt: float):
-        self.alpha = 1.0 if cutoff_hz <= 0 else 1.0 - math.exp(-2 * math.pi * cutoff_hz * dt)
-        self.y: np.ndarray | None = None
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, float)
-        self.y = x.copy() if self.y is None else self.y + self.alpha * (x - self.y)
-        return self.y.copy()
-
-
 # ---------------------------------------------------------------------------------------------- models
 
 
@@ -167,78 +154,6 @@ def make_plant(cfg: DemoConfig, cond: Condition, plant_system):
         timestep=cfg.timestep, solref=(cond.contact_timeconst, 1.0)))
 
 
-# ---------------------------------------------------------------------------------------------- approach
-
-
-def contact_inertia(system, q, frame: str, axis: int = 2) -> float:
-    """Λ_c = (J_c M⁻¹ J_cᵀ)⁻¹ of the tool point along the surface normal (the lecture's impact model:
-    the impulse of a touch-down at normal speed ṙ_c⁻ is Λ_c ṙ_c⁻)."""
-    model, data = system.model, system.data
-    pin.computeJointJacobians(model, data, q)
-    pin.updateFramePlacements(model, data)
-    Jc = pin.getFrameJacobian(model, data, system.frame_id(frame), pin.LOCAL_WORLD_ALIGNED)[axis]
-    return 1.0 / float(Jc @ np.linalg.solve(system.mass_matrix(q), Jc))
-
-
-def touch_speed(force: float, Lambda_c: float, stiffness: float, peak_ratio: float = 1.5,
-                damping_factor: float = 1.0) -> float:
-    """Touch-down speed whose impact peak stays within ``peak_ratio`` × the commanded ``force``.
-
-    The effective mass Λ_c hitting a contact of stiffness k at ṙ_c⁻ (impulse Λ_c ṙ_c⁻ spread over the
-    contact's time constant √(Λ_c/k)) peaks at c·ṙ_c⁻√(kΛ_c): c = 1 for a lightly damped contact (the
-    spring's peak; Drake's Hunt–Crossley with d·ṙ ≪ 1), c = 2 for a critically damped one (the damping force
-    at first touch; MuJoCo's default solref), so ṙ_c⁻ = ρF/(c√(kΛ_c))."""
-    return peak_ratio * force / (damping_factor * math.sqrt(stiffness * Lambda_c))
-
-
-class PlannedApproach(ContactSupervisor):
-    """The demo's scenario with the approach planned from the impact model: accelerate at ``acc`` to
-    ``approach_speed``, cruise to ``slow_gap`` above the highest table the controller believes possible
-    (told height + ``table_uncertainty``), brake at ``acc`` to ``v_touch`` and continue at ``v_touch`` until
-    the wrench reports the contact. ``v_touch = None``: the descent keeps ``approach_speed`` (fixed speed)."""
-
-    def __init__(self, *a, v_touch: float | None, table_uncertainty: float = 0.005, slow_gap: float = 0.002,
-                 acc: float = 2.0, **kw):
-        super().__init__(*a, **kw)
-        self.v_touch = v_touch
-        self.z_slow = self.cfg.table_height + self.cfg.tip_radius + table_uncertainty + slow_gap
-        self.acc = acc
-        self._zdd = 0.0
-
-    def z(self, t: float) -> tuple[float, float]:
-        self._zdd = 0.0
-        if self.phase == "release":   # lift off gently (the demo lifts at approach_speed: a 20 cm/s step here)
-            s, v = max(0.0, t - self.t_free0), min(self.cfg.approach_speed, 0.01)
-            return self.z_free0 + min(s, self.cfg.lift) * v, (v if s < self.cfg.lift else 0.0)
-        v1, a = self.cfg.approach_speed, self.acc
-        v2 = v1 if self.v_touch is None else min(self.v_touch, v1)
-        if self.z_free0 <= self.z_slow:   # re-approach from (just above) the table: at the touch speed only
-            v1 = v2
-        s = max(0.0, t - self.t_free0)
-        t0 = v1 / a                                       # speed-up from rest
-        d_brake = (v1 * v1 - v2 * v2) / (2 * a)
-        d_cruise = max(0.0, self.z_free0 - self.z_slow - d_brake - 0.5 * v1 * t0) if v2 < v1 else np.inf
-        t1 = t0 + d_cruise / v1
-        tb = (v1 - v2) / a
-        if s <= t0:
-            self._zdd = -a if t > self.t_free0 else 0.0
-            return self.z_free0 - 0.5 * a * s * s, -a * s
-        if s <= t1:
-            return self.z_free0 - 0.5 * v1 * t0 - v1 * (s - t0), -v1
-        z1 = self.z_free0 - 0.5 * v1 * t0 - d_cruise
-        if s <= t1 + tb:
-            u = s - t1
-            self._zdd = a
-            return z1 - v1 * u + 0.5 * a * u * u, -(v1 - a * u)
-        return z1 - d_brake - v2 * (s - t1 - tb), -v2
-
-    def task(self, t: float) -> dict:
-        out = super().task(t)        # calls z(t): _zdd is the planned vertical acceleration at t
-        if not out["contact"]:
-            out["a"][2] = self._zdd
-        return out
-
-
 def open_loop_sliding_band(plant_name: str, friction: float, cfg: DemoConfig | None = None, force: float = 10.0,
                            press: float = 0.3, slide: float = 0.1, push: str = "consistent") -> list[float]:
     """The scene's own normal-force band while sliding, with no controller in the loop: the tool is pressed
@@ -279,10 +194,10 @@ def conditions_config(base: DemoConfig | None = None, **changes) -> DemoConfig:
     """The demo configuration the matrix runs: no force step / table drop, a 2 s window, start 3 cm higher
     (table lowered by 3 cm) so the approach speeds are reached before the table."""
     c = replace(base or DemoConfig(), phases_after_nominal=False, nominal=2.0, transient=0.5)
-    c = replace(c, table_height=c.table_height - 0.03, max_approach=6.0)
+    c = replace(c, table_height=c.table_height - 0.03, max_approach=6.0, height_uncertainty=0.005)
     return replace(c, **changes) if changes else c
 
 
-__all__ = ["Condition", "CONDITIONS", "LowPass", "PlannedApproach", "conditions_config", "contact_inertia",
+__all__ = ["Condition", "CONDITIONS", "LowPass", "conditions_config", "contact_inertia", "touch_speed",
            "open_loop_sliding_band",
-           "controller_system", "make_plant", "tool_inertia", "touch_speed", "asdict"]
+           "controller_system", "make_plant", "tool_inertia", "asdict"]

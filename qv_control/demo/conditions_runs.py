@@ -17,19 +17,9 @@ import pinocchio as pin
 from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.state import State
 
-from .conditions import (
-    CONDITIONS,
-    Condition,
-    LowPass,
-    PlannedApproach,
-    conditions_config,
-    contact_inertia,
-    controller_system,
-    make_plant,
-    touch_speed,
-)
-from .config import CONTACT, DemoConfig, make_system
-from .switching_law import SwitchingQVLaw, make_demo_law, reference_for
+from ..task import TERMINAL, LowPass
+from .conditions import CONDITIONS, Condition, conditions_config, controller_system, make_plant
+from .config import DemoConfig, demo_law, demo_task, make_system, planned_touch_speed
 
 KINDS = ("qv", "osc", "impedance")
 #: integral action on motion of qv and OSC (1/s²): k_I = k_d²/4 puts a double pole at −k_d/2 (= −60/s)
@@ -56,33 +46,19 @@ SURFACE = {("mujoco", 0.002): (2.0e6, 2.0), ("mujoco", 0.02): (2.0e4, 2.0), ("dr
 
 
 def make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0):
-    law = _make_controller(kind, cfg, cond, system, R0, q0)
-    if kind in ("qv", "osc") and FRICTION_COMPENSATION:
-        from ..laws.friction import FrictionCompensation
-
-        return FrictionCompensation(law, system, cfg.tool_frame, CONTACT, mode=FRICTION_COMPENSATION,
-                                    direction_hz=FRICTION_DIRECTION_HZ, direction=FRICTION_DIRECTION,
-                                    mu=FRICTION_PRIOR if cond.friction > 0 else 0.0)
-    return law
-
-
-def _make_controller(kind: str, cfg: DemoConfig, cond: Condition, system, R0, q0):
     """qv (quasi-velocity hybrid law), osc (operational-space hybrid law, same bandwidths and force PI) or
-    impedance (the demo's Cartesian impedance baseline)."""
-    q3 = float(q0[system.joint_q_index(cfg.redundancy_joint)])
-    if kind == "qv":
-        # the backward difference of the normal rate (Gv_n)˙ is off: it amplifies q̇ noise, and on a stiff
-        # contact with sticking friction it excites a bounce (Drake, μ = 0.3: 201 contact losses with it)
-        return SwitchingQVLaw(system, cfg, R0, q3, extra={"normal_rate": False, "ki_motion": KI_MOTION})
-    if kind == "osc":
-        from ..laws.osc import OperationalSpaceLaw
-
-        return OperationalSpaceLaw(system, frame=cfg.tool_frame, contact=CONTACT, kp=cfg.qv_kp, kd=cfg.qv_kd,
-                                   kf=cfg.force_kp, ki=cfg.force_ki, q_null=q0, rotation=R0,
-                                   ki_motion=KI_MOTION)
-    if kind == "impedance":
-        return make_demo_law("baseline", cfg, system, R0, q0)
-    raise ValueError(f"unknown controller {kind!r}; use one of {KINDS}")
+    impedance (the demo's Cartesian impedance baseline) as a :class:`~qv_control.task.TaskLaw`; qv and osc
+    with the motion integral and the friction compensation."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown controller {kind!r}; use one of {KINDS}")
+    friction = None
+    if kind in ("qv", "osc") and FRICTION_COMPENSATION:
+        friction = dict(mode=FRICTION_COMPENSATION, direction_hz=FRICTION_DIRECTION_HZ, direction=FRICTION_DIRECTION,
+                        mu=FRICTION_PRIOR if cond.friction > 0 else 0.0)
+    # qv: the backward difference of the normal rate (Gv_n)˙ is off: it amplifies q̇ noise, and on a stiff
+    # contact with sticking friction it excites a bounce (Drake, μ = 0.3: 201 contact losses with it)
+    return demo_law(kind, cfg, system, R0, q0, ki_motion=KI_MOTION if kind != "impedance" else 0.0,
+                    extra={"normal_rate": False} if kind == "qv" else None, friction=friction)
 
 
 class _Sensors:
@@ -141,36 +117,31 @@ def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | Non
     true_model = controller_system(cfg, Condition("plant", tool_mass=cond.tool_mass)).model
     hold = pin.computeGeneralizedGravity(true_model, true_model.createData(), q0)
     plant.step(hold, cfg.dt)
-    v_touch = None
-    if cond.planned:
-        k, c = SURFACE[(cond.plant, cond.contact_timeconst if cond.plant == "mujoco" else 0.002)]
-        v_touch = touch_speed(cfg.force, contact_inertia(ctrl, q0, cfg.tool_frame), k, damping_factor=c)
-    sc = PlannedApproach(cfg, ctrl, p0, plant.set_table_height, v_touch=v_touch)
-    sc.logger = _Quiet()
-    law = make_controller(kind, cfg, cond, ctrl, R0, q0)
+    k, c = SURFACE[(cond.plant, cond.contact_timeconst if cond.plant == "mujoco" else 0.002)]
+    v_touch = planned_touch_speed(replace(cfg, planned=cond.planned), ctrl, q0, k, c)
+    sc = demo_task(cfg, ctrl, p0, v_touch, logger=_Quiet())
+    tl = make_controller(kind, cfg, cond, ctrl, R0, q0)
+    law = tl.law
     sensors = _Sensors(cond, cfg.dt, seed, ctrl, cfg.tool_frame)
-    q3 = float(q0[ctrl.joint_q_index(cfg.redundancy_joint)])
-    ref_kind = "qv" if kind == "qv" else "baseline"
     lim = plant.effort_limits
     sub = max(1, int(round(cfg.dt / cfg.timestep)))
-    g0 = plant_sys.model  # noqa: F841 (kept for clarity: the plant's model is the true one)
     pending: deque = deque()
     tau_applied = tau = None
     rows: dict[str, list] = {k: [] for k in ("t", "tool", "p_d", "fn", "f_d", "contact", "ratio")}
     t_wall = time.perf_counter()
-    while sc.phase != "done":
+    while sc.phase not in TERMINAL:
         t = plant.time
-        f_meas = sensors.contact_force(plant, sc.task(t)["a"])
+        f_meas = sensors.contact_force(plant, sc.point(t)["a"])
         fn_meas = float(f_meas[2])
         sc.update(t, fn_meas, plant.tool_position[2], fn_start=float(sensors.raw[2]))
-        if sc.phase == "done":
+        if sc.phase in TERMINAL:
             break
-        task = sc.task(t)
+        task = sc.point(t)
         if hasattr(law, "measure"):
             law.measure(f_meas)
         lam = np.array([-fn_meas]) if task["contact"] else None
         tau = law.compute(State(t=t, q=plant.q, qdot=sensors.qdot(plant, tau, f_meas), lambda_meas=lam),
-                          reference_for(ref_kind, task, q3))
+                          tl.reference(task))
         pending.append((t + cond.delay * cfg.dt - 1e-9, tau))
         if tau_applied is None:
             tau_applied = pending[0][1]
@@ -180,12 +151,12 @@ def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | Non
             plant.step(tau_applied, cfg.timestep)
         peak = getattr(law, "peak_ratio", None)
         r = rows
-        r["t"].append(plant.time), r["tool"].append(plant.tool_position), r["p_d"].append(sc.task(plant.time)["p"])
+        r["t"].append(plant.time), r["tool"].append(plant.tool_position), r["p_d"].append(sc.point(plant.time)["p"])
         r["fn"].append(plant.normal_force()), r["f_d"].append(sc.commanded_force(plant.time))
         r["contact"].append(bool(task["contact"]))
         r["ratio"].append(float(peak) if peak is not None else float(np.max(np.abs(tau) / lim)))
     run = {"arrays": {k: np.array(v) for k, v in rows.items()}, "events": sc.events, "plan": sc.plan,
-           "aborted": sc.aborted, "wall_time_s": time.perf_counter() - t_wall, "v_touch": v_touch,
+           "aborted": sc.reason, "wall_time_s": time.perf_counter() - t_wall, "v_touch": v_touch,
            "condition": cond.name, "kind": kind}
     run["figures"] = figures(run, cfg)
     return run
@@ -202,7 +173,7 @@ def _rms(x) -> float:
 
 
 def figures(run: dict, cfg: DemoConfig) -> dict:
-    """The issue's figures, all measured by the plant: force RMS error (÷ commanded) and in-plane path RMS
+    """The matrix's figures, all measured by the plant: force RMS error (÷ commanded) and in-plane path RMS
     error over the measuring window; peak contact force ÷ commanded from the first contact on; time from
     the first contact until the force stays within 5 % of the commanded; peak |τ|/limit of the demand;
     number of lift-offs (the plant's contact force drops to zero) from the first contact to the end of the
@@ -224,7 +195,7 @@ window (no table drop in these runs: every loss is a bounce or a lift-off)."""
     bad = np.nonzero(after & (np.abs(fn - fd) > 0.05 * cfg.force))[0]
     out["settle_time_s"] = 0.0 if not bad.size else float(t[min(bad[-1] + 1, len(t) - 1)] - p["t_contact"])
     out["force_band_rel"] = [float(np.min(fn[w])) / cfg.force, float(np.max(fn[w])) / cfg.force]
-    # lift-offs measured by the plant (zero contact force) after the first touch, whatever the supervisor saw
+    # lift-offs measured by the plant (zero contact force) after the first touch, whatever the task detected
     off = (fn <= 0.0) & (t >= p["t_contact"]) & (t < p["t_meas_end"])
     out["contact_lost"] = int(np.count_nonzero(off[1:] & ~off[:-1]))
     return out

@@ -1,5 +1,6 @@
-"""Demo configuration (``config/demo.yaml``) and the models it builds: the Panda with the switchable table
-contact ``contact`` and its MuJoCo plant."""
+"""Demo configuration (``config/demo.yaml``) and what it builds: the Panda with the switchable table contact
+``contact``, its MuJoCo plant, and the contact task of :mod:`qv_control.task` the scenario runs
+(:func:`demo_task`, :func:`demo_law`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -13,8 +14,17 @@ from qv_dynamics.plants.mujoco_plant import MujocoPlant
 from qv_dynamics.plants.mujoco_scene import SceneConfig
 from qv_dynamics.robots import scale_inertias
 
+from ..task import (
+    PHASES,  # noqa: F401 - the phases of the recorded runs (report)
+    ContactTask,
+    ContactTaskConfig,
+    TaskLaw,
+    TaskLawSettings,
+    contact_inertia,
+    touch_speed,
+)
+
 CONTACT = "contact"
-PHASES = ("approach", "contact", "reacquire", "release", "done")
 
 @dataclass
 class DemoConfig:
@@ -45,13 +55,18 @@ class DemoConfig:
     step_window: float = 0.5          # s compared before/after the step
     lower_delay: float = 1.0          # s after stepping back before the table is lowered
     lower_by: float = 0.005
-    after_lower: float = 1.6          # s from lowering to release
+    after_lower: float = 2.8          # s from lowering to release (the re-approach runs at the touch speed)
     release_ramp: float = 0.15
     lift: float = 0.4                 # s of lifting after release
     contact_on: float = 2.0           # N: free -> contact
     contact_off: float = 0.5          # N: contact -> free (after contact_off_time)
     contact_off_time: float = 0.003
-    max_approach: float = 3.0         # s without contact -> abort
+    max_approach: float = 3.0         # s without contact -> safe hold
+    planned: bool = True              # touch-down speed planned from Λ_c and the surface (False: approach_speed)
+    surface_stiffness: float = 2.0e6  # N/m of the table (MuJoCo solref 0.002 s), measured by a static press
+    surface_damping_factor: float = 2.0   # c of qv_control.task.touch_speed (critically damped contact)
+    peak_ratio: float = 1.5           # touch-down peak the plan allows, × force
+    height_uncertainty: float = 0.001     # m the table may be higher than told
     mass_error: float = 0.10
     # quasi-velocity law
     qv_kp: float = 60.0
@@ -82,7 +97,7 @@ class DemoConfig:
         """The CI version: shorter windows, same figures."""
         c = DemoConfig(**asdict(self))
         c.nominal, c.period, c.radius = 1.5, 1.5, 0.02
-        c.step_hold, c.lower_delay, c.after_lower, c.lift = 0.6, 0.4, 1.0, 0.2
+        c.step_hold, c.lower_delay, c.after_lower, c.lift = 0.6, 0.4, 2.8, 0.2
         c.short = True
         return c
 
@@ -129,3 +144,78 @@ def make_plant(cfg: DemoConfig, system) -> MujocoPlant:
     return MujocoPlant(system, SceneConfig(tool_frame=cfg.tool_frame, tip_radius=cfg.tip_radius,
                                            table_height=cfg.table_height, friction=cfg.friction,
                                            timestep=cfg.timestep, solref=(cfg.contact_timeconst, 1.0)))
+
+
+def timeline(cfg: DemoConfig) -> dict[str, float]:
+    """The scenario's marks in s from the first touch: trace start, measuring window, force step and back,
+    table drop, release."""
+    t_meas = cfg.settle + cfg.circle_ramp + cfg.transient
+    t_step = t_meas + cfg.nominal
+    t_back = t_step + cfg.step_hold
+    t_lower = t_back + cfg.lower_delay
+    t_release = t_lower + cfg.after_lower
+    if not cfg.phases_after_nominal:
+        t_step = t_back = t_lower = t_release = t_meas + cfg.nominal
+    return dict(t_circle=cfg.settle, t_meas=t_meas, t_meas_end=t_meas + cfg.nominal, t_step=t_step, t_back=t_back,
+                t_lower=t_lower, t_release=t_release)
+
+
+def planned_touch_speed(cfg: DemoConfig, system, q0, stiffness: float | None = None,
+                        damping_factor: float | None = None) -> float | None:
+    """The touch-down speed of :func:`qv_control.task.touch_speed` for the demo's force (None: not planned)."""
+    if not cfg.planned:
+        return None
+    return touch_speed(cfg.force, contact_inertia(system, q0, cfg.tool_frame),
+                       cfg.surface_stiffness if stiffness is None else stiffness, cfg.peak_ratio,
+                       cfg.surface_damping_factor if damping_factor is None else damping_factor)
+
+
+def demo_task(cfg: DemoConfig, system, p0, v_touch: float | None, logger=None,
+              height_uncertainty: float | None = None) -> ContactTask:
+    """The scenario as a :class:`~qv_control.task.ContactTask` (started at t = 0)."""
+    marks = timeline(cfg)
+    steps = [(marks["t_step"], cfg.force_step), (marks["t_back"], cfg.force)] \
+        if cfg.phases_after_nominal and marks["t_step"] < marks["t_back"] else []
+    tc = ContactTaskConfig(
+        contact=CONTACT, surface_height=cfg.table_height + cfg.tip_radius, force=cfg.force, force_steps=steps,
+        step_ramp=cfg.step_ramp, ramp=cfg.ramp, approach_speed=cfg.approach_speed, touch_speed=v_touch,
+        height_uncertainty=cfg.height_uncertainty if height_uncertainty is None else height_uncertainty,
+        approach_window=cfg.max_approach, hold=cfg.hold, contact_on=cfg.contact_on, contact_off=cfg.contact_off,
+        contact_off_time=cfg.contact_off_time, trace="circle", settle=cfg.settle, radius=cfg.radius,
+        period=cfg.period, circle_ramp=cfg.circle_ramp, release_at=marks.pop("t_release"),
+        release_ramp=cfg.release_ramp, lift=cfg.lift, lift_speed=min(cfg.approach_speed, 0.01), marks=marks)
+    task = ContactTask(tc, system, p0, logger=logger)
+    task.start(0.0)
+    task.events.clear()
+    return task
+
+
+def demo_law(kind: str, cfg: DemoConfig, system, R0, q0, ki_motion: float = 0.0, extra: dict | None = None,
+             friction: dict | None = None) -> TaskLaw:
+    """The demo's controllers through :class:`~qv_control.task.TaskLaw`: ``qv``, ``osc`` or ``impedance``
+    (``baseline`` is the impedance law)."""
+    settings = TaskLawSettings(kp=cfg.qv_kp, kd=cfg.qv_kd, kf=cfg.force_kp, ki=cfg.force_ki, ki_motion=ki_motion,
+                               extra=dict(extra or {}), imp_kp=cfg.bl_kp, imp_kd=cfg.bl_kd, imp_kp_rot=cfg.bl_kp_rot,
+                               imp_kd_rot=cfg.bl_kd_rot, imp_force_ki=cfg.bl_force_ki)
+    return TaskLaw("impedance" if kind == "baseline" else kind, system, cfg.tool_frame, CONTACT, q0, R0,
+                   redundancy_joint=cfg.redundancy_joint, settings=settings, friction=friction)
+
+
+class Scenario:
+    """What the demo adds around the task: the table drop at ``t_lower`` (once) and the end of a run (the
+    task done or held, or ``stop_after_step`` s after the force step time)."""
+
+    def __init__(self, cfg: DemoConfig, task: ContactTask, lower_table):
+        self.cfg, self.task, self.lower_table = cfg, task, lower_table
+        self.table_lowered = False
+
+    def step(self, t: float) -> bool:
+        """After ``task.update``: apply the scenario's events at t; True when the run ends."""
+        c, task, plan = self.cfg, self.task, self.task.plan
+        if plan and not self.table_lowered and c.phases_after_nominal and t >= plan["t_lower"]:
+            self.table_lowered = True
+            self.lower_table(c.table_height - c.lower_by)
+            task._log(t, "table lowered", by_m=c.lower_by)
+        if plan and c.stop_after_step is not None and t >= plan["t_step"] + c.stop_after_step:
+            return True
+        return task.phase in ("hold", "done")

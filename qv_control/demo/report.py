@@ -8,6 +8,7 @@ import numpy as np
 
 from qv_dynamics import ConstrainedSystem, runfiles
 
+from ..task.profiles import EPS
 from .config import CONTACT, PHASES, DemoConfig, make_system
 
 
@@ -26,7 +27,7 @@ def metrics(run: dict, cfg: DemoConfig) -> dict:
     t = a["t"]
     path_err = np.linalg.norm(a["tool"][:, :2] - a["p_d"][:, :2], axis=1)
     ferr = a["fn"] - a["f_d"]
-    w = (t >= p["t_meas"]) & (t < p["t_meas_end"])
+    w = (t >= p["t_meas"] - EPS) & (t < p["t_meas_end"] - EPS)   # EPS: as the task's switching instants
     out["force_rms_error_rel"] = _rms(ferr[w]) / cfg.force
     out["force_rms_error_n"] = _rms(ferr[w])
     out["force_max_error_rel"] = float(np.max(np.abs(ferr[w]))) / cfg.force if w.any() else float("nan")
@@ -39,13 +40,14 @@ def metrics(run: dict, cfg: DemoConfig) -> dict:
     out["max_commanded_torque_ratio"] = float(np.max(np.abs(a["tau_cmd"]) / lim))
     if cfg.phases_after_nominal and p["t_step"] < p["t_back"]:
         h = cfg.step_window
-        before = (t >= p["t_step"] - h) & (t < p["t_step"])
-        after = (t >= p["t_step"]) & (t < p["t_step"] + h)
+        ts = p["t_step"] - EPS
+        before = (t >= ts - h) & (t < ts)
+        after = (t >= ts) & (t < ts + h)
         out["step_path_rms_before_m"] = _rms(path_err[before])
         out["step_path_rms_after_m"] = _rms(path_err[after])
-        settle = after & (t >= p["t_step"] + 0.1)
+        settle = after & (t >= ts + 0.1)
         out["step_force_rms_error_rel"] = _rms(ferr[settle]) / cfg.force_step if settle.any() else float("nan")
-        loss = (t >= p["t_lower"]) & (t < p["t_release"])
+        loss = (t >= p["t_lower"] - EPS) & (t < p["t_release"] - EPS)
         out["contact_loss_max_torque_ratio"] = float(np.max(ratio[loss])) if loss.any() else float("nan")
         out["contact_loss_max_force_n"] = float(np.max(a["fn"][loss])) if loss.any() else float("nan")
     ev = [e["event"] for e in run["events"]]
@@ -71,8 +73,8 @@ def step_effect(run_step: dict, run_nostep: dict, cfg: DemoConfig) -> dict:
     e_a = a["tool"][:n, :2] - a["p_d"][:n, :2]
     e_b = b["tool"][:n, :2] - b["p_d"][:n, :2]
     d = np.linalg.norm(e_a - e_b, axis=1)
-    w = (t >= p["t_step"]) & (t < p["t_step"] + cfg.step_window)
-    pre = t < p["t_step"]
+    w = (t >= p["t_step"] - EPS) & (t < p["t_step"] - EPS + cfg.step_window)
+    pre = t < p["t_step"] - EPS
     if not w.any():
         return {}
     ea, eb = np.linalg.norm(e_a[w], axis=1), np.linalg.norm(e_b[w], axis=1)

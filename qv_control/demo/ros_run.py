@@ -1,27 +1,34 @@
-"""The demo through the ROS 2 topic contract in one process: MuJoCo node (lock-step) ↔ controller node (law
-injected) ↔ a supervisor node (contact detection from the WrenchStamped, table command)."""
+"""The demo through the ROS 2 topic contract in one process: MuJoCo node (lock-step) ↔ controller node running
+the contact task (:mod:`qv_control.ros.task_layer`: contact detection from the WrenchStamped, constraint
+switches, phase) ↔ a scenario node (the table command)."""
 from __future__ import annotations
 
 import os
 import time
 
 import rclpy
-from geometry_msgs.msg import WrenchStamped
 from rclpy.context import Context
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
 from std_msgs.msg import Float64
 
-from qv_dynamics.ros.messages import stamp_to_sec, wrench_to_array
 from qv_dynamics.ros.mujoco_node import MujocoNode
 from qv_dynamics.ros.runner import make_executor
 
 from ..ros.bringup import to_parameters
 from ..ros.controller_node import ControllerNode
-from .config import CONTACT, DemoConfig, initial_state, make_plant, make_system, perturbed_system
+from .config import (
+    CONTACT,
+    DemoConfig,
+    Scenario,
+    demo_law,
+    demo_task,
+    initial_state,
+    make_plant,
+    make_system,
+    perturbed_system,
+    planned_touch_speed,
+)
 from .runs import Recorder
-from .supervisor import ContactSupervisor
-from .switching_law import make_demo_law, reference_for
 
 
 class DemoGraph:
@@ -34,49 +41,43 @@ class DemoGraph:
         self.ctrl_sys = make_system(cfg) if mass_factor == 1.0 else perturbed_system(cfg, mass_factor)
         self.plant = make_plant(cfg, self.plant_sys)
         self.nodes: list[Node] = []
-        self.R_tool = self.plant.tool_rotation()
+        self.finished = False
 
     def build(self) -> None:
         cfg, context, plant = self.cfg, self.context, self.plant
-        sup = self.sup = Node("qv_demo_supervisor", context=context)
+        sup = self.sup = Node("qv_demo_scenario", context=context)
         self.nodes.append(sup)
         self.table_pub = sup.create_publisher(Float64, "/qv_mujoco/table_height", 10)
-        self.sc = ContactSupervisor(cfg, self.ctrl_sys, self.p0,
-                                    lambda z: self.table_pub.publish(Float64(data=float(z))), logger=sup.get_logger())
-        self.rec = Recorder(self.sc, plant.effort_limits)
+        self.task = demo_task(cfg, self.ctrl_sys, self.p0, planned_touch_speed(cfg, self.ctrl_sys, self.q0))
+        self.scenario = Scenario(cfg, self.task, lambda z: self.table_pub.publish(Float64(data=float(z))))
+        self.rec = Recorder(self.task, plant.effort_limits)
         self.mj = MujocoNode("qv_mujoco", context=context, system=self.plant_sys, plant=plant, q0=self.q0,
                              parameter_overrides=to_parameters({"mode": "lockstep", "dt": cfg.dt,
                                                                 "lockstep_resend": 0.5, "publish_clock": True}))
         self.nodes.append(self.mj)
         self.mj.on_step.append(lambda node: self.rec.record(node.plant, node.tau))
-        self.law = make_demo_law(self.kind, cfg, self.ctrl_sys, self.R0, self.q0)
+        task_law = demo_law(self.kind, cfg, self.ctrl_sys, self.R0, self.q0)
+        self.law = task_law.law
         self.rec.law = self.law
-        q3 = float(self.q0[self.ctrl_sys.joint_q_index(cfg.redundancy_joint)])
         self.ctrl = ControllerNode(
-            "qv_controller", context=context, system=self.ctrl_sys, law=self.law,
-            reference=lambda t: reference_for(self.kind, self.sc.task(t), q3),
+            "qv_controller", context=context, system=self.ctrl_sys, task=(self.task, task_law, cfg.tool_frame),
             parameter_overrides=to_parameters({
                 "joints": list(plant.joint_names), "watchdog_timeout": 5.0, "safe_mode": "gravity",
                 "command_delay": 0.0,   # lock-step: each command acts from the state it answers
-                "wrench_topics": ["/qv_mujoco/tool_ft/wrench"], "wrench_constraints": [CONTACT]}))
+                "wrench_topics": ["/qv_mujoco/tool_ft/wrench"], "wrench_constraints": [CONTACT],
+                "task.ft_timeout": 5.0}))   # lock-step: the wall time between states is the machine's, not the plant's
         self.nodes.append(self.ctrl)
-        self.mj.on_step.append(self.track_rotation)
-        sup.create_subscription(WrenchStamped, "/qv_mujoco/tool_ft/wrench", self.on_wrench, qos_profile_sensor_data)
+        self.mj.on_step.append(self.on_step)
 
-    def on_wrench(self, msg: WrenchStamped) -> None:
-        """Contact detection from the sensor message: normal force = −(R f)_z (f: robot on environment)."""
-        w = wrench_to_array(msg)
-        fn = -float((self.R_tool @ w[:3])[2])
-        self.sc.update(stamp_to_sec(msg.header.stamp), fn, self.mj.plant.tool_position[2])
-
-    def track_rotation(self, node) -> None:
-        self.R_tool = node.plant.tool_rotation()
+    def on_step(self, node) -> None:
+        if self.scenario.step(node.plant.time):
+            self.finished = True
 
     def wait_for_discovery(self, executor, timeout: float = 10.0) -> None:
         t_end = time.monotonic() + timeout
         while time.monotonic() < t_end:  # discovery (in-process, fast)
             if self.mj.pub_js.get_subscription_count() >= 1 and self.ctrl.pub_cmd.get_subscription_count() >= 1 \
-                    and self.mj.pub_wrench.get_subscription_count() >= 2 \
+                    and self.mj.pub_wrench.get_subscription_count() >= 1 \
                     and self.table_pub.get_subscription_count() >= 1:
                 return
             executor.spin_once(timeout_sec=0.01)
@@ -106,19 +107,19 @@ def run_ros(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0, domain_
         t0 = time.perf_counter()
         graph.mj.publish_state()
         wall_limit = time.monotonic() + 600.0
-        while graph.sc.phase != "done" and time.monotonic() < wall_limit:
+        while not graph.finished and time.monotonic() < wall_limit:
             executor.spin_once(timeout_sec=0.1)
         graph.mj.mode = "paused"
         wall = time.perf_counter() - t0
         ctrl = graph.ctrl
         stats = {"commands": ctrl.stats["commands"], "safe_commands": ctrl.stats["safe_commands"],
                  "rejected": {k: dict(v.counts) for k, v in ctrl.rejects.items() if v.total},
-                 "law_rebuilds": getattr(graph.law, "rebuilds", None)}
+                 "law_rebuilds": getattr(graph.law, "rebuilds", None), **ctrl.task_layer.stats}
         executor.shutdown()
     finally:
         graph.destroy()
         rclpy.try_shutdown(context=context)
-    sc = graph.sc
-    return {"arrays": graph.rec.arrays(), "events": sc.events, "plan": sc.plan, "wall_time_s": wall,
-            "aborted": sc.aborted, "kind": kind, "mass_factor": mass_factor, "limits": graph.plant.effort_limits,
+    task = graph.task
+    return {"arrays": graph.rec.arrays(), "events": task.events, "plan": task.plan, "wall_time_s": wall,
+            "aborted": task.reason, "kind": kind, "mass_factor": mass_factor, "limits": graph.plant.effort_limits,
             "ros": stats}

@@ -1,8 +1,11 @@
-"""``qv demo --out DIR``: the Panda presses on a MuJoCo table while it traces a circle (issue 6).
+"""``qv demo --out DIR``: the Panda presses on a MuJoCo table while it traces a circle.
 
 Scenario (one run per controller, all through the ROS 2 topic contract in one process):
 
-1. approach: free motion, the tool descends at ``approach_speed`` towards the table;
+The scenario is a :class:`qv_control.task.ContactTask` (the product's task layer):
+
+1. approach: free motion, the tool descends at ``approach_speed`` towards the table and slows to the
+   touch-down speed planned from the contact inertia and the table's stiffness (peak ≤ ``peak_ratio`` × F);
 2. contact: when MuJoCo's F/T sensor reads more than ``contact_on`` N, the constraint
    ``{type: point_contact, frame: panda_hand_tcp, axes: [z], name: contact}`` is switched on
    (``system.set_active``); the law is rebuilt for the new constraint set so the quasi-velocity basis
@@ -12,7 +15,7 @@ Scenario (one run per controller, all through the ROS 2 topic contract in one pr
 4. force step: the commanded force steps to ``force_step`` N and back (decoupling test);
 5. contact loss: the table is lowered by ``lower_by`` (5 mm) through the MuJoCo node's
    ``~/table_height`` topic; the contact is lost (logged once), the tool re-approaches in free motion
-   and regains the contact (logged once);
+   at the touch-down speed and regains the contact (logged once);
 6. release: λ_d ramps to zero, the constraint is switched off, the tool lifts.
 
 Controllers: the quasi-velocity hybrid law of :mod:`qv_control.laws` (tracking of θ = tool x, y, (z),
@@ -42,10 +45,20 @@ from qv_dynamics.linalg import limit_blas_threads
 from qv_dynamics.plants.mujoco_plant import MujocoPlant
 from qv_dynamics.state import State
 
-from .config import PHASES, DemoConfig, initial_state, load_config, make_plant, perturbed_system
+from ..task import ContactTask
+from .config import (
+    PHASES,
+    DemoConfig,
+    Scenario,
+    demo_law,
+    demo_task,
+    initial_state,
+    load_config,
+    make_plant,
+    perturbed_system,
+    planned_touch_speed,
+)
 from .report import metrics, plot_report, print_table, step_effect, summarize
-from .supervisor import ContactSupervisor
-from .switching_law import make_demo_law, reference_for
 
 # what `qv demo` writes into --out (removed before a rerun, so no file of an earlier run survives)
 OUT_FILES = ("summary.json", "*_trajectory.npz", "normal_force.png", "path_error.png", "path_xy.png",
@@ -58,15 +71,15 @@ class Recorder:
     KEYS = ("t", "q", "qdot", "tau_cmd", "tau", "tool", "p_d", "fn", "fn_sensor", "f_d", "contact", "phase",
             "table", "demand_ratio")
 
-    def __init__(self, scenario: ContactSupervisor, limits: np.ndarray, law=None):
-        self.sc = scenario
+    def __init__(self, task: ContactTask, limits: np.ndarray, law=None):
+        self.task = task
         self.limits = limits
         self.law = law
         self.rows: dict[str, list] = {k: [] for k in self.KEYS}
 
     def record(self, plant: MujocoPlant, tau_cmd: np.ndarray) -> None:
         t = plant.time
-        task = self.sc.task(t)
+        task = self.task.point(t)
         r = self.rows
         r["t"].append(t)
         r["q"].append(plant.q)
@@ -77,9 +90,9 @@ class Recorder:
         r["p_d"].append(task["p"])
         r["fn"].append(plant.normal_force())
         r["fn_sensor"].append(-float((plant.tool_rotation() @ plant.sensor_wrench()[:3])[2]))
-        r["f_d"].append(self.sc.commanded_force(t))
+        r["f_d"].append(self.task.commanded_force(t))
         r["contact"].append(bool(task["contact"]))
-        r["phase"].append(PHASES.index(self.sc.phase))
+        r["phase"].append(PHASES.index(self.task.phase))
         r["table"].append(plant.table_height)
         # peak |τ_i|/limit of the law's demand before any limiter (the plant clips at the limits anyway)
         peak = getattr(self.law, "peak_ratio", None)
@@ -101,24 +114,25 @@ def run_direct(cfg: DemoConfig, kind: str = "qv", mass_factor: float = 1.0) -> d
     ctrl_sys = plant_sys if mass_factor == 1.0 else perturbed_system(cfg, mass_factor)
     plant = make_plant(cfg, plant_sys)
     plant.reset(q0)
-    sc = ContactSupervisor(cfg, ctrl_sys, p0, plant.set_table_height)
-    law = make_demo_law(kind, cfg, ctrl_sys, R0, q0)
-    rec = Recorder(sc, plant.effort_limits, law)
-    q3 = float(q0[ctrl_sys.joint_q_index(cfg.redundancy_joint)])
+    task = demo_task(cfg, ctrl_sys, p0, planned_touch_speed(cfg, ctrl_sys, q0))
+    scenario = Scenario(cfg, task, plant.set_table_height)
+    tl = demo_law(kind, cfg, ctrl_sys, R0, q0)
+    law = tl.law
+    rec = Recorder(task, plant.effort_limits, law)
     t0 = time.perf_counter()
-    while sc.phase != "done":
+    while True:
         t = plant.time
         fn = measured_normal_force(plant)
-        sc.update(t, fn, plant.tool_position[2])
-        if sc.phase == "done":
+        task.update(t, fn, plant.tool_position[2])
+        if scenario.step(t):
             break
-        task = sc.task(t)
-        lam_meas = np.array([-fn]) if task["contact"] else None
-        tau = law.compute(State(t=t, q=plant.q, qdot=plant.qdot, lambda_meas=lam_meas), reference_for(kind, task, q3))
+        point = task.point(t)
+        lam_meas = np.array([-fn]) if point["contact"] else None
+        tau = law.compute(State(t=t, q=plant.q, qdot=plant.qdot, lambda_meas=lam_meas), tl.reference(point))
         plant.step(tau, cfg.dt)
         rec.record(plant, tau)
-    return {"arrays": rec.arrays(), "events": sc.events, "plan": sc.plan, "wall_time_s": time.perf_counter() - t0,
-            "aborted": sc.aborted, "kind": kind, "mass_factor": mass_factor, "limits": plant.effort_limits}
+    return {"arrays": rec.arrays(), "events": task.events, "plan": task.plan, "wall_time_s": time.perf_counter() - t0,
+            "aborted": task.reason, "kind": kind, "mass_factor": mass_factor, "limits": plant.effort_limits}
 
 
 def run_demo(cfg: DemoConfig, out: Path | None = None, ros: bool = True, plots: bool = True,
@@ -161,7 +175,7 @@ def run_demo(cfg: DemoConfig, out: Path | None = None, ros: bool = True, plots: 
 def main(argv: list[str] | None = None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["anymal"]:  # `qv demo anymal ...`: the legged demo (issue 13)
+    if argv[:1] == ["anymal"]:  # `qv demo anymal ...`: the legged demo
         from .anymal import main as anymal_main
 
         return anymal_main(argv[1:])

@@ -1,4 +1,4 @@
-"""Friction compensation for a sliding contact (issue 12), added to any law of the tool frame.
+"""Friction compensation for a sliding contact, added to any law of the tool frame.
 
 The laws model a frictionless surface contact (a ``point_contact`` with ``axes: [z]``). A real surface
 adds a tangential force f_t on the tool, i.e. the generalised force J_pᵀf_t on the robot (J_p: the tool's

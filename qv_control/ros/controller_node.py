@@ -78,11 +78,12 @@ DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not 
 class ControllerNode(ControllerParameters, Node):
     """Event-driven: one effort command per valid /joint_states message."""
 
-    def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None,
+    def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
                  **node_kwargs):
         """``system``/``law`` may be passed in-process (bringup, tests); otherwise they are built from the
         parameters ``model_config``/``robot_description`` and ``law`` + ``law_params.*``. ``reference`` is an
-        optional callable t -> Reference used until a reference topic message arrives."""
+        optional callable t -> Reference used until a reference topic message arrives. ``task``: a
+        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
         declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
@@ -100,6 +101,9 @@ class ControllerNode(ControllerParameters, Node):
         self.cmd_map = self._command_map(gp("joints").value)
         self.watchdog_timeout = float(gp("watchdog_timeout").value)
         self.safe_mode = gp("safe_mode").value
+        self.task_layer = self._make_task_layer(task)
+        if self.task_layer is not None:
+            law, reference = self.task_layer.task_law.law, self.task_layer.reference
         self._injected_law = law is not None
         self.law = law if law is not None else self._build_law()
         check_joints_cover(self.law, system, self.cmd_map.joints)  # no actuated joint's torque dropped
@@ -176,30 +180,6 @@ class ControllerNode(ControllerParameters, Node):
         v = self.get_parameter(name).value
         return [s for s in (v or []) if s]
 
-    def _opt_array(self, name: str) -> np.ndarray | None:
-        v = self.get_parameter(name).value
-        if v is None or (isinstance(v, (list, tuple)) and not v):
-            return None
-        arr = np.asarray(v, float).ravel()
-        if not np.all(np.isfinite(arr)):
-            raise ModelError(f"parameter '{name}' has non-finite entries")
-        return arr
-
-    def _spline_from_params(self):
-        """θ_d(t) from ``reference.times`` + ``reference.waypoints`` (row-major, len(times) × k) with
-        ``reference.kind`` (quintic | cubic); t counts from the first valid /joint_states."""
-        times = self._opt_array("reference.times")
-        wps = self._opt_array("reference.waypoints")
-        if times is None and wps is None:
-            return None
-        if times is None or wps is None or wps.size % times.size:
-            raise ModelError("reference.times (T values) and reference.waypoints (T × k values, row-major) "
-                             "must be given together")
-        from ..references import SplineReference
-
-        return SplineReference(times, wps.reshape(times.size, -1), kind=self.get_parameter("reference.kind").value,
-                               coordinates=getattr(self.law, "coords", None) or getattr(self.law, "coordinates", None))
-
     def _command_topic(self) -> str:
         topic = self.get_parameter("command_topic").value
         return topic or f"/{self.get_parameter('controller_name').value}/commands"
@@ -226,6 +206,8 @@ class ControllerNode(ControllerParameters, Node):
         try:
             self.wrench_raw[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))
             self.rejects["wrench"].ok()
+            if self.task_layer is not None:
+                self.task_layer.on_wrench()
         except QVError as exc:
             self.rejects["wrench"].reject(reject_kind(exc), str(exc))
 
@@ -309,6 +291,9 @@ class ControllerNode(ControllerParameters, Node):
         if self.t_first is None:
             self.t_first = t
         t0, c0, st = time.perf_counter(), time.thread_time(), self.stats
+        if self.task_layer is not None and not self.task_layer.step(t, q):
+            self.publish_safe()
+            return
         try:
             if self.observer is not None:
                 qdot = self.observer.update(t, q, qdot, self._tau_sent)
@@ -384,6 +369,8 @@ class ControllerNode(ControllerParameters, Node):
                   "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
                   # the stamp the reference's time counts from (its first state), to the ns: logs align on it
                   "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
+        if self.task_layer is not None:
+            values.update(self.task_layer.diagnostics())
         law = self.rejects["law"]
         values["law_failures"] = law.total
         for k, c in self.rejects.items():

@@ -35,6 +35,7 @@ from qv_dynamics.ros.params import (
 from ..latency import AUTO, MAX_HORIZON, StatePredictor
 from ..laws.registry import LAWS, make_law
 from .sizes import labelled_vector
+from .task_params import TASK_PARAMS
 
 SAFE_MODES = ("zero", "gravity")
 LAW_PREFIX = "law_params."
@@ -116,7 +117,7 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           finite_list("reference.waypoints")),
     Param("reference.kind", "quintic", "spline reference: quintic or cubic", one_of("reference.kind",
                                                                                      ("quintic", "cubic"))),
-)
+) + TASK_PARAMS
 
 
 def make_predictor(system, command_delay: float):
@@ -173,6 +174,47 @@ class ControllerParameters:
         if getattr(law, "coords", None) is None:
             return None if value is None else labelled_vector("theta_desired", value, ["θ"] * int(np.size(value)))
         return labelled_vector("theta_desired", value, law_theta_names(law, self.layout.names))
+
+    def _opt_array(self, name: str) -> np.ndarray | None:
+        v = self.get_parameter(name).value
+        if v is None or (isinstance(v, (list, tuple)) and not v):
+            return None
+        arr = np.asarray(v, float).ravel()
+        if not np.all(np.isfinite(arr)):
+            raise ModelError(f"parameter '{name}' has non-finite entries")
+        return arr
+
+    def _spline_from_params(self):
+        """θ_d(t) from ``reference.times`` + ``reference.waypoints`` (row-major, len(times) × k) with
+        ``reference.kind`` (quintic | cubic); t counts from the first valid /joint_states."""
+        times = self._opt_array("reference.times")
+        wps = self._opt_array("reference.waypoints")
+        if times is None and wps is None:
+            return None
+        if times is None or wps is None or wps.size % times.size:
+            raise ModelError("reference.times (T values) and reference.waypoints (T × k values, row-major) "
+                             "must be given together")
+        from ..references import SplineReference
+
+        return SplineReference(times, wps.reshape(times.size, -1), kind=self.get_parameter("reference.kind").value,
+                               coordinates=getattr(self.law, "coords", None) or getattr(self.law, "coordinates", None))
+
+    def _make_task_layer(self, task):
+        """The contact task layer from an in-process ``task`` or the ``task.*`` parameters (None: no task)."""
+        gp = self.get_parameter
+        if task is None and not gp("task.enabled").value:
+            return None
+        from .task_layer import TaskLayer
+
+        opts = {"ft_filter_hz": gp("task.ft_filter_hz").value, "ft_timeout": gp("task.ft_timeout").value}
+        if task is None:
+            from .task_params import task_from_parameters
+
+            task, task_law, frame, g = task_from_parameters(self)
+            opts["autostart"] = bool(g["autostart"])
+        else:
+            task, task_law, frame = task
+        return TaskLayer(self, task, task_law, frame, **opts)
 
     def _command_map(self, joints) -> CommandMap:
         """The effort command order; UnknownNameError with the model's joint names."""

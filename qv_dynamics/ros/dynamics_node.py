@@ -10,6 +10,9 @@ Subscribes
       twist in the base frame, REP 105; the latest one completes each joint state)
   ``command_topic`` (std_msgs/Float64MultiArray, optional: τ when /joint_states carries no effort)
   ``wrench_topics`` (geometry_msgs/WrenchStamped, optional, one per name in ``wrench_constraints``)
+  ``active_constraints_topic`` (std_msgs/String, optional, transient local): the comma-separated names of the
+      active constraints (a controller's contact switches, e.g. ``/qv_controller/active_constraints``); the
+      model's constraints are switched to match (the basis is re-seeded at the next sample)
 Publishes (all sensor_msgs/JointState: name = labels, position = values, stamp = the input's stamp; each
 topic only while it has a subscriber, so an unwatched node costs the loop its input messages only)
   ``~/v``  ``~/v_r``  ``~/xi``  ``~/u_v``  ``~/u_xi``  ``~/lambda``
@@ -31,8 +34,9 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Point, WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from ..errors import ModelError, QVError, as_vector
@@ -122,6 +126,10 @@ class DynamicsNode(Node):
             c = system.constraint(cname)  # UnknownNameError if absent
             subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), bool(gp("raw_messages").value),
                              lambda exc: self.wrench_rejects.reject(reject_kind(exc), str(exc)))
+        active_topic = gp("active_constraints_topic").value
+        if active_topic:
+            self.create_subscription(String, active_topic, self.on_active_constraints,
+                                     QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self._cpu_mark = (time.monotonic(), time.process_time())
         self._lost_reported = 0
         period = float(gp("diagnostics_period").value)
@@ -148,6 +156,18 @@ class DynamicsNode(Node):
             self.wrench_rejects.ok()
         except QVError as exc:
             self.wrench_rejects.reject(reject_kind(exc), str(exc))
+
+    def on_active_constraints(self, msg: String) -> None:
+        """Switch the model's constraints to the named set (unknown names: logged, the set left as it is)."""
+        names = {n.strip() for n in msg.data.split(",") if n.strip()}
+        known = {c.name for c in self.system.constraints}
+        if names - known:
+            self.get_logger().warning(f"active constraints {sorted(names - known)} unknown to the model; ignored")
+            return
+        for c in self.system.constraints:
+            if c.active != (c.name in names):
+                self.system.set_active(c.name, c.name in names)
+        self.stats["switches"] = self.stats.get("switches", 0) + 1
 
     @property
     def decimation(self) -> int:

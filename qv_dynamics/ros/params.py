@@ -222,6 +222,9 @@ DYNAMICS_NODE = (
     Param("model_config", "", "model YAML (robot.urdf, constraints), a path or a name in the package's config/"),
     Param("robot_description", "", "URDF XML; replaces robot.urdf of model_config when non-empty"),
     JOINT_STATES_TOPIC,
+    Param("active_constraints_topic", "", "std_msgs/String (transient local) naming the active constraints, "
+          "comma-separated: the model follows a controller's contact switches (/qv_controller/active_constraints)",
+          topic_name("active_constraints_topic", optional=True)),
     RAW_MESSAGES,
     BEST_EFFORT_INPUTS,
     Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "

@@ -1,0 +1,76 @@
+"""A law for a changing constraint set: rebuilt from a factory whenever the set of active constraints
+changes, with the integral actions carried over.
+
+SPEC §2: when the rank of the active constraint rows changes, the quasi-velocity basis (Q, V₁, V₂) is
+re-seeded; a law built for one constraint set (its minimal coordinates θ: k = n − r entries) does not
+apply to another. :class:`SwitchingLaw` calls ``factory(active)`` — ``active`` the tuple of active
+constraint names — on the first compute and after every change, and hands the generalised force its
+integral actions applied at the last sample, b + τ_I (``law.integral_torque``), to the new law
+(``law.carry(b)``): a bumpless transfer, so a learned model error is not dropped at touch-down. A law
+that handles both sets itself (the operational-space and impedance laws read the constraint's active
+flag) is wrapped with ``rebuild=False``: the same instance throughout.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from qv_dynamics.state import Reference, State
+
+
+class SwitchingLaw:
+    """``compute(state, reference)`` through the law built for the current active set (module doc)."""
+
+    def __init__(self, system, factory: Callable[[tuple], object], rebuild: bool = True):
+        self.system, self.factory, self.rebuild = system, factory, bool(rebuild)
+        self.law = None
+        self.active: tuple | None = None
+        self.rebuilds = 0
+
+    def active_set(self) -> tuple:
+        return tuple(c.name for c in self.system.active_constraints)
+
+    def current(self):
+        """The law for the present active set (built or rebuilt here)."""
+        active = self.active_set()
+        if self.law is None or (self.rebuild and active != self.active):
+            carried = getattr(self.law, "integral_torque", None)
+            self.law = self.factory(active)
+            if carried is not None and hasattr(self.law, "carry"):
+                self.law.carry(np.asarray(carried, float))
+            self.rebuilds += 1
+        self.active = active
+        return self.law
+
+    def reset(self) -> None:
+        self.law, self.active = None, None
+
+    @property
+    def theta_names(self) -> list[str]:
+        """Names of the current law's coordinates θ (its ``theta_names`` or its coordinates' labels)."""
+        law = self.current()
+        names = getattr(law, "theta_names", None)
+        if names:
+            return list(names)
+        coords = getattr(law, "coords", None) or getattr(law, "coordinates", None)
+        return list(getattr(coords, "labels", None) or getattr(coords, "names", None) or [])
+
+    def compute(self, state: State, reference: Reference) -> np.ndarray:
+        law = self.current()
+        return law.compute(state, reference)
+
+    @property
+    def peak_ratio(self) -> float | None:
+        """Peak |τ_i|/limit of the current law's demand before its limiter (None: the law has no limiter)."""
+        law = self.law
+        sat = getattr(law, "saturation", None)
+        return None if sat is None else float(sat.peak_ratio)
+
+    def __getattr__(self, name):  # saturation, last, integral_torque ... of the current law
+        if name in ("law", "system", "factory"):
+            raise AttributeError(name)
+        return getattr(self.current(), name)
+
+
+__all__ = ["SwitchingLaw"]

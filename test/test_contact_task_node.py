@@ -1,0 +1,158 @@
+"""The contact task inside qv_controller_node, driven through real rclpy: task.* parameters, the Trigger
+services, the latched ~/phase and ~/active_constraints topics, a run-time contact switch from the measured
+wrench, the safe hold after a silent F/T topic and after an approach window without a touch, and the
+refusals at start (unreachable waypoints, a force beyond the effort limits). Bounded in time (seconds)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from geometry_msgs.msg import WrenchStamped  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile  # noqa: E402
+from ros_helpers import retire, ros_session, spin_until  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from qv_control.ros.bringup import to_parameters  # noqa: E402
+from qv_control.ros.controller_node import ControllerNode  # noqa: E402
+from qv_control.task import TaskRefused  # noqa: E402
+from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
+from qv_dynamics.ros.params import load_model_config  # noqa: E402
+
+DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 7) % 200
+Q0 = [0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785]
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+FRAME = "panda_hand_tcp"
+
+
+def params(**task) -> dict:
+    base = {"model_config": "demo_model.yaml", "joints": JOINTS, "watchdog_timeout": 5.0, "safe_mode": "gravity",
+            "command_delay": 0.0, "wrench_topics": ["/qv_test/ft"], "wrench_constraints": ["contact"],
+            "task.enabled": True, "task.frame": FRAME, "task.redundancy_joint": "panda_joint3", "task.start_q": Q0,
+            "task.surface_height": 0.245, "task.stiffness": 2.0e6, "task.ft_timeout": 0.3}
+    base.update({f"task.{k}": v for k, v in task.items()})
+    return base
+
+
+@pytest.fixture(scope="module")
+def session():
+    with ros_session(DOMAIN, "qv_test_task_probe") as s:
+        yield s
+
+
+def test_refusals_at_start_name_the_target_and_the_joint():
+    system, _ = load_model_config("demo_model.yaml")
+    ctx_args = {"automatically_declare_parameters_from_overrides": False}
+    with ros_session(DOMAIN, "qv_test_task_refusal") as (ctx, ex, probe):
+        with pytest.raises(TaskRefused, match=r"target \d+ at \(2.000, 0.000, 0.245\) m is unreachable"):
+            ControllerNode("qv_refused", context=ctx, parameter_overrides=to_parameters(
+                params(trace="waypoints", waypoints=[0.6, 0.0, 2.0, 0.0], release_at=1.0)), **ctx_args)
+        # the Panda's joint 2 holds about 87 N m: 2 kN on the table is beyond it
+        with pytest.raises(TaskRefused, match="exceeds the effort limit"):
+            ControllerNode("qv_refused2", context=ctx, parameter_overrides=to_parameters(params(force=2000.0)),
+                           **ctx_args)
+    assert system.nv == 7
+
+
+def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
+    ctx, ex, probe = session
+    node = ControllerNode("qv_task_ctrl", context=ctx, parameter_overrides=to_parameters(params(approach_window=30.0)))
+    dyn = DynamicsNode("qv_task_dyn", context=ctx, parameter_overrides=to_parameters(
+        {"model_config": "demo_model.yaml", "active_constraints_topic": "/qv_task_ctrl/active_constraints",
+         "diagnostics_period": 0.0}), automatically_declare_parameters_from_overrides=False)
+    ex.add_node(node)
+    ex.add_node(dyn)
+    system = node.system
+    R = system.frame_placement(np.asarray(Q0), FRAME).rotation
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    phases, active = [], []
+    probe.create_subscription(String, "/qv_task_ctrl/phase", lambda m: phases.append(m.data), latched)
+    probe.create_subscription(String, "/qv_task_ctrl/active_constraints", lambda m: active.append(m.data), latched)
+    pub_js = probe.create_publisher(JointState, "/joint_states", 10)
+    pub_ft = probe.create_publisher(WrenchStamped, "/qv_test/ft", 10)
+    start = probe.create_client(Trigger, "/qv_task_ctrl/start")
+    t = [0.0]
+
+    def send(fn: float | None) -> None:
+        t[0] += 0.001
+        stamp = rclpy.time.Time(seconds=t[0]).to_msg()
+        if fn is not None:   # robot on environment, sensor axes: world force (0, 0, -fn)
+            f = R.T @ np.array([0.0, 0.0, -fn])
+            w = WrenchStamped()
+            w.header.stamp = stamp
+            w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = map(float, f)
+            pub_ft.publish(w)
+        js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
+        js.header.stamp = stamp
+        pub_js.publish(js)
+        ex.spin_once(timeout_sec=0.005)
+
+    try:
+        assert spin_until(ex, lambda: phases == ["free"] and active == [""], 5.0)
+        assert spin_until(ex, lambda: start.service_is_ready(), 5.0)
+        fut = start.call_async(Trigger.Request())
+        for _ in range(20):
+            send(0.0)
+        assert spin_until(ex, fut.done, 5.0) and fut.result().success
+        assert spin_until(ex, lambda: phases[-1] == "approach", 2.0)
+        assert not system.constraint("contact").active
+        for _ in range(30):    # 5 N > contact_on (2 N): the node switches the constraint on
+            send(5.0)
+        assert spin_until(ex, lambda: phases[-1] == "contact" and active[-1] == "contact", 2.0)
+        assert system.constraint("contact").active and len(system.row_labels) == 1
+        # the dynamics node (its own model) follows the controller's switch
+        assert spin_until(ex, lambda: dyn.system.constraint("contact").active, 2.0)
+        safe0 = node.stats["safe_commands"]
+        import time
+        t_end = time.monotonic() + 1.0      # the F/T topic stops; states keep coming
+        while time.monotonic() < t_end:
+            send(None)
+        assert phases[-1] == "hold" and active[-1] == ""
+        assert node.task_layer.stats["ft_stale_episodes"] == 1 and node.stats["safe_commands"] > safe0
+        assert "F/T topic silent" in node.task_layer.task.reason
+        assert spin_until(ex, lambda: not dyn.system.constraint("contact").active, 2.0)
+    finally:
+        retire(ex, node, dyn)
+
+
+def test_no_touch_down_within_the_window_ends_in_a_safe_hold(session):
+    ctx, ex, probe = session
+    node = ControllerNode("qv_task_window", context=ctx, parameter_overrides=to_parameters(
+        params(approach_window=0.05, autostart=True, hold=0.0)))
+    ex.add_node(node)
+    pub_js = probe.create_publisher(JointState, "/joint_states", 10)
+    try:
+        for k in range(120):
+            js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
+            js.header.stamp = rclpy.time.Time(seconds=0.001 * (k + 1)).to_msg()
+            pub_js.publish(js)
+            ex.spin_once(timeout_sec=0.005)
+        assert spin_until(ex, lambda: node.task_layer.task.phase == "hold", 2.0)
+        assert "no touch-down within the approach window" in node.task_layer.task.reason
+        assert not node.system.constraint("contact").active
+    finally:
+        retire(ex, node)
+
+
+def test_refused_task_ends_the_process_with_one_line_and_exit_2():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    args = [f"task.{k}:={v}" for k, v in (("enabled", "true"), ("frame", FRAME), ("start_q", str(Q0)),
+                                           ("surface_height", 0.245), ("force", 2000.0))]
+    cmd = [sys.executable, "-m", "qv_control.ros.controller_node", "--ros-args", "-p", "model_config:=demo_model.yaml",
+           "-p", f"joints:={JOINTS}".replace("'", '"')]
+    for a in args:
+        cmd += ["-p", a]
+    env = dict(os.environ, PYTHONPATH=str(root), ROS_DOMAIN_ID=str(DOMAIN))
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert any("exceeds the effort limit" in ln for ln in lines) and "Traceback" not in r.stderr
