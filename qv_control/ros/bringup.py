@@ -23,15 +23,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import yaml
 
 from qv_dynamics.argtypes import int_in, positive_float
 from qv_dynamics.jsonutil import jsonable as _jsonable
 from qv_dynamics.linalg import limit_blas_threads
 
+from .params_file import load_params_file, to_parameters  # noqa: F401 - re-exported for in-process runs
 from .run_checks import (
     FOREIGN_CHECK_STEPS,
     foreign_publishers,
@@ -41,65 +40,6 @@ from .run_checks import (
 )
 
 NODE_SECTIONS = ("qv_sim", "qv_dynamics", "qv_controller")
-
-
-# ------------------------------------------------------------------------------------------ parameters
-
-
-def load_params_file(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """{node_name: {flat.param.name: value}} from a ROS 2 parameters YAML (``node: {ros__parameters: ..}``;
-    ``/**`` applies to every node). Relative ``model_config`` paths are made absolute against the file's
-    folder when they exist there."""
-    from qv_dynamics.errors import ModelError
-
-    p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"cannot read parameters file {p}: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ModelError(f"{p}: a ROS 2 parameters file is a mapping of node names")
-    common = _flatten(((doc.get("/**") or {}).get("ros__parameters")) or {})
-    out: dict[str, dict[str, Any]] = {}
-    for key, sec in doc.items():
-        if key == "/**":
-            continue
-        name = key.strip("/").split("/")[-1]
-        if not isinstance(sec, dict) or "ros__parameters" not in sec:
-            raise ModelError(f"{p}: section '{key}' has no ros__parameters")
-        flat = dict(common)
-        flat.update(_flatten(sec["ros__parameters"] or {}))
-        mc = flat.get("model_config")
-        if isinstance(mc, str) and mc and not os.path.isabs(mc) and (p.parent / mc).is_file():
-            flat["model_config"] = str((p.parent / mc).resolve())
-        out[name] = flat
-    return out
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def to_parameters(flat: dict[str, Any]) -> list:
-    """rclpy Parameters for ``parameter_overrides`` (numeric lists with ints and floats become doubles)."""
-    from rclpy.parameter import Parameter
-
-    params = []
-    for k, v in flat.items():
-        if isinstance(v, (list, tuple)):
-            if v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) \
-                    and any(isinstance(x, float) for x in v):
-                v = [float(x) for x in v]
-            v = list(v)
-        params.append(Parameter(k, value=v))
-    return params
 
 
 # ------------------------------------------------------------------------------------------ errors

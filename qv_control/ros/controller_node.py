@@ -20,6 +20,8 @@ Topics
       stamp of the state it answers (plotting, latency measurement); ``publish_stamped_command``; sent
       only while a subscriber is matched (each message costs the 1 kHz path a publish)
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
+  task layer (optional, ``task.*`` parameters, :mod:`.task_layer`): services ``~/start``, ``~/touch_down``,
+      ``~/lift_off``, ``~/hold`` (std_srvs/Trigger); out ``~/phase``, ``~/active_constraints`` (std_msgs/String)
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
 the node publish the safe output (``safe_mode``: ``zero`` effort or ``gravity`` hold τ = g(q_last)) every
@@ -110,11 +112,8 @@ class ControllerNode(ControllerParameters, Node):
         self.theta_names = law_theta_names(self.law, self.layout.names)
         # an injected reference sees the states' time as is (like simulate); the parameter spline counts
         # from the first valid state (wall-clock stamps on hardware)
-        self.reference_fn = reference
-        self._ref_relative = False
-        if reference is None:
-            self.reference_fn = self._spline_from_params()
-            self._ref_relative = self.reference_fn is not None
+        self.reference_fn = reference if reference is not None else self._spline_from_params()
+        self._ref_relative = reference is None and self.reference_fn is not None
         self.t_first: float | None = None
         self.traj: JointTrajectoryReference | None = None
         # sizes checked where they enter: one θ_d per law coordinate, one λ_d per active constraint row
@@ -386,16 +385,14 @@ class ControllerNode(ControllerParameters, Node):
         st["compute_ms_max"] = 0.0
 
     def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:
-        c = self.rejects[topic]
-        return c.total if kind is None else c.counts.get(kind, 0)
+        return self.rejects[topic].total if kind is None else self.rejects[topic].counts.get(kind, 0)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_controller_node`` (``--ros-args --params-file config/<robot>.yaml``)."""
     from qv_dynamics.ros.runner import run_node
-
-    return run_node("qv_controller_node",
-                    lambda: ControllerNode(automatically_declare_parameters_from_overrides=False), argv)
+    return run_node("qv_controller_node", lambda: ControllerNode(automatically_declare_parameters_from_overrides=False),
+                    argv)
 
 
 if __name__ == "__main__":
