@@ -2,7 +2,7 @@
 
 For each scenario the same system, initial state, torque and RK4 integrator (dt = 1 ms) are stepped by
  - ours:   qv_dynamics.simulate (projection eq. 25 + Newton–Raphson eq. 39 + velocity projection), through
-           the compiled kernels (qv_dynamics/sim/kernels.py; the Panda 3-D contact also through the numpy
+           the compiled kernels (qv_dynamics/kernels/sim.py; the Panda 3-D contact also through the numpy
            reference path, Stepper(compiled=False), for the before/after ratio in the same run),
  - pin:    Pinocchio's constrained dynamics + the same RK4, no correction. Pinocchio's constraintDynamics only
            knows 3-D/6-D contacts, so the 1-row constraints (slider-crank closure y_C = 0, Panda tool on a plane,
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     T, R = args.horizon, args.repeats
     print(f"# simulator benchmark: dt = {DT*1e3:g} ms, RK4, horizon {T:g} s, median of {R}; machine load "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores")
-    from qv_dynamics.compiled import STATUS, load
+    from qv_dynamics.kernels.loader import STATUS, load
 
     print("compiled kernels: " + ("yes, 'ours' is the compiled path" if load(KERNELS) else
                                   f"NO: 'ours' is the reference path, {STATUS[KERNELS]}"))

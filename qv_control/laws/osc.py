@@ -27,7 +27,7 @@ motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* ha
 so scaling it leaves λ = f.
 
 After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
-(:func:`qv_control.kernels.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
+(:func:`qv_control.kernels.laws.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
 same care; ``compiled=False`` keeps the numpy path (the reference: equal to rounding, test_osc.py).
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, NotPositiveDefiniteError, as_vector
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
@@ -63,9 +63,9 @@ class OperationalSpaceLaw:
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
                  effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True):
         self.system, self.frame, self.contact = system, frame, contact
-        # the products after the passes in one compiled call (qv_control.kernels.osc); compiled=False, or no
+        # the products after the passes in one compiled call (qv_control.kernels.laws.osc); compiled=False, or no
         # kernel in the cache: the numpy path below (the reference, the same equations)
-        self._kernel = load("qv_control.kernels", "osc") if compiled else None
+        self._kernel = load("qv_control.kernels.laws", "osc") if compiled else None
         self._out = np.empty((9, system.nv))
         self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2):

@@ -206,7 +206,7 @@ class QuasiTrackingLaw(QuasiLawBase):
 
     def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
-        (class docstring), by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy
+        (class docstring), by the compiled kernel (:mod:`qv_control.kernels.laws`) or, as the reference, in numpy
         (:meth:`_motion_numpy`)."""
         kernel = self._kernel
         n, r = qs.Q.shape[0], qs.rank
