@@ -81,7 +81,7 @@ class _Scheduled:
 def replay(config: str, seconds: float, ages: np.ndarray, stamps: np.ndarray, dt: float,
            command_delay: float = 0.0) -> float:
     """θ RMS (from 1 s) of the lock-step run applying the recorded schedule (module doc)."""
-    from deployed_loop import controller_setup, theta_rms
+    from loop_setup import controller_setup, theta_rms
 
     from qv_control.latency import StatePredictor
     from qv_dynamics.sim import simulate
