@@ -30,13 +30,15 @@ except ImportError:
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 master_doc = root_doc = "index"
-exclude_patterns = ["_build", "sphinx_output", "generated/index_and_search.rst", "**/README.md"]
+# reference/generated, results/generated: pages written by scripts, included by the pages that show them
+exclude_patterns = ["_build", "sphinx_output", "generated/index_and_search.rst", "**/README.md", "reference/generated",
+                    "results/generated"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"          # the docstrings state the shapes and the math
-autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+autodoc_default_options = {"undoc-members": False, "show-inheritance": False}  # members listed per page
 autodoc_mock_imports = ["rclpy", "launch", "launch_ros"]
 nitpicky = False
 # autodoc's cross references to names a docstring mentions but the reference does not document (private

@@ -55,9 +55,9 @@ def cli_page() -> str:
     """``qv --help``, then every subcommand's help, as printed."""
     from qv_control.cli import COMMANDS, SUBCOMMANDS
 
-    parts = [NOTE, "", "### `qv`", "", "```text", _help([]), "```", ""]
+    parts = [NOTE, "", "## `qv`", "", "```text", _help([]), "```", ""]
     for argv in [[c] for c in sorted(COMMANDS)] + [list(k) for k in sorted({*SUBCOMMANDS, ("demo", "anymal")})]:
-        parts += [f"### `qv {' '.join(argv)}`", "", "```text", _help(argv), "```", ""]
+        parts += [f"## `qv {' '.join(argv)}`", "", "```text", _help(argv), "```", ""]
     return "\n".join(parts)
 
 

@@ -3,17 +3,14 @@
 Each kernel module computes what a law or the minimal coordinates compute in numpy with ``compiled=False``
 (the reference path, also taken when :func:`qv_dynamics.kernels.loader.load` cannot give the kernel: numba
 missing, cache cold or stale, ``QV_COMPILED=0``), to rounding; a test holds the two against each other
-(:data:`PAIRS`). Importing this package imports nothing.
+(:data:`PAIRS`). Importing this package imports nothing. Kernel module: the
+reference it must equal; the test pairing them:
 
-================  ===================================================================  =====================
-kernel module     numpy reference it must equal                                        test pairing them
-================  ===================================================================  =====================
-``laws``          the laws' products with ``compiled=False`` (tracking, pidc, osc, …)  test_law_compiled.py
-``coordinates``   :meth:`qv_control.coordinates.MinimalCoordinates.evaluate`           test_law_compiled.py
-                  with ``compiled=False``
-``tick``          a projection law's ``compute`` with ``compiled=False``               test_law_compiled.py
-``quasi_tick``    a quasi-velocity law's ``compute`` with ``compiled=False``           test_law_compiled.py
-================  ===================================================================  =====================
+- ``laws``: the laws' products with ``compiled=False`` (tracking, pidc, osc, ...); test_law_compiled.py
+- ``coordinates``: :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``;
+  test_law_compiled.py
+- ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
+- ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
 
 ``layout`` sizes the ticks' output buffers (plain Python, used by the laws at construction).
 """

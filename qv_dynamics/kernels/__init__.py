@@ -4,21 +4,18 @@ Each kernel module computes the same equations as a numpy reference path elsewhe
 and a test holds the two against each other (:data:`PAIRS`). The kernels are loaded through
 :func:`qv_dynamics.kernels.loader.load`, which returns None (the caller keeps its numpy path) when numba is
 missing, its disk cache is cold or stale, or ``QV_COMPILED=0``: the package imports and runs without numba.
-Importing this package imports nothing (no numba, no numpy).
+Importing this package imports nothing (no numba, no numpy). Kernel module: the reference it must equal; the
+tests pairing them:
 
-=====================  ==========================================================  =========================
-kernel module          numpy reference it must equal                               test pairing them
-=====================  ==========================================================  =========================
-``quasi``              :func:`qv_dynamics.quasi.quasi_decompose` (``gauge="svd"``)  test_quasi_compiled.py,
-                       and ``ConstrainedSystem.evaluate``                          test_quasi_sampler.py
-``crb``                Pinocchio's ``crba`` and ``computeGeneralizedGravity``      test_crb_kernel.py
-``frame``              the constraints' ``jacobian``/``drift`` (Pinocchio frames)   test_quasi_sampler.py
-``quasi_linalg``       numpy/LAPACK (Cholesky, singular values, products)          test_quasi_linalg.py
-``sim``                :func:`qv_dynamics.projection.direct_dynamics_rank`,         test_sim_compiled.py
-                       :func:`qv_dynamics.impact.m_projection`
-``sim_linalg``         numpy/LAPACK (LU, Cholesky, Jacobi SVD), through ``sim``    test_sim_compiled.py
-``sim_fastpath``       ``Stepper(system, compiled=False)``                         test_sim_compiled.py
-=====================  ==========================================================  =========================
+- ``quasi``: :func:`qv_dynamics.quasi.quasi_decompose` (``gauge="svd"``) and ``ConstrainedSystem.evaluate``;
+  test_quasi_compiled.py, test_quasi_sampler.py
+- ``crb``: Pinocchio's ``crba`` and ``computeGeneralizedGravity``; test_crb_kernel.py
+- ``frame``: the constraints' ``jacobian`` and ``drift`` (Pinocchio frames); test_quasi_sampler.py
+- ``quasi_linalg``: numpy/LAPACK (Cholesky, singular values, products); test_quasi_linalg.py
+- ``sim``: :func:`qv_dynamics.projection.direct_dynamics_rank`, :func:`qv_dynamics.impact.m_projection`;
+  test_sim_compiled.py
+- ``sim_linalg``: numpy/LAPACK (LU, Cholesky, Jacobi SVD), through ``sim``; test_sim_compiled.py
+- ``sim_fastpath``: ``Stepper(system, compiled=False)``; test_sim_compiled.py
 
 ``loader`` is the one loader (numba's disk cache, staleness, ``qv warm``); ``views`` builds the index arrays
 the kernels read in numpy.
