@@ -1,5 +1,5 @@
 """Which command acted at each step of a realtime run, and how much of the tracking error that explains
-(``bench/deployed_loop.py --schedule``; issue 11).
+(``bench/deployed_loop.py --schedule``).
 
 The realtime simulator steps [t_k, t_k+1] at the wall-clock deadline of t_k+1 with the latest command it
 holds and publishes in the state of t_k+1 the effort it applied. The controller's ``~/command_stamped``

@@ -1,4 +1,4 @@
-"""The deployed loop (issue 11 target): qv_sim_node + qv_controller_node + qv_dynamics_node as three
+"""The deployed loop: qv_sim_node + qv_controller_node + qv_dynamics_node as three
 processes, as ``ros2 launch qv_ros bringup.launch.py`` starts them, the simulator in realtime mode at
 dt = 1 ms. A monitor node in this process records /joint_states, the effort commands and /diagnostics.
 

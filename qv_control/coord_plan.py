@@ -1,4 +1,4 @@
-"""The compiled path of :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` (issue 11): the kernel's
+"""The compiled path of :meth:`qv_control.coordinates.MinimalCoordinates.evaluate`: the kernel's
 static inputs (row plan, frame slots, supporting columns, orientation references) built once, and persistent
 numpy views of what Pinocchio's kinematic pass leaves in a ``Data`` (``data.J``, ``data.dJ``, the frames'
 ``oMf`` rotation and translation), so that a tick is one kernel call

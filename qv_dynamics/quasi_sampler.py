@@ -1,5 +1,5 @@
 """One sample of ``evaluate`` + ``quasi_decompose`` at the cost of Pinocchio's passes and one compiled call
-(issue 11): for a control loop that decomposes every state it receives.
+for a control loop that decomposes every state it receives.
 
 :class:`QuasiSampler` runs two Pinocchio passes — the Coriolis matrix, which leaves J_w, J̇_w and the composite
 inertias in ``data``, and the frame placements — where ``system.evaluate`` runs four (CRBA and gravity too),

@@ -1,4 +1,4 @@
-"""ANYmal C through the ROS topics (issue 13): the legged MuJoCo node publishes /joint_states and
+"""ANYmal C through the ROS topics: the legged MuJoCo node publishes /joint_states and
 nav_msgs/Odometry, the legged controller node answers with effort commands, in lock-step.
 
 1. In-process (real rclpy publishers/subscribers, one executor): stance, shift, one foot lift, swing and

@@ -1,4 +1,4 @@
-"""The quasi-velocity law's motion integral is a function of the measured positions (issue 12).
+"""The quasi-velocity law's motion integral is a function of the measured positions.
 
 k_I z with ż = D⁻¹(Δe/Δt + K_p e), Δe the change of the measured θ − θ_d between samples (not the measured
 θ̇): the velocity noise is not integrated into a random walk, as in the operational-space law's K_I∫e.

@@ -1,4 +1,4 @@
-"""The minimal coordinates θ(q) in one compiled (numba) call (issue 11): θ, J = ∂θ/∂q, J̇, J̇q̇, θ̇ and the rows of
+"""The minimal coordinates θ(q) in one compiled (numba) call: θ, J = ∂θ/∂q, J̇, J̇q̇, θ̇ and the rows of
 Ȧ of frame constraints, from what Pinocchio's kinematic pass leaves in its ``Data`` (read through persistent
 numpy views: no per-tick getter calls). The numpy reference path is
 :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``.

@@ -1,4 +1,4 @@
-"""A quasi-velocity law's tick after the decomposition in one compiled (numba) call (issue 11): the minimal
+"""A quasi-velocity law's tick after the decomposition in one compiled (numba) call: the minimal
 coordinates with Ȧ (:func:`qv_control.kernels.coordinates.evaluate_into`), the motion law, the force channel, the
 torque channels and the limiter's peak ratio. The numpy reference path is the same law with ``compiled=False``;
 every quantity is the same equation (rounding differences only).

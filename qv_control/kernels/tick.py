@@ -1,4 +1,4 @@
-"""A projection law's tick after Pinocchio's passes in one compiled (numba) call (issue 11): the minimal
+"""A projection law's tick after Pinocchio's passes in one compiled (numba) call: the minimal
 coordinates (:func:`qv_control.kernels.coordinates.evaluate_into`), the PIDC projection and motion part
 (:func:`qv_control.kernels.laws.pidc_core`, paper `aghili-projection-operator` eq. 15–16, 40, 45–46), the torque
 channels of the law and the limiter's peak ratio. The numpy reference path is the same law with

@@ -1,5 +1,5 @@
 """M(q) and g(q) from what Pinocchio's Coriolis pass leaves in its ``Data``, so that a sample needs one dynamics
-pass (``computeCoriolisMatrix``) instead of three (``crba``, ``computeGeneralizedGravity`` and it; issue 11).
+pass (``computeCoriolisMatrix``) instead of three (``crba``, ``computeGeneralizedGravity`` and it).
 
 ``computeCoriolisMatrix`` computes, besides C, the world joint Jacobians J_w (``data.J``) and the composite
 rigid-body inertias of every subtree in the world frame, Y_i (``data.oYcrb``: mass m, centre of mass c,

@@ -1,4 +1,4 @@
-"""The projection method's per-stage work with the least overhead (issue 11): Pinocchio's CRBA and RNEA plus
+"""The projection method's per-stage work with the least overhead: Pinocchio's CRBA and RNEA plus
 one kinematic pass for A and Ȧq̇, then one compiled kernel (:mod:`qv_dynamics.kernels.sim`) for the projection
 direct dynamics (eq. 22–25) and the RK4 bookkeeping, or for the kinetic-metric velocity projection N_c q̇.
 The Newton–Raphson increment (eq. 39), needed only when ‖Φ‖ > nr_tol after a step, stays on the reference

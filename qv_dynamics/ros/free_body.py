@@ -1,4 +1,4 @@
-"""A free body in the state of an effort-controlled robot (issue 14): /joint_states + nav_msgs/Odometry.
+"""A free body in the state of an effort-controlled robot: /joint_states + nav_msgs/Odometry.
 
 A model whose first joint is a free-flyer (a floating base, or a free object the arms hold, such as the
 box of ``urdf/bimanual_panda_box.urdf``) gets that joint's pose and twist from nav_msgs/Odometry (SPEC §1:
