@@ -9,7 +9,21 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+def _package_root() -> str:
+    """The folder of package.xml: beside this doc/ folder; rosdoc2 runs this file from a wrapping project of its
+    own, so the working directory and its parents are searched too."""
+    here = os.path.dirname(os.path.abspath(globals().get("__file__", os.path.join(os.getcwd(), "conf.py"))))
+    for start in (os.path.join(here, ".."), os.getcwd()):
+        path = os.path.abspath(start)
+        while path != os.path.dirname(path):
+            if os.path.isfile(os.path.join(path, "package.xml")) and os.path.isdir(os.path.join(path, "qv_dynamics")):
+                return path
+            path = os.path.dirname(path)
+    raise RuntimeError("qv_ros documentation: package.xml not found beside doc/ nor above the working directory")
+
+
+ROOT = _package_root()
 sys.path.insert(0, ROOT)
 os.environ.setdefault("QV_COMPILED", "0")  # importing for autodoc loads no compiled kernel
 

@@ -104,3 +104,14 @@ def test_code_blocks_run(page, tmp_path):
         proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_readme_figures_come_from_the_generated_tables():
+    """Every figure the README's feature list quotes (in bold) is in a table a script wrote (doc/results/
+    generated/), so a figure changes only when the script is run again."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    features = text[text.index("## What it does"):text.index("## In Python")]
+    figures = re.findall(r"\*\*([0-9][0-9.]*(?:e-?[0-9]+)?)[^*]*\*\*", features)
+    tables = "".join(p.read_text(encoding="utf-8") for p in sorted((DOC / "results" / "generated").glob("*.md")))
+    assert figures, "the feature list quotes no figure"
+    assert [f for f in figures if f not in tables] == []
