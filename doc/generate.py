@@ -4,7 +4,7 @@
     PYTHONPATH=. .venv/bin/python doc/generate.py --check    # exit 1 (and name the file) when one is out of date
     PYTHONPATH=. .venv/bin/python doc/generate.py --conditions out/conditions   # after `qv conditions --out ...`
 
-- ``doc/reference/generated/parameters.md``: every node's parameter table, from the tables the nodes declare
+- ``doc/reference/generated/parameters.md``: every node's parameter table, generated from the tables the nodes declare
   (``qv_dynamics.ros.params.NODE_TABLES``, ``qv_control.ros.params.NODE_TABLES``);
 - ``doc/reference/generated/cli.md``: ``qv --help`` and each subcommand's ``--help`` (argparse's own text);
 - ``doc/results/generated/conditions.md`` (``--conditions DIR``): the table ``qv conditions`` wrote in
