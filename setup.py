@@ -50,14 +50,11 @@ setup(
             "qv_legged_controller_node = qv_entry:legged_controller_node",
             "qv_loop_plant_node = qv_entry:loop_plant_node",
         ],
-        # the compiled (numba) kernel modules, warmed into numba's disk cache by qv_dynamics.compiled.warm_all
+        # the packages whose compiled (numba) kernels live in their room <package>.kernels (KERNEL_MODULES there),
+        # warmed into numba's disk cache by qv_dynamics.kernels.loader.warm_all (`qv warm`)
         "qv_ros.kernels": [
-            "sim = qv_dynamics.sim.kernels",
-            "quasi = qv_dynamics.quasi_kernel",
-            "control = qv_control.kernels",
-            "coordinates = qv_control.coord_kernel",
-            "projection_tick = qv_control.tick_kernel",
-            "quasi_tick = qv_control.quasi_tick_kernel",
+            "qv_dynamics = qv_dynamics.kernels",
+            "qv_control = qv_control.kernels",
         ],
     },
 )

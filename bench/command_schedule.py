@@ -1,5 +1,5 @@
 """Which command acted at each step of a realtime run, and how much of the tracking error that explains
-(``bench/deployed_loop.py --schedule``; issue 11).
+(``bench/deployed_loop.py --schedule``).
 
 The realtime simulator steps [t_k, t_k+1] at the wall-clock deadline of t_k+1 with the latest command it
 holds and publishes in the state of t_k+1 the effort it applied. The controller's ``~/command_stamped``
@@ -81,7 +81,7 @@ class _Scheduled:
 def replay(config: str, seconds: float, ages: np.ndarray, stamps: np.ndarray, dt: float,
            command_delay: float = 0.0) -> float:
     """θ RMS (from 1 s) of the lock-step run applying the recorded schedule (module doc)."""
-    from deployed_loop import controller_setup, theta_rms
+    from loop_setup import controller_setup, theta_rms
 
     from qv_control.latency import StatePredictor
     from qv_dynamics.sim import simulate

@@ -128,7 +128,7 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
           f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
     med = median_table(times, "law", 24, extra=("saturated", sat))
     worst = max(med[k] for k in laws) / med["pin.constraintDynamics"]
-    from qv_dynamics.compiled import STATUS
+    from qv_dynamics.kernels.loader import STATUS
 
     print("compiled kernels (QV_COMPILED=0 for the numpy path): "
           + ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in sorted(STATUS.items())))

@@ -23,7 +23,8 @@ COMMANDS = {
     "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
     "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
     "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),
-    "warm": ("qv_dynamics.compiled", "main", "compile the numba kernels into their disk cache (once per install)"),
+    "warm": ("qv_dynamics.kernels.loader", "main",
+             "compile the numba kernels into their disk cache (once per install)"),
 }
 # (command, first argument) -> (module, function): demos other than the main one, e.g. ``qv demo bimanual``
 SUBCOMMANDS = {

@@ -1,7 +1,8 @@
-"""The compiled path of :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` (issue 11): the kernel's
+"""The compiled path of :meth:`qv_control.coordinates.MinimalCoordinates.evaluate`: the kernel's
 static inputs (row plan, frame slots, supporting columns, orientation references) built once, and persistent
 numpy views of what Pinocchio's kinematic pass leaves in a ``Data`` (``data.J``, ``data.dJ``, the frames'
-``oMf`` rotation and translation), so that a tick is one kernel call (:func:`qv_control.coord_kernel.coordinates`).
+``oMf`` rotation and translation), so that a tick is one kernel call
+(:func:`qv_control.kernels.coordinates.coordinates`).
 
 It serves θ specs with at most two distinct frames (coordinates and, with ``constraint_rates``, the frames of
 the active point contacts and welds); anything else (more frames, a loop closure or custom constraint whose Ȧ
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.constraints.base import FrameConstraint
-from qv_dynamics.frame_kernel import support_mask
+from qv_dynamics.kernels.views import support_mask
 
 MAX_SLOTS = 2
 

@@ -30,8 +30,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dgesdd as _dgesdd
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, ModelError, RankDeficiencyError, UnknownNameError
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED
 
 from .coord_plan import CompiledCoordinates
@@ -147,7 +147,7 @@ class MinimalCoordinates:
 
     def __init__(self, system, spec: Sequence | str | dict, compiled: bool = True):
         self.system = system
-        # θ, J, J̇, Ȧ in one compiled call (qv_control.coord_kernel, coord_plan), loaded at the first evaluation
+        # θ, J, J̇, Ȧ in one compiled call (qv_control.kernels.coordinates, coord_plan), loaded at the first evaluation
         # (a law whose fused tick does the coordinates itself never needs it); compiled=False: numpy (the reference)
         self.compiled = bool(compiled)
         self.model = system.model
@@ -187,8 +187,9 @@ class MinimalCoordinates:
 
     @property
     def _kernel(self):
-        """:func:`qv_control.coord_kernel.coordinates`, or None (numpy path: ``compiled=False`` or not loadable)."""
-        return load("qv_control.coord_kernel", "coordinates") if self.compiled else None
+        """:func:`qv_control.kernels.coordinates.coordinates`, or None (numpy path: ``compiled=False`` or not
+        loadable)."""
+        return load("qv_control.kernels.coordinates", "coordinates") if self.compiled else None
 
     @property
     def size(self) -> int:

@@ -27,8 +27,8 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.projection import direct_dynamics
 
@@ -74,7 +74,7 @@ class StatePredictor:
     M, h, A, Ȧq̇ come from a :class:`~qv_dynamics.quasi_sampler.QuasiSampler` (Pinocchio's Coriolis pass and
     the terms kernel: the code the law's own sample runs next, so it is in the caches when the law needs it)
     and q̈ from the simulator's compiled projection stage
-    (:meth:`qv_dynamics.sim.fastpath.CompiledProjection.accel_terms`: the same eq. 25 and rank rule); else
+    (:meth:`qv_dynamics.kernels.sim_fastpath.CompiledProjection.accel_terms`: the same eq. 25 and rank rule); else
     (or ``compiled=False``) from :func:`direct_dynamics`."""
 
     def __init__(self, system, horizon: float = AUTO, compiled: bool = True):
@@ -86,9 +86,9 @@ class StatePredictor:
         self.horizon = horizon
         self.period = StampPeriod(max_gap=MAX_HORIZON) if horizon == AUTO else None
         self._fast = self._sampler = None  # the compiled path: one Coriolis pass, two kernel calls
-        if compiled and load("qv_dynamics.sim.kernels") is not None:
+        if compiled and load("qv_dynamics.kernels.sim") is not None:
+            from qv_dynamics.kernels.sim_fastpath import CompiledProjection  # imports numba: only once it has loaded
             from qv_dynamics.quasi_sampler import QuasiSampler
-            from qv_dynamics.sim.fastpath import CompiledProjection  # imports numba: only once it has loaded
 
             self._fast = CompiledProjection(system, RTOL, ATOL)
             self._sampler = QuasiSampler(system)

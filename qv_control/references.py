@@ -1,4 +1,4 @@
-"""Reference interface: θ_d(t), θ̇_d(t), θ̈_d(t) and λ_d(t) for the laws (issue 4).
+"""Reference interface: θ_d(t), θ̇_d(t), θ̈_d(t) and λ_d(t) for the laws.
 
 Every trajectory object is a callable ``t -> Reference`` (the simulator's ``reference=`` contract):
 

@@ -1,4 +1,4 @@
-"""Torque limits that keep the force channel (issue 4).
+"""Torque limits that keep the force channel.
 
 Every law splits its command into three affine channels::
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri
 
-from .compiled import load
 from .errors import DimensionError, NotPositiveDefiniteError, StateMismatchError, as_vector
+from .kernels.loader import load
 from .linalg import ATOL, RTOL, kernel_vector, singular_values, svd_full
 from .model import DynamicsTerms
 from .quasi_basis import ALIGNED_MIN_N, aligned_basis, svd_basis
@@ -222,7 +222,7 @@ _NO_TAU = np.zeros(0)  # the kernel's "no τ" (size 0: nothing is ever written t
 def compiled_decompose(terms: DynamicsTerms, qdot: np.ndarray, prev: QuasiState, rtol: float, atol: float,
                        tau=None) -> QuasiState | None:
     """The steady-state sample (``prev`` of full row rank m, same n), quasi-forces of ``tau`` included, by
-    :func:`.quasi_kernel.decompose`; None when the kernel is unavailable or declines (the numpy path then
+    :func:`.kernels.quasi.decompose`; None when the kernel is unavailable or declines (the numpy path then
     decides, raises or re-seeds)."""
     A = terms.A
     m, n = A.shape
@@ -260,7 +260,7 @@ def warm_start(prev: QuasiState) -> tuple[np.ndarray, np.ndarray]:
 
 def state_views(out: np.ndarray, vec: np.ndarray, n: int, m: int) -> dict:
     """QuasiState fields (rank m, rank unchanged, kinetic energy to be set) as views of the outputs of
-    :func:`.quasi_kernel.decompose` (its docstring gives the layout)."""
+    :func:`.kernels.quasi.decompose` (its docstring gives the layout)."""
     V = out[4 * n:5 * n]
     return dict(Q=out[:n], Qinv=out[n:2 * n], Qdot=out[2 * n:3 * n], v=vec[:n], Lambda=out[6 * n:6 * n + m],
                 V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False, Gamma=out[3 * n:4 * n],
@@ -277,9 +277,9 @@ def force_views(vec: np.ndarray, n: int, m: int) -> dict:
 
 
 def compiled_kernel():
-    """The compiled decomposition kernel (:func:`.quasi_kernel.decompose`), or None: numba missing, its cache
-    unusable, or ``QV_COMPILED=0`` (:func:`qv_dynamics.compiled.load`; the reason in ``compiled.STATUS``)."""
-    return load("qv_dynamics.quasi_kernel", "decompose")
+    """The compiled decomposition kernel (:func:`.kernels.quasi.decompose`), or None: numba missing, its cache
+    unusable, or ``QV_COMPILED=0`` (:func:`qv_dynamics.kernels.loader.load`; the reason in ``loader.STATUS``)."""
+    return load("qv_dynamics.kernels.quasi", "decompose")
 
 
 def torque_from_quasi_forces(terms: DynamicsTerms, qs: QuasiState, u_v: np.ndarray,

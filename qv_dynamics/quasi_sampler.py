@@ -1,10 +1,10 @@
 """One sample of ``evaluate`` + ``quasi_decompose`` at the cost of Pinocchio's passes and one compiled call
-(issue 11): for a control loop that decomposes every state it receives.
+for a control loop that decomposes every state it receives.
 
 :class:`QuasiSampler` runs two Pinocchio passes — the Coriolis matrix, which leaves J_w, J̇_w and the composite
 inertias in ``data``, and the frame placements — where ``system.evaluate`` runs four (CRBA and gravity too),
-then :func:`qv_dynamics.quasi_kernel.sample`, which reads ``data`` through views held since construction, forms
-M and g from the composite inertias (:mod:`qv_dynamics.crb_kernel`: CRBA's sums, checked against ``crba`` and
+then :func:`qv_dynamics.kernels.quasi.sample`, which reads ``data`` through views held since construction, forms
+M and g from the composite inertias (:mod:`qv_dynamics.kernels.crb`: CRBA's sums, checked against ``crba`` and
 ``computeGeneralizedGravity`` at construction), the constraint rows A, Ȧq̇ of the frame constraints, and runs
 the steady-state decomposition of
 :func:`qv_dynamics.quasi.compiled_decompose` (the same kernel, the same equations, the same rank rule).
@@ -12,7 +12,7 @@ Constraints without a target are anchored after the passes, as ``evaluate`` does
 first (no previous basis), the first after a change of the active constraints, custom constraints (or a
 frame constraint with rows of its own), a rank loss or anything the kernel declines — takes
 ``system.evaluate`` + ``quasi_decompose`` (which raise or re-seed the basis as they do for any caller).
-:meth:`QuasiSampler.evaluate` gives the terms alone the same way (:func:`qv_dynamics.quasi_kernel.terms`).
+:meth:`QuasiSampler.evaluate` gives the terms alone the same way (:func:`qv_dynamics.kernels.quasi.terms`).
 
 Results are the sampler's buffers, like a Pinocchio ``Data``: the terms and the state of a sample stay valid
 until the next call (the state of the one before is kept as ``prev``: two buffers in turn); copy what must
@@ -27,17 +27,16 @@ import ctypes
 import numpy as np
 import pinocchio as pin
 
-from .compiled import load
 from .constraints.base import FrameConstraint
 from .constraints.loop_closure import LoopClosure
-from .crb_kernel import composite_inertia_view, tree_of
 from .errors import as_vector
-from .frame_kernel import support_mask
+from .kernels.loader import load
+from .kernels.views import support_mask, tree_of
 from .linalg import ATOL, RTOL, kernel_vector
 from .model import DynamicsTerms
 from .quasi import QuasiState, force_views, quasi_decompose, state_views, warm_start
 
-#: (jacobian, drift) implementations whose rows :func:`.frame_kernel.constraint_rows` reproduces
+#: (jacobian, drift) implementations whose rows :func:`.kernels.frame.constraint_rows` reproduces
 _FRAME_ROWS = {(FrameConstraint.jacobian, FrameConstraint.drift), (LoopClosure.jacobian, LoopClosure.drift)}
 
 
@@ -82,11 +81,13 @@ def placements_view(data: pin.Data) -> np.ndarray | None:
 
 
 def data_views(model: pin.Model, data: pin.Data) -> tuple | None:
-    """What the kernels read of ``data`` (:data:`qv_dynamics.quasi_kernel._DATA_SIG`'s first eight): the composite
-    inertias (:func:`.crb_kernel.composite_inertia_view`), the joint tree, the armature, g⃗, Cᵀ (a C-ordered view
+    """What the kernels read of ``data`` (:data:`qv_dynamics.kernels.quasi._DATA_SIG`'s first eight): the composite
+    inertias (:func:`.kernels.crb.composite_inertia_view`), the joint tree, the armature, g⃗, Cᵀ (a C-ordered view
     of Eigen's column-major ``data.C``: the kernel reads it transposed), J_w, J̇_w and every frame placement; or
     None when ``data`` is not laid out as these views need (the reference path then serves). The armature and g⃗
     are copied: a sampler serves the model as it was when built."""
+    from .kernels.crb import composite_inertia_view  # numba: reached only once the compiled kernel loaded
+
     Y, oMf = composite_inertia_view(model, data), placements_view(data)
     if Y is None or oMf is None:
         return None
@@ -116,8 +117,8 @@ class QuasiSampler:
     def __init__(self, system, rtol: float = RTOL, atol: float = ATOL):
         self.system, self.rtol, self.atol = system, rtol, atol
         self.prev: QuasiState | None = None
-        self._kernel = load("qv_dynamics.quasi_kernel", "sample")
-        self._terms_kernel = load("qv_dynamics.quasi_kernel", "terms")
+        self._kernel = load("qv_dynamics.kernels.quasi", "sample")
+        self._terms_kernel = load("qv_dynamics.kernels.quasi", "terms")
         self._views = data_views(system.model, system.data) if self._kernel is not None else None
         self._plan = None      # the system's constraint plan the kernel inputs below were built for
         self._inputs = None    # (fids, sup, rplan, slots) or None: this plan takes the reference path
@@ -157,7 +158,7 @@ class QuasiSampler:
 
     def _passes(self, q: np.ndarray, qdot: np.ndarray) -> None:
         """Pinocchio's Coriolis pass (C, J_w, J̇_w, the joint placements and the composite inertias, from which
-        the kernel forms M and g: :mod:`.crb_kernel`) and the frame placements, then ``evaluate``'s anchoring
+        the kernel forms M and g: :mod:`.kernels.crb`) and the frame placements, then ``evaluate``'s anchoring
         of constraints without a target yet."""
         system = self.system
         model, data = system.model, system.data

@@ -28,7 +28,7 @@ if ! log=$("$VENV/bin/python" -m pip install -q --no-deps -e . 2>&1); then  # qu
   exit 1
 fi
 # compile every numba kernel (simulator, decomposition, laws) once into numba's on-disk cache, ~40 s: a
-# process only loads them; a cold cache runs the numpy path (qv_dynamics.compiled)
+# process only loads them; a cold cache runs the numpy path (qv_dynamics.kernels.loader)
 "$VENV/bin/qv" warm
 "$VENV/bin/python" -c "import pinocchio, mujoco, rclpy, numpy; print('setup: ok  pinocchio', pinocchio.__version__, ' mujoco', mujoco.__version__)"
 "$VENV/bin/qv" --help >/dev/null

@@ -1,7 +1,13 @@
-"""The layout's rules, checked on the source (issue 9): pure math never imports ROS, qv_dynamics never imports
-qv_control, and every module and function stays small enough to read.
+"""The layout's rules, checked on the source: pure math never imports ROS, qv_dynamics never imports qv_control,
+every module and function stays small enough to read, and no modules import each other in a circle.
 
-Walks the AST of every module of both packages (and launch/); a failure names the file, line and import."""
+Walks the AST of every module of both packages (and launch/, bench/); a failure names the file, line and import.
+
+The circle rule: module A depends on module B when any import statement of A names B, at module level or inside
+a function (a function-level import defers the cost, not the coupling: the two files still cannot be read, tested
+or moved apart). ``from P import x`` names the module ``P.x`` when that is a module, else the package ``P``
+(its ``__init__``). The modules of qv_dynamics, qv_control and bench/ (whose scripts import each other by file
+name) must form no circle: the dependency graph has no strongly connected component of more than one module."""
 from __future__ import annotations
 
 import ast
@@ -45,6 +51,63 @@ def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
                 name = node.module or ""
             out.append((node.lineno, name))
     return out
+
+
+def _module_index(root: Path) -> dict[str, Path]:
+    """Module name -> file, for the packages and bench/ (its files by their bare name, as its scripts import)."""
+    index = {module_name(p, root): p for p in python_files(root)}
+    index.update({p.stem: p for p in sorted((root / "bench").glob("*.py"))})
+    return index
+
+
+def _dependencies(path: Path, name: str, index: dict[str, Path], root: Path) -> set[str]:
+    """The modules of ``index`` that the file imports (module doc: every import statement, at any depth)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    deps = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            deps.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = (".".join(package[:len(package) - (node.level - 1)] + ([node.module] if node.module else []))
+                    if node.level else node.module or "")
+            for alias in node.names:
+                deps.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in index else base)
+    return {d for d in deps if d in index and d != name}
+
+
+def import_circles(root: Path = ROOT) -> list[list[str]]:
+    """Every set of modules that import each other in a circle (Tarjan's strongly connected components of more
+    than one module), each sorted."""
+    index = _module_index(root)
+    graph = {name: _dependencies(path, name, index, root) for name, path in index.items()}
+    order, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return sorted(circles)
 
 
 def ros_allowed(path: Path, root: Path = ROOT) -> bool:
@@ -91,6 +154,28 @@ def test_ros_imports_only_in_ros_folders_and_no_upward_import():
 
 def test_files_and_functions_are_small():
     assert size_violations() == []
+
+
+def test_no_import_circles():
+    assert import_circles() == []
+
+
+def test_the_circle_check_finds_a_function_level_circle(tmp_path):
+    """A planted circle through a function-level import, one through ``from . import``, and bench scripts."""
+    pkg = tmp_path / "qv_control"
+    pkg.mkdir()
+    (tmp_path / "qv_dynamics").mkdir()
+    (tmp_path / "bench").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from qv_control.a import g\n")
+    (pkg / "c.py").write_text("from . import d\n")
+    (pkg / "d.py").write_text("import qv_control.c\n")
+    (pkg / "e.py").write_text("from . import a\n")  # depends on the circle, is not in it
+    (tmp_path / "bench" / "x.py").write_text("def run():\n    from y import z\n")
+    (tmp_path / "bench" / "y.py").write_text("from x import run\n")
+    assert import_circles(tmp_path) == [["qv_control.a", "qv_control.b"], ["qv_control.c", "qv_control.d"],
+                                        ["x", "y"]]
 
 
 def test_the_checks_catch_a_violation(tmp_path):

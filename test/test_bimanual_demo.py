@@ -1,6 +1,6 @@
 """``qv demo bimanual`` shortened (1 s move, realistic plant conditions), ours through the ROS topics
 (MuJoCo weld plant node ↔ one controller node for the 14 joints, the box as nav_msgs/Odometry): the
-acceptance figures of issue 14 on the CI variant, with margins stated per figure (full length: README)."""
+acceptance figures on the CI variant, with margins stated per figure (full length: README)."""
 from __future__ import annotations
 
 import json

@@ -70,7 +70,7 @@ def test_source_install_setup_bash_puts_the_package_on_the_paths(workspace):
 
 def _readme_python_snippet() -> str:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Python API"):]
+    section = text[text.index("## In Python"):]
     return section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
 
 
@@ -83,11 +83,11 @@ def test_setup_installs_the_package_into_the_venv(tmp_path):
     proc = subprocess.run([str(qv), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0 and "simulate" in proc.stdout, proc.stderr
     script = tmp_path / "snippet.py"
-    script.write_text(_readme_python_snippet() + "\nprint('SNIPPET_OK', qs.rank, lam.shape)\n")
+    script.write_text(_readme_python_snippet() + "\nprint('SNIPPET_OK', tau.shape)\n")
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "SNIPPET_OK 1 (1,)" in proc.stdout
+    assert "SNIPPET_OK (7,)" in proc.stdout
 
 
 def test_bringup_launch_resolves_every_package_before_starting(install, tmp_path):

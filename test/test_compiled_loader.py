@@ -1,4 +1,4 @@
-"""The one loader of the compiled kernels (qv_dynamics.compiled): every kernel module is listed for ``qv warm``,
+"""The one loader of the compiled kernels (qv_dynamics.kernels.loader): every kernel module is listed for ``qv warm``,
 and a process whose numba cache is cold runs the numpy paths, says why, and compiles nothing at start (the
 fallbacks' numbers are checked against the compiled paths in test_sim_compiled, test_quasi_compiled and
 test_law_compiled)."""
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from qv_dynamics.compiled import kernel_modules
+from qv_dynamics.kernels.loader import kernel_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _defines_kernels(path: Path) -> bool:
-    """Whether the module decorates a function with ``@kernel(...)`` (qv_dynamics.compiled.kernel)."""
+    """Whether the module decorates a function with ``@kernel(...)`` (qv_dynamics.kernels.loader.kernel)."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef):
             for d in node.decorator_list:
@@ -39,7 +39,7 @@ _COLD = """
 import numpy as np
 from qv_control.laws import make_law
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.compiled import STATUS, load
+from qv_dynamics.kernels.loader import STATUS, load
 from qv_dynamics.sim import Stepper
 from qv_dynamics.sim.scenarios import slider_crank
 st = Stepper(slider_crank().system)
@@ -48,9 +48,9 @@ t = s.evaluate(s.random_configuration(np.random.default_rng(0)), np.zeros(7))
 qs = quasi_decompose(t, prev=quasi_decompose(t))
 law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"], kp=400.0,
                kd=40.0)
-print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels", "tracking") is None,
-      law.coords._kernel is None, load("qv_control.tick_kernel", "projection_tick") is None,
-      load("qv_control.quasi_tick_kernel", "quasi_tick") is None)
+print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels.laws", "tracking") is None,
+      law.coords._kernel is None, load("qv_control.kernels.tick", "projection_tick") is None,
+      load("qv_control.kernels.quasi_tick", "quasi_tick") is None)
 for m in sorted(STATUS):
     print(m, STATUS[m])
 """
@@ -79,7 +79,7 @@ def test_kernel_sources_cover_every_jitted_helper_and_a_newer_one_makes_the_cach
     import time
 
     numba = pytest.importorskip("numba")
-    from qv_dynamics.compiled import cache_ready, kernel_sources, kernels_of
+    from qv_dynamics.kernels.loader import cache_ready, kernel_sources, kernels_of
 
     for name in kernel_modules():
         mod = importlib.import_module(name)
@@ -87,10 +87,10 @@ def test_kernel_sources_cover_every_jitted_helper_and_a_newer_one_makes_the_cach
                    if isinstance(v, numba.core.registry.CPUDispatcher)}
         sources = set(kernel_sources(mod))
         assert helpers <= sources and mod.__file__ in sources, (name, helpers - sources)
-    tick = importlib.import_module("qv_control.tick_kernel")
-    assert {"kernel_linalg.py", "quasi_linalg.py", "coord_kernel.py", "coordinates.py"} <= {
+    tick = importlib.import_module("qv_control.kernels.tick")
+    assert {"sim_linalg.py", "quasi_linalg.py", "laws.py", "coordinates.py"} <= {
         Path(f).name for f in kernel_sources(tick)}
-    kernels = kernels_of(importlib.import_module("qv_dynamics.sim.kernels"))
+    kernels = kernels_of(importlib.import_module("qv_dynamics.kernels.sim"))
     if not cache_ready(*kernels):
         pytest.skip("numba's cache is not warmed here (scripts/setup.sh warms it)")
     assert not cache_ready(*kernels, newest_source=time.time() + 60.0)

@@ -1,16 +1,15 @@
-"""The combined condition of issue 12 (``all``: Drake, μ = 0.8, F/T and joint-velocity noise with the
+"""The combined real condition (``all``: Drake, μ = 0.8, F/T and joint-velocity noise with the
 model-based q̇ observer, one-sample delay, controller masses +10 %, 0.5 kg tool below a flange sensor,
-stiff table) for qv and OSC, over the README's own 2 s measuring window (the same run as its table row).
+stiff table) for qv and OSC, over the conditions table's 2 s measuring window (the same run as its row).
 
 Every figure is measured by the Drake plant (contact force from its contact solver, tool position), never
-by the controller. Thresholds are the issue's acceptance: force RMS error ≤ 2 %, path RMS error ≤ 0.5 mm,
+by the controller. Thresholds are the acceptance targets: force RMS error ≤ 2 %, path RMS error ≤ 0.5 mm,
 peak contact force ≤ 1.5 × commanded at the planned approach, no lift-off after contact, peak |τ| within
-the limits. Measured now (seed 0): force RMS 0.975 % (qv) / 0.975 % (osc) (seeds 0-3: 0.88-1.02 % for
+the limits. Measured (seed 0): force RMS 0.975 % (qv) / 0.975 % (osc) (seeds 0-3: 0.88-1.02 % for
 both; with a 200 Hz low-pass on q̇ instead of the observer 1.86 %), peak 1.10x / 1.10x, no lift-off,
-path 0.023 / 0.023 mm, |τ| 0.56 (qv's motion integral took the measured θ̇ before: 1.03 %, 0.031 mm).
-Before the integral actions were carried across the contact switch (controller masses +10 % on Drake: the
-motion integral that had learned the 6 N model error was dropped at touch-down) it was 80 % with ~90
-lift-offs; that cause is checked on its own below (0.8 s).
+path 0.023 / 0.023 mm, |τ| 0.56. The integral actions are carried across the contact switch: with
+controller masses +10 % on Drake, a motion integral that learned the 6 N model error and was dropped at
+touch-down would give a force error of ~80 % with ~90 lift-offs; that is checked on its own below (0.8 s).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""M(q), g(q) from the composite inertias the Coriolis pass leaves in Pinocchio's Data (qv_dynamics.crb_kernel)
+"""M(q), g(q) from the composite inertias the Coriolis pass leaves in Pinocchio's Data (qv_dynamics.kernels.crb)
 against Pinocchio's own ``crba`` and ``computeGeneralizedGravity``, on fixed-base arms, floating-base legged
 robots and a humanoid, and with armature on the joints (which ``crba`` adds to M's diagonal).
 
@@ -12,7 +12,7 @@ import pinocchio as pin
 import pytest
 
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.crb_kernel import composite_inertia_view, mass_gravity, tree_of
+from qv_dynamics.kernels.crb import composite_inertia_view, mass_gravity, tree_of
 
 TOL = 4e-15
 

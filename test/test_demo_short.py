@@ -2,7 +2,7 @@
 
 Every figure is measured by MuJoCo (the independent plant): the normal force from mj_contactForce, the
 tool position from the MuJoCo site. The loop is lock-stepped, so the figures do not depend on the
-machine's load; each threshold is a few times the value measured on this short run (issue 10, item 8),
+machine's load; each threshold is a few times the value measured on this short run,
 so that the baseline's figures (force 6.5 %, path 0.89 mm) would fail the qv assertions:
 
 - qv normal-force RMS error (relative): measured 3.8e-5, threshold 2e-4;

@@ -1,4 +1,4 @@
-"""Force PI after a step of λ_d, and integral action on motion (issue 12), on the simulator's rigid contact.
+"""Force PI after a step of λ_d, and integral action on motion, on the simulator's rigid contact.
 
 The Panda's hand slides on a frictionless plane (test/control_helpers.py); the simulator hands the law the
 multiplier of the previous step (one sample old), as a force sensor does. Figures are the simulator's λ
@@ -30,8 +30,8 @@ def test_force_pi_error_uses_the_previous_command():
 
 
 def test_lambda_step_without_overshoot():
-    """12 → 20 N with k_f = 0.5, k_i = 30: before the fix the PI added k_f·8 N on top of the feedforward for
-    one sample (21.6 % overshoot, issue 12); now λ follows the step."""
+    """12 → 20 N with k_f = 0.5, k_i = 30: λ follows the step without overshoot (a PI adding k_f·8 N on top of
+    the feedforward for one sample would overshoot by 21.6 %)."""
     plant, model = panda_pair()
     law = make_law("quasi_tracking", model, coordinates=COORDS, kp=10.0, kd=40.0, kf=0.5, ki=30.0,
                    effort_limits=None)

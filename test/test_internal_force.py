@@ -1,4 +1,4 @@
-"""Internal-force channel (qv_control.laws.internal_force) on two Pandas holding a free box (issue 14).
+"""Internal-force channel (qv_control.laws.internal_force) on two Pandas holding a free box.
 
 References: the internal torque AᵀEz must give zero generalized force on the box's (passive) joints; the
 constrained dynamics with and without it — our KKT direct dynamics and Pinocchio's constraintDynamics

@@ -119,9 +119,9 @@ def test_bad_horizon_refused(bad):
 def test_compiled_prediction_equals_the_numpy_path(contact):
     """The compiled path (QuasiSampler terms + the simulator's eq. 25 kernel) against ``compiled=False``
     (``system.evaluate`` + :func:`direct_dynamics`): the same prediction to rounding (measured ≤ 3e-17 in q̂̇)."""
-    from qv_dynamics.compiled import load
+    from qv_dynamics.kernels.loader import load
 
-    if load("qv_dynamics.sim.kernels") is None:
+    if load("qv_dynamics.kernels.sim") is None:
         pytest.skip("compiled kernels not cached (run qv warm)")
     rng = np.random.default_rng(5)
     sysm = _panda()

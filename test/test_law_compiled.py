@@ -1,4 +1,6 @@
-"""The compiled law path (quasi_decompose's kernel + qv_control.kernels) against the reference path of
+"""The compiled law path (quasi_decompose's kernel + qv_control.kernels.laws, the fused ticks
+qv_control.kernels.tick and qv_control.kernels.quasi_tick, the coordinates' qv_control.kernels.coordinates)
+against the reference path of
 the same law (``compiled=False``: SVD gauge / SVD projection, numpy products) on the closed-loop states of
 the Panda table task (bench/law_tick.py): the torques and diagnostics agree to rounding, sample by sample."""
 from __future__ import annotations
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from qv_control.laws import make_law
-from qv_dynamics.compiled import STATUS, load
+from qv_dynamics.kernels.loader import STATUS, load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import law_tick as lt  # noqa: E402  (the benchmark's scene, gains and closed-loop states)
@@ -23,7 +25,7 @@ def closed_loop():
 
 @pytest.mark.parametrize("name", [*lt.PARAMS, "quasi_tracking+ki_motion"])
 def test_compiled_law_equals_reference_law(closed_loop, name):
-    assert load("qv_control.kernels", "tracking") is not None, STATUS
+    assert load("qv_control.kernels.laws", "tracking") is not None, STATUS
     system, states, ref = closed_loop
     name, _, extra = name.partition("+")
     gains = dict(lt.PARAMS[name], **({"ki_motion": 400.0} if extra else {}))
@@ -54,7 +56,7 @@ def test_compiled_law_equals_reference_law(closed_loop, name):
 
 
 def test_compiled_rotation_rows_equal_numpy():
-    """θ, J, J̇ of frame orientation coordinates (qv_control.coord_kernel vs the numpy products),
+    """θ, J, J̇ of frame orientation coordinates (qv_control.kernels.coordinates vs the numpy products),
     from the identity (series branch of c, c′) to 2.5 rad."""
     from qv_control.coordinates import MinimalCoordinates
     from qv_dynamics import ConstrainedSystem
@@ -76,7 +78,7 @@ def test_compiled_rotation_rows_equal_numpy():
 
 
 def test_compiled_coordinates_equal_numpy_two_frames_and_constraint_rates():
-    """The coordinates kernel (qv_control.coord_kernel: frame Jacobians from Pinocchio's joint Jacobians, log₃,
+    """The coordinates kernel (qv_control.kernels.coordinates: frame Jacobians from Pinocchio's joint Jacobians, log₃,
     G, Ġ, Ȧ rows) against the numpy path: two frames, a joint, Ȧ of a two-axis point contact, in the private
     Data and in the system's; then an orientation beyond the chart raises the same error on both paths."""
     from qv_control.coordinates import MinimalCoordinates

@@ -1,4 +1,4 @@
-"""What the 1 kHz path sends (issue 11): every message costs each subscriber a wake-up and tens of µs, so the
+"""What the 1 kHz path sends: every message costs each subscriber a wake-up and tens of µs, so the
 nodes send what a reader needs and no more. /clock every ``clock_period`` of simulated time (the state
 stamps stay exact), the simulator counts the states it published and the commands it received (the loop
 rates in /diagnostics), the controller's ``~/command_stamped`` and the dynamics node's outputs go out only

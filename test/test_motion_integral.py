@@ -1,11 +1,10 @@
-"""The quasi-velocity law's motion integral is a function of the measured positions (issue 12).
+"""The quasi-velocity law's motion integral is a function of the measured positions.
 
 k_I z with ż = D⁻¹(Δe/Δt + K_p e), Δe the change of the measured θ − θ_d between samples (not the measured
 θ̇): the velocity noise is not integrated into a random walk, as in the operational-space law's K_I∫e.
-With ż = ε of the measured θ̇ (before) the README's conditions gave qv a path error 23 % above OSC's with
-q̇ noise (32.5 against 26.4 µm) and 13× OSC's in the noise-free MuJoCo rows (0.44 against 0.034 µm, the
-rectangle-rule drift of ∫θ̇ against the sampled positions); both are gone (26.41 / 26.45 µm,
-0.0354 / 0.0338 µm, seed 0).
+Integrating ż = ε of the measured θ̇ instead would give qv a path error ~23 % above OSC's with q̇ noise in
+the conditions table and ~13× OSC's in its noise-free MuJoCo rows (the rectangle-rule drift of ∫θ̇ against the
+sampled positions); with the positions, the two tie (seed 0: 26.41 / 26.45 µm, 0.0354 / 0.0338 µm).
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Node parameters as data: the README tables are generated from the tables, the shipped configs
+"""Node parameters as data: the docs' parameter tables are generated from the tables, the shipped configs
 only use declared names, and a node told a misspelled name warns and counts it.
 
-After changing a table, regenerate the README tables with
-``PYTHONPATH=. .venv/bin/python test/test_node_params.py --write``."""
+After changing a table, regenerate the docs' tables with ``PYTHONPATH=. .venv/bin/python doc/generate.py``."""
 from __future__ import annotations
 
 import os
@@ -19,8 +18,6 @@ from qv_control.ros.bringup import load_params_file, to_parameters  # noqa: E402
 from qv_dynamics.ros import params as dynamics_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-READMES = {ROOT / "qv_dynamics" / "ros" / "README.md": dynamics_params.NODE_TABLES,
-           ROOT / "qv_control" / "ros" / "README.md": control_params.NODE_TABLES}
 # the node names used in config/*.yaml -> their tables
 SECTIONS = {"qv_dynamics": dynamics_params.DYNAMICS_NODE, "qv_sim": dynamics_params.SIM_NODE,
             "qv_mujoco": dynamics_params.MUJOCO_NODE, "qv_controller": control_params.CONTROLLER_NODE,
@@ -29,13 +26,13 @@ SECTIONS = {"qv_dynamics": dynamics_params.DYNAMICS_NODE, "qv_sim": dynamics_par
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 13) % 200
 
 
-@pytest.mark.parametrize("path", sorted(READMES), ids=lambda p: str(p.relative_to(ROOT)))
-def test_readme_tables_match_the_parameter_tables(path):
-    block = dynamics_params.readme_block(READMES[path])
-    text = path.read_text()
-    assert dynamics_params.BEGIN in text, f"{path} has no generated parameter block"
-    current = text[text.index(dynamics_params.BEGIN):text.index(dynamics_params.END) + len(dynamics_params.END)]
-    assert current == block, f"{path} is out of date: run test/test_node_params.py --write (see its docstring)"
+def test_docs_parameter_tables_match_the_parameter_tables():
+    """doc/reference/generated/parameters.md is generated from the tables (doc/generate.py), never edited."""
+    sys.path.insert(0, str(ROOT / "doc"))
+    import generate
+
+    assert generate.PARAMETERS.read_text() == generate.parameters_page(), \
+        "the docs' parameter tables are out of date: run doc/generate.py"
 
 
 def test_shipped_configs_use_declared_names_only():
@@ -77,14 +74,3 @@ def test_misspelled_parameter_warned_and_counted_read_only_refused():
             node.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
-
-
-def write_readmes() -> None:
-    for path, tables in READMES.items():
-        text = path.read_text() if path.is_file() else ""
-        path.write_text(dynamics_params.replace_block(text, dynamics_params.readme_block(tables)))
-
-
-if __name__ == "__main__":
-    if "--write" in sys.argv:
-        write_readmes()

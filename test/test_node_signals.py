@@ -1,5 +1,5 @@
 """Every node as its own process, as ``ros2 launch`` starts it: SIGINT and SIGTERM end it with exit code 0
-within 1 s and without a traceback, in every state (issue 10 item 5): while it is being built, spinning,
+within 1 s and without a traceback, in every state: while it is being built, spinning,
 in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
 
 Real processes, real signals, real rclpy: the "starting" case uses the production runner with a node
@@ -35,7 +35,7 @@ READY = {  # a line each node logs once it is built (the runner spins right afte
     "qv_mujoco_node": "MuJoCo plant",
 }
 PARAMS = {"qv_mujoco_node": str(ROOT / "config" / "demo_mujoco.yaml")}  # the others: the 3-link arm
-STOP_WITHIN = 1.0  # s, issue 10 item 5
+STOP_WITHIN = 1.0  # s
 LAUNCH_GRACE = 5.0  # s, ros2 launch's sigterm_timeout: a node still running after SIGINT this long is escalated
 
 

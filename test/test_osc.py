@@ -148,7 +148,7 @@ def test_impedance_null_projection_equals_pinv_form():
 
 
 def test_compiled_products_equal_the_numpy_path():
-    """The compiled products (qv_control.kernels.osc) against the numpy path (compiled=False), the same states,
+    """The compiled products (qv_control.kernels.laws.osc) against the numpy path (compiled=False), the same states,
     references and integral actions, in free motion and in contact: torques equal to rounding (measured
     ≤ 1.8e-14 relative; asserted 1e-12), Λ_x too; a non-positive-definite M is refused by both."""
     from qv_dynamics.errors import NotPositiveDefiniteError

@@ -1,4 +1,4 @@
-"""Self-decimation and deadline accounting of the dynamics node (issue 11): :class:`Pacer` on a stream of
+"""Self-decimation and deadline accounting of the dynamics node: :class:`Pacer` on a stream of
 known timing, and the node's /diagnostics over real rclpy topics."""
 from __future__ import annotations
 

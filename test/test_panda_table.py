@@ -1,4 +1,4 @@
-"""The Panda table task of the built-in simulator (issue 11): ``qv bringup panda_table`` resolves the robot
+"""The Panda table task of the built-in simulator: ``qv bringup panda_table`` resolves the robot
 name to config/panda_table.yaml and runs sim + dynamics + controller lock-step; the tool stays on the table
 and presses the commanded force (reference: the config's λ_d and the rigid constraint itself)."""
 from __future__ import annotations

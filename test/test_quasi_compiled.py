@@ -1,4 +1,4 @@
-"""The compiled steady-state decomposition (qv_dynamics.quasi_kernel via quasi_decompose(gauge="auto"))
+"""The compiled steady-state decomposition (qv_dynamics.kernels.quasi via quasi_decompose(gauge="auto"))
 against the reference formulation (gauge="svd": full SVD of Λ, Procrustes rotations by SVD, SPEC §2) along
 smooth 1 kHz motions, and the numpy path it falls back to when the kernel is unavailable or declines."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from test_quasi_fast import CASES, FIELDS, _motion
 
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.compiled import STATUS
+from qv_dynamics.kernels.loader import STATUS
 from qv_dynamics.quasi import compiled_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,12 +91,12 @@ def test_strided_or_read_only_inputs_and_hand_built_terms():
 _FALLBACK = """
 import numpy as np
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.compiled import STATUS
+from qv_dynamics.kernels.loader import STATUS
 s = ConstrainedSystem.from_urdf("panda", constraints=[{"type": "point_contact", "frame": "panda_hand"}])
 q = s.random_configuration(np.random.default_rng(0))
 t = s.evaluate(q, np.zeros(7))
 qs = quasi_decompose(t, prev=quasi_decompose(t))
-print(qs._V is None, STATUS["qv_dynamics.quasi_kernel"])
+print(qs._V is None, STATUS["qv_dynamics.kernels.quasi"])
 """
 
 

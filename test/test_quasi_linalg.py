@@ -1,11 +1,11 @@
-"""The compiled kernel's small dense linear algebra (qv_dynamics.quasi_linalg) against numpy/LAPACK: blocked
+"""The compiled kernel's small dense linear algebra (qv_dynamics.kernels.quasi_linalg) against numpy/LAPACK: blocked
 Cholesky with the triangular inverse, Jacobi singular values (cold and warm-started), the products."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from qv_dynamics.quasi_linalg import BLOCKED_N, cholesky_inverse, mm, mv, singular_values
+from qv_dynamics.kernels.quasi_linalg import BLOCKED_N, cholesky_inverse, mm, mv, singular_values
 
 
 def _spd(rng, n, cond):

@@ -1,10 +1,11 @@
 """QuasiSampler (Pinocchio's passes + one compiled call) against the reference path it replaces,
 ``system.evaluate`` + ``quasi_decompose(prev)``, sample by sample along a trajectory.
 
-Tolerances: the sampler's rows A, Ȧq̇ come from the compiled frame Jacobians (J_w, J̇_w of ``data``) instead of
-``pin.getFrameJacobian*``, M and g from the composite inertias of the Coriolis pass (CRBA's sums in another
-order, ``qv_dynamics.crb_kernel``) instead of ``crba`` and ``computeGeneralizedGravity``, and h = Cq̇ + g is
-summed in another order, so terms agree to rounding (measured ≤ 1.1e-15 relative on the Panda and Talos); the
+Tolerances: the sampler's rows A, Ȧq̇ come from the compiled frame Jacobians (J_w, J̇_w of ``data``, instead of
+``pin.getFrameJacobian*``: qv_dynamics.kernels.frame), M and g from the composite inertias
+of the Coriolis pass (CRBA's sums in another order, ``qv_dynamics.kernels.crb``) instead of ``crba`` and
+``computeGeneralizedGravity``, and h = Cq̇ + g is summed in another order, so terms agree to rounding
+(measured ≤ 1.1e-15 relative on the Panda and Talos); the
 decomposition is the same kernel, so the state agrees to the terms' differences times their conditioning:
 measured ≤ 4.0e-15 relative on the Panda, 1.2e-14 on Talos (Γ: M's last-bit differences, e.g. the total mass
 summed in another order, through Q⁻¹ with cond(M) ≈ 9e4; fed the same M, the two agree exactly).
@@ -15,11 +16,11 @@ import numpy as np
 import pytest
 
 from qv_dynamics import ConstrainedSystem, quasi_decompose
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.quasi_sampler import QuasiSampler, SampledTerms
 
-pytestmark = pytest.mark.skipif(load("qv_dynamics.quasi_kernel", "sample") is None,
+pytestmark = pytest.mark.skipif(load("qv_dynamics.kernels.quasi", "sample") is None,
                                 reason="compiled kernels not cached (run qv warm)")
 
 TERMS = ("M", "C", "g", "h", "A", "Adot_qdot", "phi")

@@ -1,4 +1,4 @@
-"""Constrained simulator (issue 3): section 6 of the projection-operator paper against closed forms.
+"""Constrained simulator: section 6 of the projection-operator paper against closed forms.
 
 References used here are independent of the simulator: the slider-crank's closed forms (paper eq. 66, 68),
 the centripetal force m‖q̇‖²/ρ, the impulse/energy formula of the floating-base lecture computed with

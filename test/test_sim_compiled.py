@@ -1,7 +1,8 @@
-"""The simulator's compiled path (issue 11) against its numpy reference path.
+"""The simulator's compiled path against its numpy reference path.
 
 ``Stepper(system)`` evaluates the projection dynamics (eq. 22–25), the kinetic-metric velocity projection
-N_c q̇ and the RK4 bookkeeping in numba kernels (qv_dynamics/sim/kernels.py); ``Stepper(system,
+N_c q̇ and the RK4 bookkeeping in numba kernels (qv_dynamics.kernels.sim, its dense algebra in
+qv_dynamics.kernels.sim_linalg, driven by qv_dynamics.kernels.sim_fastpath); ``Stepper(system,
 compiled=False)`` is the reference (projection.direct_dynamics_rank, impact.m_projection, numpy RK4). Same
 equations, rank rule and factorization types, so the two agree to rounding: the tolerances below are a few
 times the largest difference measured over the states drawn (stated per assertion). The reference path is
@@ -14,11 +15,12 @@ import pinocchio as pin
 import pytest
 
 from qv_dynamics import ConstrainedSystem
-from qv_dynamics.compiled import STATUS, load
 from qv_dynamics.errors import NonFiniteError
 from qv_dynamics.impact import m_projection
+from qv_dynamics.kernels import sim as kernels
+from qv_dynamics.kernels.loader import STATUS, load
 from qv_dynamics.projection import direct_dynamics_rank
-from qv_dynamics.sim import Stepper, kernels
+from qv_dynamics.sim import Stepper
 from qv_dynamics.sim.bimanual import bimanual_system, nominal_q
 from qv_dynamics.sim.scenarios import PANDA_Q0, slider_crank
 from qv_dynamics.sim.stepper import KERNELS

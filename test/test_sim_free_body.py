@@ -1,4 +1,4 @@
-"""The simulator's q ⊕ dq follows the joint types (issue 14): a free-flyer in the middle of the tree
+"""The simulator's q ⊕ dq follows the joint types: a free-flyer in the middle of the tree
 (``floating`` URDF joint below a fixed-base arm's world) is integrated on SE(3), not as q + dq.
 
 Reference: the closed form of a torque-free body spinning about a principal axis while it falls,

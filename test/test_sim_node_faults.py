@@ -1,4 +1,4 @@
-"""The simulator node under faults (issue 10 item 6, issue 11): efforts clipped to the URDF limits and
+"""The simulator node under faults: efforts clipped to the URDF limits and
 counted, a failed step retried with substeps, a simulation that cannot go on ends the process with a
 message and a non-zero exit code, the Newton–Raphson floor accepted only where the iteration stalls.
 

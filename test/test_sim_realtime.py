@@ -1,12 +1,12 @@
-"""The simulator's realtime pacing (issue 11): one step and one /joint_states message per dt, paced by its
+"""The simulator's realtime pacing: one step and one /joint_states message per dt, paced by its
 own thread at absolute wall-clock deadlines, every stamp exactly dt after the previous one, and a node that
 stops its thread when destroyed.
 
 References: the wall clock (steps taken plus the real time the node reports as dropped account for the
 elapsed time to within the catch-up burst; never ahead of it; a floor of 10 % of nominal that only a stopped
 pacing thread misses: in this one test process the probe deserializes every 1 kHz state on the executor
-thread beside the plant, and on a slow shared machine that alone held the plant to 29 % of real time
-(2026-11-27: 576–726 steps in 2 s, every other period reported dropped, as it must be). The rate a deployed
+thread beside the plant, and on a slow shared machine that alone can hold the plant to ~30 % of real time
+(every other period then reported dropped, as it must be). The rate a deployed
 plant holds is a bench figure: bench/deployed_loop.py) and the step counter (stamp k = k·dt, exact in integer
 nanoseconds).
 """

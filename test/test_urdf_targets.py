@@ -1,4 +1,4 @@
-"""The deployment paths' files (issue 15): URDFs rewritten for ros2_control mock, Gazebo and MuJoCo, and
+"""The deployment paths' files: URDFs rewritten for ros2_control mock, Gazebo and MuJoCo, and
 the MJCF export, for the two demo robots and the Panda.
 
 References: sdformat's own URDF->SDF converter (``ign sdf -p`` / ``gz sdf -p``, skipped where not
@@ -169,7 +169,7 @@ def test_gazebo_urdf_converts_to_sdf_with_every_link(robot, tmp_path):
     wj = model.find("joint[@name='world_joint']")
     assert wj is not None and wj.get("type") == "fixed" and wj.find("parent").text == "world"
     assert wj.find("child").text in sdf_links
-    if robot != "panda":  # issue 15 item 1: the URDF as shipped loses every link in sdformat
+    if robot != "panda":  # the URDF as shipped loses every link in sdformat
         raw = subprocess.run([*tool, str(ROOT / "urdf" / f"{robot}.urdf")], capture_output=True, text=True,
                              timeout=120)
         assert ET.fromstring(raw.stdout).find("model/link") is None

@@ -20,7 +20,7 @@ from qv_dynamics.ros.runner import make_executor
 
 from ..ros.bringup import to_parameters
 from ..ros.legged_controller_node import LeggedControllerNode
-from .anymal import AnymalConfig, Recorder, make_law, make_plan, make_system
+from .anymal_scene import AnymalConfig, Recorder, make_law, make_plan, make_system
 
 
 def run_ros(cfg: AnymalConfig, kind: str, mass_scale: float = 1.0, domain_id: int | None = None,

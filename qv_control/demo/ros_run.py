@@ -28,7 +28,7 @@ from .config import (
     perturbed_system,
     planned_touch_speed,
 )
-from .runs import Recorder
+from .recorder import Recorder
 
 
 class DemoGraph:

@@ -15,8 +15,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
@@ -141,8 +141,8 @@ class ForcePI:
 
 
 class LazyKernel:
-    """A kernel of ``qv_control.kernels`` that only a law's numpy-side path calls (the first sample's and the
-    fallbacks' products), loaded at its first use (:func:`qv_dynamics.compiled.load`) rather than when the law is
+    """A kernel of ``qv_control.kernels.laws`` that only a law's numpy-side path calls (the first sample's and the
+    fallbacks' products), loaded at its first use (:func:`qv_dynamics.kernels.loader.load`) rather than when the law is
     built: a law whose ticks all go through its fused kernel never loads it (start-up time). None when the law
     runs the numpy path (``compiled=False``) or the kernel cannot be loaded."""
 
@@ -157,7 +157,7 @@ class LazyKernel:
             return self
         fn = law.__dict__.get(self.attr, self)
         if fn is self:
-            fn = law.__dict__[self.attr] = load("qv_control.kernels", self.name) if law.compiled else None
+            fn = law.__dict__[self.attr] = load("qv_control.kernels.laws", self.name) if law.compiled else None
         return fn
 
 
@@ -172,7 +172,7 @@ class ControlLaw(ABC):
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
         self.system = system
-        # compiled=False: the numpy reference path everywhere (qv_control.kernels, qv_dynamics.quasi_kernel)
+        # compiled=False: the numpy reference path everywhere (qv_control.kernels.laws, qv_dynamics.kernels.quasi)
         self.compiled = bool(compiled)
         self.coords: MinimalCoordinates = as_coordinates(system, coordinates, self.compiled)
         self.k = self.coords.size
@@ -273,7 +273,7 @@ class ControlLaw(ABC):
 
     def _cond_rotation(self) -> np.ndarray:
         """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
-        (:func:`qv_control.kernels._cond`): kept between samples, so that a slowly moving D needs about one
+        (:func:`qv_control.kernels.laws._cond`): kept between samples, so that a slowly moving D needs about one
         sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
         drifts its orthogonality)."""
         self._cond_calls += 1

@@ -31,11 +31,11 @@ of those rows only). ``damping`` δ₀ > 0 replaces Λ_x near a singularity by t
 diag(σ/(σ² + δ²))Uᵀ of J M⁻¹ Jᵀ, what ROS 2 OSC / Cartesian impedance implementations do so that Λ_x stays
 bounded where J loses rank (:func:`damped_inverse`: δ grows from 0 as σ_min falls below 0.1σ₁); both run on the
 numpy path. ``moment_axes`` (rows among 3–5) add moment rows to the force task (a flat face pressed with a
-commanded moment): λ_d, λ_meas and the force PI then have the entries (force_axis, *moment_axes), each the
+commanded moment): λ_d, λ_meas and the force PI then have the entries ``(force_axis, *moment_axes)``, each the
 wrench component the robot applies.
 
 After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
-(:func:`qv_control.kernels.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
+(:func:`qv_control.kernels.laws.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
 same care; ``compiled=False`` keeps the numpy path (the reference: equal to rounding, test_osc.py).
 """
 from __future__ import annotations
@@ -44,8 +44,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import DimensionError, NotPositiveDefiniteError, as_vector
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
@@ -78,9 +78,9 @@ class OperationalSpaceLaw:
         self.damping = scalar_gain("damping", damping, positive=False)
         if self.axes != tuple(range(6)) or self.damping > 0:
             compiled = False                     # the kernel is the full-task, undamped case
-        # the products after the passes in one compiled call (qv_control.kernels.osc); compiled=False, or no
+        # the products after the passes in one compiled call (qv_control.kernels.laws.osc); compiled=False, or no
         # kernel in the cache: the numpy path below (the reference, the same equations)
-        self._kernel = load("qv_control.kernels", "osc") if compiled else None
+        self._kernel = load("qv_control.kernels.laws", "osc") if compiled else None
         self._out = np.empty((9, system.nv))
         self.fid = tool_and_contact(system, frame, contact)
         if force_axis not in (0, 1, 2) or force_axis not in self.axes:

@@ -52,7 +52,7 @@ class PIDCForceLaw(ProjectionLawBase):
         return self._finish(base, u_F, motion)
 
     def _coupled(self, M, P, x, y) -> tuple[np.ndarray, np.ndarray]:
-        """(μx, μy), μ = (I−P)MM_c⁻¹: by :func:`qv_control.kernels.coupled`, or numpy (the reference)."""
+        """(μx, μy), μ = (I−P)MM_c⁻¹: by :func:`qv_control.kernels.laws.coupled`, or numpy (the reference)."""
         if self._coupling is None:
             mu = coupling(M, P)
             return mu.dot(x), mu.dot(y)

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
 from qv_dynamics.errors import RankDeficiencyError
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import ATOL, RTOL, inv
 from qv_dynamics.projection import projection
 from qv_dynamics.state import State
 
 from ..coordinates import check_reduced_jacobian
+from ..kernels.layout import tick_rows
 from ..saturation import SaturationStatus
-from ..tick_kernel import rows as tick_rows
 from .base import ControlLaw, LazyKernel
 
 _NO_FORCE = np.zeros(0)
@@ -53,19 +53,19 @@ class ProjectionLawBase(ControlLaw):
 
     uses_terms = True
 
-    #: the compiled tick's channels (qv_control.tick_kernel ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
+    #: the compiled tick's channels (qv_control.kernels.tick ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
     tick_mode: int | None = None
-    # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.pidc)
+    # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.laws.pidc)
     _kernel = LazyKernel("pidc")
 
     def __init__(self, system, coordinates, **kw):
         super().__init__(system, coordinates, **kw)
-        # the whole tick after Pinocchio's passes in one call (qv_control.tick_kernel)
-        self._tick = load("qv_control.tick_kernel", "projection_tick") \
+        # the whole tick after Pinocchio's passes in one call (qv_control.kernels.tick)
+        self._tick = load("qv_control.kernels.tick", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
 
     def _compiled_tick(self, state: State, reference, force=None, mode: int | None = None):
-        """(t, terms, ref, out, λ_meas) of :func:`qv_control.tick_kernel.projection_tick`, or None: the numpy
+        """(t, terms, ref, out, λ_meas) of :func:`qv_control.kernels.tick.projection_tick`, or None: the numpy
         path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
         or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1),
         the check tolerances (mode 3); ``mode``: the kernel's (default ``tick_mode``)."""
@@ -131,7 +131,7 @@ class ProjectionLawBase(ControlLaw):
         return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas
 
     def _compiled_motion(self, terms, kin, acc):
-        """(P, A⁺, a⊥, u_p, cond D) by :func:`qv_control.kernels.pidc` when A has full row rank and θ has
+        """(P, A⁺, a⊥, u_p, cond D) by :func:`qv_control.kernels.laws.pidc` when A has full row rank and θ has
         n − m coordinates; None for the numpy path (which decides the rank and raises on a bad θ)."""
         m, n = terms.A.shape
         if self._kernel is None or kin.J.shape[0] != n - m:

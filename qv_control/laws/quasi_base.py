@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from qv_dynamics.compiled import load
+from qv_dynamics.kernels.loader import load
 from qv_dynamics.quasi import compiled_kernel, quasi_decompose
 
 from ..coordinates import check_reduced_jacobian
-from ..quasi_tick_kernel import rows as quasi_rows
+from ..kernels.layout import quasi_tick_rows as quasi_rows
 from ..saturation import SaturationStatus, saturate
 from .base import ControlLaw, LazyKernel
 from .projection_base import _no_limits
@@ -70,8 +70,8 @@ class QuasiLawBase(ControlLaw):
         # evaluate + quasi_decompose of a sample: Pinocchio's passes + one compiled call (the base's
         # QuasiSampler), or the reference path (SVD gauge, numpy products) when compiled=False
         self._ref_prev = None
-        # the tick after the decomposition in one call (qv_control.quasi_tick_kernel)
-        self._qtick = load("qv_control.quasi_tick_kernel", "quasi_tick") \
+        # the tick after the decomposition in one call (qv_control.kernels.quasi_tick)
+        self._qtick = load("qv_control.kernels.quasi_tick", "quasi_tick") \
             if self.compiled and self.coords._fast is not None else None
         if self.compiled:  # else the reference path: SVD gauge, numpy products
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
@@ -101,7 +101,7 @@ class QuasiLawBase(ControlLaw):
 
     def _compiled_tick(self, t, q, qdot, lam_meas, terms, qs, reference, mode: int, rate=(0, _NONE, 0.0, _NONE),
                        bias=None):
-        """(out, ref) of :func:`qv_control.quasi_tick_kernel.quasi_tick` for this sample (``mode``: 0 tracking,
+        """(out, ref) of :func:`qv_control.kernels.quasi_tick.quasi_tick` for this sample (``mode``: 0 tracking,
         1/2 setpoint; ``rate``: (rate_mode, Gv_n,prev, dt, rate_prev)), or None: the numpy path serves it
         (θ not of size n − r; more frames than the kernel
         serves; a singular D or an orientation beyond its chart, where the numpy path raises). Sets the
@@ -143,7 +143,7 @@ class QuasiLawBase(ControlLaw):
 
     def _reduced_jacobian(self, qs, J: np.ndarray) -> tuple[np.ndarray, float]:
         """D = JQ⁻ᵀV₂ (eq. 34) and cond(D), checked (:func:`~qv_control.coordinates.check_reduced_jacobian`);
-        compiled when available (:func:`qv_control.kernels.reduced_jacobian`)."""
+        compiled when available (:func:`qv_control.kernels.laws.reduced_jacobian`)."""
         n, r = qs.Q.shape[0], qs.rank
         k = n - r
         if self._reduced is not None and J.shape[0] == k > 0:

@@ -31,14 +31,17 @@ class QuasiTrackingLaw(QuasiLawBase):
     V₂ in the parallel-transport gauge, W₁ = V₁ᵀΛ⁺, Λ̇ = (Ȧ − ΛQ̇ᵀ)Q⁻ᵀ):
 
     1. the tangential dynamics pick up a coupling term: from v̇ = −Γv + u − Λᵀλ (eq. 7a) and
-       v̇_r = V₂ᵀv̇ + V̇₂ᵀv, with V₁ᵀV̇₂ = −W₁Λ̇V₂ (derivative of ΛV₂ = 0, eq. 12),
+       v̇_r = V₂ᵀv̇ + V̇₂ᵀv, with V₁ᵀV̇₂ = −W₁Λ̇V₂ (derivative of ΛV₂ = 0, eq. 12)::
+
            v̇_r = −Γ_v v_r − Γ_vn v_n + u_v,    Γ_vn = V₂ᵀΓV₁ − V̇₂ᵀV₁ = V₂ᵀ(ΓV₁ + Λ̇ᵀW₁ᵀ);
     2. the minimal coordinates move with it: θ̇ = Jq̇ = Dv_r + D₁v_n, D₁ = JQ⁻ᵀV₁ (≠ 0 on the Panda: a
        normal push along M⁻¹Aᵀ also moves the tool sideways).
 
     The law then uses the composite error of the *measured* θ̇, ε = D⁻¹(θ̇ − θ̇_d + K_p(θ − θ_d))
-    = v_r + Gv_n − σ with G = D⁻¹D₁, and
+    = v_r + Gv_n − σ with G = D⁻¹D₁, and::
+
         u_v = σ̇ + Γ_v v_r + Γ_vn v_n − (Gv_n)˙ − k_d ε      ⇒   ε̇ = −k_d ε
+
     again. (Gv_n)˙ contains the normal acceleration, which the rigid model cannot predict (it is 0
     there); it is estimated by the backward difference of the measured Gv_n over the control period
     (``normal_rate=False`` drops it, keeping the two exact terms; with a noisy velocity measurement filter
@@ -206,7 +209,7 @@ class QuasiTrackingLaw(QuasiLawBase):
 
     def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
-        (class docstring), by the compiled kernel (:mod:`qv_control.kernels`) or, as the reference, in numpy
+        (class docstring), by the compiled kernel (:mod:`qv_control.kernels.laws`) or, as the reference, in numpy
         (:meth:`_motion_numpy`)."""
         kernel = self._kernel
         n, r = qs.Q.shape[0], qs.rank

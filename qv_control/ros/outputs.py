@@ -1,4 +1,4 @@
-"""The controller's 1 kHz outputs written as serialized bytes (issue 11).
+"""The controller's 1 kHz outputs written as serialized bytes.
 
 ``Publisher.publish`` takes a serialized message; publishing kept bytes with τ written into them skips
 rclpy's per-sample conversion of a Python message (a float64 sequence copied from numpy, a JointState's

@@ -1,4 +1,4 @@
-"""Sizes and labels of the controller's references, checked where they enter (SPEC §6, issue 10).
+"""Sizes and labels of the controller's references, checked where they enter (SPEC §6).
 
 θ_d has one value per minimal coordinate of the law (its labels, k = n − r) and λ_d one value per active
 constraint row (``system.row_labels``). A wrong length is refused at start and at a parameter change with

@@ -1,4 +1,4 @@
-"""A Drake plant with physical sliding friction, behind the same interface as the MuJoCo plant (issue 12).
+"""A Drake plant with physical sliding friction, behind the same interface as the MuJoCo plant.
 
 Why a second simulator: MuJoCo's convex soft contact (and Drake's SAP) create a spurious separating normal
 velocity of about μ‖v_t‖ while a stiff contact slides, which the contact damping turns into a bouncing
@@ -16,8 +16,8 @@ wrench) reads contact + tool weight + tool inertia, as a flange sensor does. The
 whose top is at ``table_height`` (fixed for a run). Contact: point stiffness ``stiffness`` (N/m),
 Hunt–Crossley ``dissipation`` (s/m), Coulomb μ = ``friction`` (static = dynamic). The default
 d = 200 s/m makes a touch-down at mm/s mostly inelastic, as on a real table (Hunt–Crossley's restitution
-is e ≈ 1 − (2/3)d·ṙ⁻, so e ≈ 0.2 at 6 mm/s); with d = 20 s/m (e ≈ 0.92, a steel-on-steel bounce) the
-planned touch-downs of issue 12 bounced under model error or noise for every controller.
+is e ≈ 1 − (2/3)d·ṙ⁻, so e ≈ 0.2 at 6 mm/s); with d = 20 s/m (e ≈ 0.92, a steel-on-steel bounce) a
+planned touch-down bounces under model error or noise for every controller.
 
 Sign conventions of :class:`qv_dynamics.plants.table_plant.TablePlant`: :meth:`contact_force_world` is
 the force the table exerts on the tool (world axes, +z when pressing), :meth:`tool_wrench_world` the F/T

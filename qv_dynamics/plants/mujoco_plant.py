@@ -1,4 +1,4 @@
-"""A MuJoCo plant built from the same URDF as the Pinocchio model, plus a table scene (issue 6); the MJCF and
+"""A MuJoCo plant built from the same URDF as the Pinocchio model, plus a table scene; the MJCF and
 the modelling choices are in :mod:`qv_dynamics.plants.mujoco_scene`.
 
 Sign conventions: :meth:`MujocoPlant.contact_force_world` is the force the table exerts **on** the tool,

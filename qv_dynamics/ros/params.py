@@ -384,25 +384,7 @@ def load_model_config(model_config: str, robot_description: str = "", floating: 
     return system, doc
 
 
-# ------------------------------------------------------------------------------------------ README tables
-BEGIN, END = "<!-- parameter tables: generated from the tables in params.py, do not edit -->", "<!-- end -->"
-
-
-def readme_block(nodes: Sequence[tuple[str, Sequence[Param]]]) -> str:
-    """The generated part of a ``ros/README.md``: one section and table per (executable, table)."""
-    parts = [BEGIN]
-    for name, table in nodes:
-        parts += ["", f"### `{name}`", "", markdown_table(table).rstrip()]
-    return "\n".join(parts + ["", END])
-
-
-def replace_block(text: str, block: str) -> str:
-    """``text`` with its generated block replaced by ``block`` (appended when there is none)."""
-    if BEGIN in text and END in text:
-        return text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    return text.rstrip() + "\n\n" + block + "\n"
-
-
+# the parameter tables of the docs (doc/generate.py) and of the tests
 NODE_TABLES = (("qv_dynamics_node", DYNAMICS_NODE), ("qv_sim_node", SIM_NODE), ("qv_mujoco_node", MUJOCO_NODE),
                ("qv_legged_mujoco_node", LEGGED_MUJOCO_NODE),
                ("qv_loop_plant_node", LOOP_PLANT_NODE))

@@ -1,4 +1,4 @@
-"""The 1 kHz topics read from (and /joint_states written to) their serialized form (issue 11).
+"""The 1 kHz topics read from (and /joint_states written to) their serialized form.
 
 rclpy builds a Python message for every sample it delivers (a Header, a Time, a list of name strings, three
 arrays); at 1 kHz on a loaded machine that costs each subscriber more than the middleware itself (measured

@@ -7,7 +7,7 @@ becomes active with approach velocity Aq̇⁻ ≠ 0 the impulse map q̇⁺ = N_c
 lost is recorded next to the lecture's prediction ½q̇⁻ᵀAᵀ(AM⁻¹Aᵀ)⁻¹Aq̇⁻.
 
 Energy: E = ½q̇ᵀMq̇ + V(q); ``work`` = ∫τᵀq̇dt and ``impact_loss`` = cumulative kinetic energy removed by
-impulses, so ``energy_drift_rel`` = max|E − E₀ − W + L| / max(|E₀|, max K) measures pure numerical drift
+impulses, so ``energy_drift_rel`` = max ‖E − E₀ − W + L‖ / max(‖E₀‖, max K) measures pure numerical drift
 even for actuated runs with impacts. Sign convention (SPEC): M q̈ + h = τ − Aᵀλ.
 """
 from __future__ import annotations

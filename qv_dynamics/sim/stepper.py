@@ -32,16 +32,16 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
-from ..compiled import load
 from ..errors import ConvergenceError, DimensionError, NonFiniteError, QVError, as_vector
 from ..impact import m_projection, predicted_energy_loss
+from ..kernels.loader import load
 from ..linalg import ATOL, RTOL
 from ..model import ConstrainedSystem
 from ..projection import direct_dynamics_rank, pinv_basis
 
 METHODS = ("projection", "kkt_baumgarte")
 INTEGRATORS = ("rk4", "semi_implicit_euler", "scipy")
-KERNELS = "qv_dynamics.sim.kernels"  # the compiled projection path's kernels (qv_dynamics.compiled.load)
+KERNELS = "qv_dynamics.kernels.sim"  # the compiled projection path's kernels (qv_dynamics.kernels.loader.load)
 
 
 # ============================================================================ one step
@@ -93,10 +93,10 @@ class Stepper:
     Small matrices: run the process with one BLAS thread (:func:`qv_dynamics.linalg.limit_blas_threads`,
     called by the entry points), the Stepper itself leaves the process settings alone.
 
-    ``compiled``: the projection method through numba kernels (:mod:`qv_dynamics.sim.fastpath`, ~3x faster,
-    equal to rounding) — None (default) when :func:`qv_dynamics.compiled.load` gives them (numba's disk cache
+    ``compiled``: the projection method through numba kernels (:mod:`qv_dynamics.kernels.sim_fastpath`, ~3x faster,
+    equal to rounding) — None (default) when :func:`qv_dynamics.kernels.loader.load` gives them (numba's disk cache
     holds them: ``scripts/setup.sh`` fills it, a colcon-installed copy needs ``qv warm`` once; else the reason
-    is in ``compiled.STATUS``), True also compiling them if not, False never. ``self.compiled`` says which
+    is in ``loader.STATUS``), True also compiling them if not, False never. ``self.compiled`` says which
     path is used.
     """
 
@@ -145,7 +145,7 @@ class Stepper:
         # rank rule; compiled=False keeps the numpy reference path, which the KKT baseline always uses)
         self._fast = None
         if compiled is not False and method == "projection" and load(KERNELS, force=bool(compiled)):
-            from .fastpath import CompiledProjection  # imports numba: only once its kernels have loaded
+            from ..kernels.sim_fastpath import CompiledProjection  # imports numba: only once its kernels have loaded
 
             self._fast = CompiledProjection(system, self.rtol, self.atol)
         self.compiled = self._fast is not None  # which path this stepper uses

@@ -26,8 +26,8 @@ J̇_w, the composite inertias and the frame placements read through views; M, g 
 the call): one sample of :class:`qv_dynamics.quasi_sampler.QuasiSampler`, evaluate + decompose in one call after
 Pinocchio's passes.
 
-Compiled for their one signature into numba's disk cache at install (:func:`qv_dynamics.compiled.warm_all`);
-:mod:`qv_dynamics.quasi` and the sampler load them through :func:`qv_dynamics.compiled.load` and keep the numpy
+Compiled for their one signature into numba's disk cache at install (:func:`qv_dynamics.kernels.loader.warm_all`);
+:mod:`qv_dynamics.quasi` and the sampler load them through :func:`qv_dynamics.kernels.loader.load` and keep the numpy
 path when numba is missing, its cache unusable or not warmed.
 """
 from __future__ import annotations
@@ -37,9 +37,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .compiled import kernel
-from .crb_kernel import mass_gravity
-from .frame_kernel import constraint_rows
+from .crb import mass_gravity
+from .frame import constraint_rows
+from .loader import kernel
 from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mmt, mv, singular_values
 
 OK, FALLBACK = 0, 1
@@ -274,9 +274,9 @@ _SAMPLE_SIG = (f"int64({_DATA_SIG}, float64[::1], float64[:, ::1], float64[:, :]
 def _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv) -> None:
     """The terms by rows of ``T`` ((2n + m) × n): M, C, A; ``tv`` (2n + m + 1): g, h = Cq̇ + g, Ȧq̇, (then ½vᵀv,
     written by :func:`sample`), from Pinocchio's Data after computeCoriolisMatrix and updateFramePlacements,
-    read through views: M and g from the composite inertias Y and J_w (:func:`.crb_kernel.mass_gravity`),
+    read through views: M and g from the composite inertias Y and J_w (:func:`.crb.mass_gravity`),
     Ct = Cᵀ (a C-ordered view of Eigen's column-major ``data.C``), every frame placement (A, Ȧq̇ of the
-    frame-constraint rows: :func:`qv_dynamics.frame_kernel.constraint_rows`)."""
+    frame-constraint rows: :func:`qv_dynamics.kernels.frame.constraint_rows`)."""
     n = qdot.shape[0]
     m = rplan.shape[0]
     M, C, A = T[:n], T[n:2 * n], T[2 * n:]
@@ -321,7 +321,7 @@ def sample(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp
 
 
 def warm() -> None:
-    """Run the kernel for each row count the laws meet, at two sizes (:func:`qv_dynamics.compiled.warm_all`
+    """Run the kernel for each row count the laws meet, at two sizes (:func:`qv_dynamics.kernels.loader.warm_all`
     compiles it into numba's disk cache first)."""
     for n in (4, 8):
         for m in (0, 1, 2):

@@ -9,8 +9,8 @@ them)::
 
 A row of a frame constraint (SPEC §3: point contact, weld, loop closure) is row ``a`` of the 6-row frame
 Jacobian of frame A, minus that of frame B for a loop closure: A = J_A − J_B, Ȧq̇ = (J̇_A − J̇_B)q̇ (the "dJ" drift
-of :mod:`qv_dynamics.constraints.base`). Used by the coordinates' kernel (``qv_control.coord_kernel``) and the
-sampler's (:func:`qv_dynamics.quasi_kernel.sample`).
+of :mod:`qv_dynamics.constraints.base`). Used by the coordinates' kernel (``qv_control.kernels.coordinates``) and the
+sampler's (:func:`qv_dynamics.kernels.quasi.sample`).
 """
 from __future__ import annotations
 
@@ -71,14 +71,3 @@ def constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad) -> None:
             A[i, j] = x
             d += dx * qdot[j]
         ad[i] = d
-
-
-def support_mask(model, fids) -> np.ndarray:
-    """(slots × nv) int64: 1 on the velocity columns of the joints supporting each frame."""
-    sup = np.zeros((max(len(fids), 1), model.nv), np.int64)
-    for s, fid in enumerate(fids):
-        for j in model.supports[model.frames[fid].parentJoint]:
-            if j > 0:
-                jm = model.joints[j]
-                sup[s, jm.idx_v:jm.idx_v + jm.nv] = 1
-    return sup

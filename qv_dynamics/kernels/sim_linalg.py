@@ -1,4 +1,4 @@
-"""Small dense linear algebra compiled with numba for the simulator's kernels (:mod:`qv_dynamics.sim.kernels`):
+"""Small dense linear algebra compiled with numba for the simulator's kernels (:mod:`qv_dynamics.kernels.sim`):
 matrices of size ≤ ~40, where LAPACK through numpy or numba costs more in calls, copies and workspace queries
 than in arithmetic. Each routine is the textbook algorithm LAPACK uses for it (Cholesky, LU with partial
 pivoting, substitution), except the SVD: one-sided Jacobi rotations (Hestenes), as accurate as dgesdd.

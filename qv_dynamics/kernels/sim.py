@@ -1,7 +1,7 @@
 """Compiled (numba) numerics of the simulator's projection method: the equations, rank rule and kinds of
 factorization of the reference path (:func:`qv_dynamics.projection.direct_dynamics_rank`,
 :func:`qv_dynamics.impact.m_projection`), one call each instead of ~30 numpy/LAPACK calls, so an RK4 stage
-costs Pinocchio's kinematics plus ~2 µs (the small dense algebra: :mod:`qv_dynamics.sim.kernel_linalg`).
+costs Pinocchio's kinematics plus ~2 µs (the small dense algebra: :mod:`qv_dynamics.kernels.sim_linalg`).
 
 - :func:`projection_accel`: M_c q̈ = P(τ − h) + M a⊥, M_c = M + PM − MP, a⊥ = −A⁺Ȧq̇ (eq. 22–25);
   P = I − V₁V₁ᵀ from a thin SVD of A with the rank rule σᵢ > max(rtol·σ₁, atol) (eq. 15), one row
@@ -12,8 +12,8 @@ costs Pinocchio's kinematics plus ~2 µs (the small dense algebra: :mod:`qv_dyna
 
 Kernels return a status instead of raising (OK, NONFINITE, NOT_PD, SINGULAR); the caller raises the
 package's error. Compiled once, cached on disk (``cache=True``); :func:`warm` fills the cache at install
-(:func:`qv_dynamics.compiled.warm_all`, scripts/setup.sh), so a process's first step loads it (~0.2 s) instead
-of compiling (~10 s); the stepper takes them through :func:`qv_dynamics.compiled.load`, else its numpy path.
+(:func:`qv_dynamics.kernels.loader.warm_all`, scripts/setup.sh), so a process's first step loads it (~0.2 s) instead
+of compiling (~10 s); the stepper takes them through :func:`qv_dynamics.kernels.loader.load`, else its numpy path.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ..compiled import kernel
-from ..quasi_linalg import cholesky, mv
-from .kernel_linalg import (
+from .loader import kernel
+from .quasi_linalg import cholesky, mv
+from .sim_linalg import (
     back_substitute,
     chol_solve,
     finite,
@@ -180,7 +180,7 @@ def rk4_stage(i, M, h, tau, A, ad, W, lam, prm):
 
 def warm() -> None:
     """Compile (or load from the disk cache) every kernel for the argument types the simulator uses
-    (:func:`qv_dynamics.compiled.warm_all`)."""
+    (:func:`qv_dynamics.kernels.loader.warm_all`)."""
     M = np.eye(3)
     v = np.ones(3)
     for m in (0, 1, 2):

@@ -1,5 +1,5 @@
-"""The projection method's per-stage work with the least overhead (issue 11): Pinocchio's CRBA and RNEA plus
-one kinematic pass for A and Ȧq̇, then one compiled kernel (:mod:`qv_dynamics.sim.kernels`) for the projection
+"""The projection method's per-stage work with the least overhead: Pinocchio's CRBA and RNEA plus
+one kinematic pass for A and Ȧq̇, then one compiled kernel (:mod:`qv_dynamics.kernels.sim`) for the projection
 direct dynamics (eq. 22–25) and the RK4 bookkeeping, or for the kinetic-metric velocity projection N_c q̇.
 The Newton–Raphson increment (eq. 39), needed only when ‖Φ‖ > nr_tol after a step, stays on the reference
 path (:func:`~qv_dynamics.projection.pinv_basis`).
@@ -23,7 +23,7 @@ from ..constraints.base import Constraint
 from ..errors import NonFiniteError, NotPositiveDefiniteError, as_vector
 from ..linalg import kernel_vector
 from ..model import ConstrainedSystem
-from . import kernels as K
+from . import sim as K
 
 _ERRORS = {
     K.NONFINITE: (NonFiniteError, "state became non-finite (the integration blew up)"),

@@ -1,9 +1,9 @@
 """Compiled (numba) numerics of the control side, one call each instead of tens of numpy calls per sample;
 the callers keep the same products in numpy as their reference path (``compiled=False``) and for when the
-kernels cannot be loaded (:func:`qv_dynamics.compiled.load`). Loaded from numba's disk cache, warmed by
-:func:`qv_dynamics.compiled.warm_all` (scripts/setup.sh).
+kernels cannot be loaded (:func:`qv_dynamics.kernels.loader.load`). Loaded from numba's disk cache, warmed by
+:func:`qv_dynamics.kernels.loader.warm_all` (scripts/setup.sh).
 
-The minimal coordinates' kernel is :mod:`qv_control.coord_kernel`.
+The minimal coordinates' kernel is :mod:`qv_control.kernels.coordinates`.
 
 :func:`tracking` (:class:`~qv_control.laws.quasi_tracking.QuasiTrackingLaw`, eq. 35–38 with the
 normal-motion terms): with N = Q⁻ᵀV₂, D = JN (checked by the caller), e = θ − θ_d, s_d = θ̇_d − K_pe,
@@ -21,9 +21,9 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_linalg import cholesky, full_rank, mv
-from qv_dynamics.sim.kernel_linalg import chol_solve, jacobi, lu_apply, lu_factor, lu_solve
+from qv_dynamics.kernels.loader import kernel
+from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mv
+from qv_dynamics.kernels.sim_linalg import chol_solve, jacobi, lu_apply, lu_factor, lu_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -32,7 +32,7 @@ _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64,
 @njit(cache=True)
 def _cond(D, U) -> float:
     """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
-    (:func:`~qv_dynamics.sim.kernel_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
+    (:func:`~qv_dynamics.kernels.sim_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
     orthogonal U (k × k) of the previous call (the identity: a cold start) and updated in place (D = U·rows), so
     that a D that moved little since needs about one sweep. The caller resets U to the identity now and then
     (its orthogonality drifts by rounding)."""
@@ -56,7 +56,7 @@ def _cond(D, U) -> float:
 
 @njit(cache=True)
 def _solve(D, b):
-    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.sim.kernel_linalg.lu_solve`; D checked first)."""
+    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.kernels.sim_linalg.lu_solve`; D checked first)."""
     x = np.empty(b.shape[0])
     lu_solve(D, b, x)
     return x
@@ -265,7 +265,7 @@ def coupled_core(M, P, x, y, out) -> None:
 
 @njit(cache=True)
 def _chol_solve_columns(L, B, X) -> None:
-    """X = (LLᵀ)⁻¹B, one column at a time (:func:`qv_dynamics.sim.kernel_linalg.chol_solve`)."""
+    """X = (LLᵀ)⁻¹B, one column at a time (:func:`qv_dynamics.kernels.sim_linalg.chol_solve`)."""
     for j in range(B.shape[1]):
         X[:, j] = chol_solve(L, B[:, j])
 
@@ -315,7 +315,8 @@ def osc(M, J, q, q_null, qd, a_star, Jdqd, a_int, kp_null, kd, out) -> int:
 
 
 def warm() -> None:
-    """Run each kernel once (:func:`qv_dynamics.compiled.warm_all` compiles them into numba's disk cache first)."""
+    """Run each kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles them into numba's disk cache
+    first)."""
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
     v7 = np.ones(7)
     osc(2.0 * np.eye(7), np.eye(6, 7), v7, v7, v7, np.ones(6), np.ones(6), np.ones(6), 1.0, 1.0, np.empty((9, 7)))

@@ -1,12 +1,12 @@
-"""Small dense linear algebra compiled with numba for the quasi-velocity kernel (:mod:`qv_dynamics.quasi_kernel`),
+"""Small dense linear algebra compiled with numba for the quasi-velocity kernel (:mod:`qv_dynamics.kernels.quasi`),
 sized for n ≤ ~40: loops where a BLAS call through numba (~0.3 µs) would cost more than the arithmetic, BLAS
 dgemm for the larger products (:func:`mmt`: transposes as flags, results into their blocks; :func:`mm` where a
 fresh array is wanted), and Cholesky with the triangular inverse in 2 × 2 blocks above
 BLOCKED_N, so that the n³ work runs in BLAS and the loops stay short. Same algorithms as LAPACK's (dpotf2,
 forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding.
 
-numba keys the kernel's disk cache on :mod:`qv_dynamics.quasi_kernel`'s source only; the loader
-(:func:`qv_dynamics.compiled.kernel_sources`) also watches this file, so after editing it the laws take the numpy
+numba keys the kernel's disk cache on :mod:`qv_dynamics.kernels.quasi`'s source only; the loader
+(:func:`qv_dynamics.kernels.loader.kernel_sources`) also watches this file, so after editing it the laws take the numpy
 path until ``qv warm`` recompiles.
 """
 from __future__ import annotations

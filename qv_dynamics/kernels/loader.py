@@ -1,9 +1,10 @@
-"""The one loader of the package's compiled (numba) kernels, with the numpy path as the fallback (issue 11).
+"""The one loader of the package's compiled (numba) kernels, with the numpy path as the fallback.
 
-A kernel module (the simulator's :mod:`qv_dynamics.sim.kernels`, the decomposition's
-:mod:`qv_dynamics.quasi_kernel`, the laws' ``qv_control.kernels``) marks its kernel functions with :func:`kernel`
-(``numba.njit(cache=True)``: numba's disk cache; with one explicit signature, or typed at the first call) and
-has a ``warm()`` that runs each once. It is listed under the entry-point group :data:`GROUP` of the
+A kernel module (the simulator's :mod:`qv_dynamics.kernels.sim`, the decomposition's
+:mod:`qv_dynamics.kernels.quasi`, the laws' ``qv_control.kernels.laws``) marks its kernel functions with
+:func:`kernel` (``numba.njit(cache=True)``: numba's disk cache; with one explicit signature, or typed at the
+first call) and has a ``warm()`` that runs each once. It lives in its package's kernel room (``P.kernels``, whose
+``KERNEL_MODULES`` lists it), and the package is listed under the entry-point group :data:`GROUP` of the
 installed package (setup.py), so :func:`warm_all` (``qv warm``, run by scripts/setup.sh; once for a
 colcon-installed copy, which has its own cache) fills the cache of every kernel without qv_dynamics naming a
 package above it. A process then gets a kernel from :func:`load` in ~0.1 s, and never compiles at start.
@@ -16,9 +17,8 @@ package above it. A process then gets a kernel from :func:`load` in ~0.1 s, and 
 - the cache does not hold the kernels for this source (not warmed, or the file or numba changed since), or a
   helper module the kernels draw from (another kernel file, a constant of the package) changed after the
   cache was written: numba keys a kernel's cache on its own file only, so without this check it would load
-  stale code (:func:`kernel_sources`); ``qv warm`` then recompiles. A compile takes ~10–30 s (~50 s on a
-  loaded machine), which a node starting, a law being built or a
-  simulation stepping must not wait for;
+  stale code (:func:`kernel_sources`); ``qv warm`` then recompiles. A compile takes ~10–50 s, which a node
+  starting, a law being built or a simulation stepping must not wait for;
 - numba's cache cannot be queried (:func:`_in_disk_cache`).
 
 Why, per kernel module, is in :data:`STATUS` (diagnostics and benchmarks print it; nothing decides on it).
@@ -100,7 +100,7 @@ def kernel_sources(module: ModuleType) -> list[str]:
 
 
 def _module_name(path: str) -> str:
-    """``qv_dynamics.sim.kernel_linalg`` of ``.../qv_dynamics/sim/kernel_linalg.py``."""
+    """``qv_dynamics.kernels.sim_linalg`` of ``.../qv_dynamics/kernels/sim_linalg.py``."""
     parts = os.path.normpath(path)[:-3].split(os.sep)
     top = max(i for i, p in enumerate(parts) if p in ("qv_dynamics", "qv_control"))
     return ".".join(parts[top:])
@@ -177,8 +177,11 @@ def load(module: str, name: str | None = None, *, force: bool = False):
 
 
 def kernel_modules() -> list[str]:
-    """The kernel modules the installed package lists under :data:`GROUP` (setup.py)."""
-    return sorted({ep.value for ep in entry_points(group=GROUP)})
+    """The kernel modules of every package the installed package lists under :data:`GROUP` (setup.py): a listed
+    package ``P`` (or any module of it) has its kernels in the room ``P.kernels``, whose ``KERNEL_MODULES`` names
+    them. The rooms are read from the source tree, so a listing installed before a kernel moved still finds it."""
+    packages = {ep.value.split(".")[0] for ep in entry_points(group=GROUP)}
+    return sorted(m for p in packages for m in importlib.import_module(f"{p}.kernels").KERNEL_MODULES)
 
 
 def warm_all() -> dict[str, str]:

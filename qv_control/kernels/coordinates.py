@@ -1,9 +1,9 @@
-"""The minimal coordinates θ(q) in one compiled (numba) call (issue 11): θ, J = ∂θ/∂q, J̇, J̇q̇, θ̇ and the rows of
+"""The minimal coordinates θ(q) in one compiled (numba) call: θ, J = ∂θ/∂q, J̇, J̇q̇, θ̇ and the rows of
 Ȧ of frame constraints, from what Pinocchio's kinematic pass leaves in its ``Data`` (read through persistent
 numpy views: no per-tick getter calls). The numpy reference path is
 :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``.
 
-Frame quantities J_p, J_ω, J̇_p, J̇_ω: :func:`qv_dynamics.frame_kernel.frame_rates`.
+Frame quantities J_p, J_ω, J̇_p, J̇_ω: :func:`qv_dynamics.kernels.frame.frame_rates`.
 
 Rotation rows: φ = log₃(E), E = R·R_refᵀ, θ = atan2(½‖a‖, ½(tr E − 1)) with a = (E₃₂ − E₂₃, E₁₃ − E₃₁,
 E₂₁ − E₁₂) (accurate at every angle below π, unlike acos), φ = θa/‖a‖ (a/2 at θ = 0); G = J_l⁻¹(φ) and Ġ as in
@@ -20,10 +20,10 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import kernel
-from qv_dynamics.frame_kernel import frame_rates as _frame_rates
+from qv_dynamics.kernels.frame import frame_rates as _frame_rates
+from qv_dynamics.kernels.loader import kernel
 
-from .coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
+from ..coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
 
 _M = "float64[:, :]"
 
@@ -166,7 +166,7 @@ def coordinates(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, out) -> in
 
 
 def warm() -> None:
-    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
+    """Run the kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles it into numba's disk cache first)."""
     n = 2
     E = np.eye(3)
     coordinates(np.ones((6, n)), np.ones((6, n)), E, np.zeros(3), E, np.zeros(3), np.zeros((2, 3, 3)) + E,

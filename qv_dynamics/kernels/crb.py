@@ -1,5 +1,5 @@
 """M(q) and g(q) from what Pinocchio's Coriolis pass leaves in its ``Data``, so that a sample needs one dynamics
-pass (``computeCoriolisMatrix``) instead of three (``crba``, ``computeGeneralizedGravity`` and it; issue 11).
+pass (``computeCoriolisMatrix``) instead of three (``crba``, ``computeGeneralizedGravity`` and it).
 
 ``computeCoriolisMatrix`` computes, besides C, the world joint Jacobians J_w (``data.J``) and the composite
 rigid-body inertias of every subtree in the world frame, Y_i (``data.oYcrb``: mass m, centre of mass c,
@@ -24,6 +24,8 @@ import ctypes
 import numpy as np
 import pinocchio as pin
 from numba import njit
+
+from .views import tree_of
 
 #: Inertia entries per joint in the view: m, c (3), I_c (xx, xy, yy, xz, yz, zz)
 WIDTH = 10
@@ -75,12 +77,6 @@ def mass_gravity(Y, Jw, tree, armature, grav, M, g) -> None:
                 k = tree[k, 2]
     for i in range(M.shape[0]):
         M[i, i] += armature[i]
-
-
-def tree_of(model: pin.Model) -> np.ndarray:
-    """(joints × 3) int64: first velocity column, velocity size and parent of each joint (row 0 the universe)."""
-    return np.array([[j.idx_v if j.idx_v >= 0 else 0, j.nv, model.parents[i]] for i, j in enumerate(model.joints)],
-                    np.int64).reshape(-1, 3)
 
 
 def _view_at(vec, n_items: int) -> np.ndarray | None:

@@ -1,6 +1,6 @@
-"""A projection law's tick after Pinocchio's passes in one compiled (numba) call (issue 11): the minimal
-coordinates (:func:`qv_control.coord_kernel.evaluate_into`), the PIDC projection and motion part
-(:func:`qv_control.kernels.pidc_core`, paper `aghili-projection-operator` eq. 15–16, 40, 45–46), the torque
+"""A projection law's tick after Pinocchio's passes in one compiled (numba) call: the minimal
+coordinates (:func:`qv_control.kernels.coordinates.evaluate_into`), the PIDC projection and motion part
+(:func:`qv_control.kernels.laws.pidc_core`, paper `aghili-projection-operator` eq. 15–16, 40, 45–46), the torque
 channels of the law and the limiter's peak ratio. The numpy reference path is the same law with
 ``compiled=False``; every quantity is the same equation in the same order (rounding differences only).
 
@@ -8,7 +8,7 @@ With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_
 
 - ``mode`` 0 (PIDC, eq. 45, f = f∥): base = Ph, motion = PMu_p, no force channel;
 - ``mode`` 1 (hybrid, eq. 54): u_F = (I−P)f_F for f_F = Aᵀλ_d + PI (from the caller), base = h + μMa⊥,
-  motion = PMu_p + μPMu_p, μ = (I−P)MM_c⁻¹ (:func:`qv_control.kernels.coupled_core`);
+  motion = PMu_p + μPMu_p, μ = (I−P)MM_c⁻¹ (:func:`qv_control.kernels.laws.coupled_core`);
 - ``mode`` 2 (passive joints, every joint actuated: I + H = I, eq. 62): base = Ph, motion = PMu_p and
   λ_m = A⁺ᵀ(base + motion − h − Mu_p) (the multiplier the motion command produces); ``mode`` 3 adds the
   internal-force channel without PI (:func:`_internal`; ``f_F`` = its check tolerances (rtol, atol)).
@@ -19,7 +19,7 @@ With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_
 ``out`` rows (n columns): τ, base, force, motion, u_p, a⊥, λ_m (m entries), θ, e, [cond D, peak, dim 𝓔],
 z and z_d of the internal-force channel (m entries), then
 P (n rows), A⁺ᵀ (m rows), D (k rows, k columns) and the coordinates' workspace (2k + 3 rows). ``U``: the
-Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels._cond`).
+Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels.laws._cond`).
 Returns 1, or 0 (A not certified of full row rank: the numpy path decides), 2 (cond D > cond_max: the
 numpy path raises), 3 (an orientation coordinate beyond its chart: the numpy path raises), 4 (λ_d not
 internal: the numpy path raises).
@@ -31,14 +31,15 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import kernel
-from qv_dynamics.quasi_linalg import mv
+from qv_dynamics.kernels.loader import kernel
+from qv_dynamics.kernels.quasi_linalg import mv
 
-from .coord_kernel import evaluate_into
-from .kernels import coupled_core, pidc_core
+from .coordinates import evaluate_into
+from .laws import coupled_core, pidc_core
+from .layout import TICK_ROWS as ROWS
+from .layout import tick_rows as rows
 
 _M = "float64[:, :]"
-ROWS = 12  # vector rows before the matrices (module doc)
 
 
 @njit(cache=True)
@@ -189,13 +190,10 @@ def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, 
     return 1
 
 
-def rows(n: int, m: int, k: int, plan_rows: int) -> int:
-    """Rows of ``out`` for n velocities, m constraint rows, k coordinates and the coordinates' plan."""
-    return ROWS + n + m + k + 2 * k + (plan_rows - k) + 3
 
 
 def warm() -> None:
-    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
+    """Run the kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles it into numba's disk cache first)."""
     n, k = 2, 1
     E, z3 = np.eye(3), np.zeros(3)
     plan = np.array([[0, 0, 0, 0]])
@@ -209,4 +207,3 @@ def warm() -> None:
                     np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
                     np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
                     1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out, np.eye(k))
-

@@ -1,20 +1,20 @@
-"""A quasi-velocity law's tick after the decomposition in one compiled (numba) call (issue 11): the minimal
-coordinates with Ȧ (:func:`qv_control.coord_kernel.evaluate_into`), the motion law, the force channel, the
+"""A quasi-velocity law's tick after the decomposition in one compiled (numba) call: the minimal
+coordinates with Ȧ (:func:`qv_control.kernels.coordinates.evaluate_into`), the motion law, the force channel, the
 torque channels and the limiter's peak ratio. The numpy reference path is the same law with ``compiled=False``;
 every quantity is the same equation (rounding differences only).
 
-Motion (``mode``): 0 tracking, eq. 35–38 with the normal-motion terms (:func:`qv_control.kernels.tracking_core`)
+Motion (``mode``): 0 tracking, eq. 35–38 with the normal-motion terms (:func:`qv_control.kernels.laws.tracking_core`)
 and, with ``rate_mode`` 1, the backward difference (Gv_n)˙ = (Gv_n − Gv_n,prev)/dt subtracted from u_v (2: the
 rate ``rate_prev`` of the previous sample at a repeated stamp); 1 setpoint, u_v = −k_d v_r − DᵀK_p(θ − θ_d)
 (eq. 44 with the SPEC's Dᵀ); 2 setpoint as printed, u_v = −k_d v_r − K_p(θ − θ_d).
 
 Force channel (``force_on``, eq. 42/47): ξ_d = V₁ᵀΛᵀλ_d, u_ξ = ξ_d − Γ_ξv_r (``compensate``; else ξ_d)
 [+ V₁ᵀΛᵀc for the force PI's correction c, when ``corr`` has m entries]. Torque: τ = base + QV₁u_ξ + QV₂u_v
-with base = g (+ the carried bias), peak = max |τ_i|/L_i (:func:`qv_control.tick_kernel.peak_ratio`).
+with base = g (+ the carried bias), peak = max |τ_i|/L_i (:func:`qv_control.kernels.tick.peak_ratio`).
 
 ``out`` rows (n columns): τ, base, force, motion, u_v, ε, e = θ − θ_d, θ, u_ξ, ξ_d, Gv_n, (Gv_n)˙, v_n,
 [cond D, peak, V = ½‖v_r‖² + ½eᵀK_pe], the tracking kernel's rows (7 + k), the coordinates' rows. ``U``: the
-Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels._cond`). Returns 1,
+Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels.laws._cond`). Returns 1,
 2 (cond D > cond_max: the numpy path raises) or 3 (an orientation beyond its chart: the numpy path raises).
 """
 from __future__ import annotations
@@ -24,15 +24,16 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.compiled import kernel
+from qv_dynamics.kernels.loader import kernel
 
-from .coord_kernel import evaluate_into
-from .kernels import reduced_core, tracking_core
-from .tick_kernel import peak_ratio
+from .coordinates import evaluate_into
+from .laws import reduced_core, tracking_core
+from .layout import QUASI_TICK_ROWS as ROWS
+from .layout import quasi_tick_rows as rows
+from .tick import peak_ratio
 
 _M = "float64[:, :]"
 _V = "float64[:]"
-ROWS = 14
 
 
 @njit(cache=True)
@@ -150,13 +151,10 @@ def quasi_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, Q, Qi, Qd, 
     return 1
 
 
-def rows(n: int, k: int, plan_rows: int) -> int:
-    """Rows of ``out`` for n velocities, k coordinates and the coordinates' plan (with the Ȧ rows)."""
-    return ROWS + 7 + k + 2 * k + (plan_rows - k) + 3
 
 
 def warm() -> None:
-    """Run the kernel once (:func:`qv_dynamics.compiled.warm_all` compiles it into numba's disk cache first)."""
+    """Run the kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles it into numba's disk cache first)."""
     n, k = 3, 2
     E, z3, z = np.eye(3), np.zeros(3), np.zeros(k)
     plan = np.array([[0, 0, 0, 0], [0, 0, 1, 1], [3, 0, 2, 0]])
@@ -166,4 +164,3 @@ def warm() -> None:
                    np.ones((1, n)), E, np.eye(k), np.ones(n), np.ones(k), np.ones(1), np.ones(n), z, z, z,
                    np.ones(1), np.ones(1), np.ones(k), 1.0, 1e6, mode, 1, 1, 1, 1, z, 1e-3, z,
                    np.full(n, math.inf), np.zeros((rows(n, k, 3), n)), np.eye(k))
-

@@ -1,0 +1,32 @@
+"""The compiled (numba) numerics of qv_control, in one room: the only folder of the package that imports numba.
+
+Each kernel module computes what a law or the minimal coordinates compute in numpy with ``compiled=False``
+(the reference path, also taken when :func:`qv_dynamics.kernels.loader.load` cannot give the kernel: numba
+missing, cache cold or stale, ``QV_COMPILED=0``), to rounding; a test holds the two against each other
+(:data:`PAIRS`). Importing this package imports nothing. Kernel module: the
+reference it must equal; the test pairing them:
+
+- ``laws``: the laws' products with ``compiled=False`` (tracking, pidc, osc, ...); test_law_compiled.py
+- ``coordinates``: :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``;
+  test_law_compiled.py
+- ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
+- ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
+
+``layout`` sizes the ticks' output buffers (plain Python, used by the laws at construction).
+"""
+
+#: modules of the room that are support, not kernels (no numpy reference of their own)
+SUPPORT = ("layout",)
+
+#: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
+KERNEL_MODULES = ("qv_control.kernels.coordinates", "qv_control.kernels.laws", "qv_control.kernels.quasi_tick",
+                  "qv_control.kernels.tick")
+
+#: kernel module -> (numpy reference, test file that holds them against each other)
+PAIRS = {
+    "qv_control.kernels.laws": ("qv_control.laws.quasi_tracking.QuasiTrackingLaw", "test_law_compiled.py"),
+    "qv_control.kernels.coordinates": ("qv_control.coordinates.MinimalCoordinates.evaluate",
+                                       "test_law_compiled.py"),
+    "qv_control.kernels.tick": ("qv_control.laws.projection_base.ProjectionLawBase", "test_law_compiled.py"),
+    "qv_control.kernels.quasi_tick": ("qv_control.laws.quasi_base.QuasiLawBase", "test_law_compiled.py"),
+}
