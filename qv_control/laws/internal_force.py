@@ -39,7 +39,7 @@ import numpy as np
 from qv_dynamics.errors import DimensionError, QVError, as_vector
 from qv_dynamics.linalg import ATOL, RTOL, svd_full
 
-from .integral import BoundedIntegral
+from .integral import BoundedIntegral, PreviousTarget
 
 #: ``chooser(lambda_0, E) -> z``: the internal coordinates wanted, given the particular multiplier
 #: λ₀ (⊥ 𝓔, fixed by the motion) and the basis E; the commanded multiplier is then λ₀ + E z.
@@ -177,7 +177,7 @@ class InternalForceChannel:
 
     Per call, with the law's motion command producing the multiplier λ_m (with an exact model):
 
-        z = Eᵀλ_d + Eᵀ(k_f e + k_i ∫e dt),   e = EEᵀ(λ_d − λ_meas)       (target, eq. 52 restricted to 𝓔)
+        z = Eᵀλ_d + Eᵀ(k_f e + k_i ∫e dt),   e = EEᵀ(λ_d,prev − λ_meas)  (target, eq. 52 restricted to 𝓔)
         z = chooser(λ_m − EEᵀλ_m, E)                                       (external chooser)
         Δτ = AᵀE(z − Eᵀλ_m)            → λ = λ_m − EEᵀλ_m + E z, q̈ unchanged.
 
@@ -186,7 +186,10 @@ class InternalForceChannel:
     frozen while ``freeze`` is set (the limiter scaled the force channel: anti-windup), bounded by
     ``i_max`` (norm of k_i∫e, N), and reset when the number of rows m changes. Each change of (m, rank,
     dim 𝓔) — a grasp released or made, a singular pose — re-seeds the basis and is logged in ``events``.
-    ``kf < 1``: the measured force is one sample old (see :class:`qv_control` ForcePI).
+    ``kf < 1``: the measured force is one sample old (see :class:`qv_control` ForcePI). For the same reason the
+    error compares the reading with λ_d,prev, the target of the previous sample (the command it was produced
+    under; :class:`~qv_control.laws.integral.PreviousTarget`, shared with ForcePI): after a step of λ_d the
+    feedforward Eᵀλ_d delivers the step and the PI does not add k_f·Δ + k_i·dt·Δ on top of it.
     """
 
     def __init__(self, kf: float = 0.0, ki: float = 0.0, max_dt: float = 0.1, i_max: float = math.inf,
@@ -208,6 +211,7 @@ class InternalForceChannel:
 
     def reset(self) -> None:
         self._integral = BoundedIntegral(self.ki, self.i_max, self.max_dt)
+        self._target = PreviousTarget()
         self._signature: tuple | None = None
 
     @property
@@ -230,7 +234,8 @@ class InternalForceChannel:
                                     "previous": dict(zip(("m", "rank", "internal_dim"), self._signature)),
                                     "rows": list(labels) if labels is not None else None})
             if self._signature is None or self._signature[0] != sig[0]:
-                self._integral.reset()        # rows changed: the old integral has no meaning
+                self._integral.reset()        # rows changed: the old integral and target have no meaning
+                self._target.reset()
             self._signature = sig
 
     def _pi(self, t: float, e: np.ndarray, freeze: bool) -> np.ndarray:
@@ -253,7 +258,8 @@ class InternalForceChannel:
             z = z_d.copy()
             if lambda_meas is not None and (self.kf > 0 or self.ki > 0):
                 lam_meas = as_vector("lambda_meas", lambda_meas, basis.m)
-                e = E @ (z_d - E.T @ lam_meas)          # EEᵀ(λ_d − λ_meas)
+                # EEᵀ(λ_d,prev − λ_meas): the reading answers the previous command (class doc)
+                e = E @ (E.T @ self._target.error(float(t), E @ z_d, lam_meas))
                 corr = self._pi(float(t), e, freeze)
                 z = z + E.T @ corr
         return InternalForceCommand(basis.torque(z - z_m), z, z_d, corr, basis)
