@@ -42,3 +42,37 @@ def test_squeeze_step_without_overshoot():
     assert np.abs(before - 20.0).max() < 0.05        # the squeeze holds its first target
     assert overshoot <= 0.2                          # was kf·20 + ki·dt·20 = 1.6 N
     assert np.abs(after[2:] - 40.0).max() < 0.05
+
+
+def test_non_internal_part_of_lambda_d_is_projected_and_counted():
+    """non_internal="project": a λ_d with a part that would lift the box gives the command of its projection
+    EEᵀλ_d (same torque, to rounding), counted; the KKT solve of the model's dynamics (independent of the
+    law) shows the internal part of λ at the projected target and the box acceleration unchanged."""
+    from qv_control.laws.internal_force import internal_force_basis
+    from qv_dynamics.projection import direct_dynamics
+    from qv_dynamics.state import Reference, State
+
+    system = bimanual_system()
+    rng = np.random.default_rng(3)
+    q = system.integrate(nominal_q(system), 0.02 * rng.standard_normal(system.nv))
+    qdot = 0.05 * rng.standard_normal(system.nv)
+    mask = np.zeros(system.nv, bool)
+    mask[[system.joint_v_index(j) for j in arm_joints()]] = True
+    coords = [{"frame": "box", "axes": ["x", "y", "z", "rx", "ry", "rz"]}, "left_panda_joint3", "right_panda_joint3"]
+    laws = {p: make_law("passive", system, coordinates=coords, actuated=arm_joints(), kp=400.0, kd=40.0,
+                        effort_limits=None, internal_tol=0.05, non_internal=p) for p in ("raise", "project")}
+    terms = system.evaluate(q, qdot)
+    E = internal_force_basis(terms.A, mask).E
+    lam_int = E @ (20.0 * rng.standard_normal(E.shape[1]))
+    lift = np.zeros(12)
+    lift[[2, 8]] = -10.0                                    # both hands push the box up: not internal
+    ref = Reference(theta=laws["raise"].coords.evaluate(q, qdot).theta, theta_dot=np.zeros(8))
+    tau_in = laws["raise"].compute(State(0.0, q, qdot), Reference(ref.theta, ref.theta_dot, lambda_=E @ (E.T @ (
+        lam_int + lift))))
+    tau = laws["project"].compute(State(0.0, q, qdot), Reference(ref.theta, ref.theta_dot, lambda_=lam_int + lift))
+    assert np.abs(tau - tau_in).max() < 1e-9 * np.abs(tau).max()
+    counters = laws["project"].counters()
+    assert counters["lambda_d_projected"] == 1
+    assert abs(counters["lambda_d_non_internal_max"] - np.linalg.norm(lift - E @ (E.T @ lift))) < 1e-9
+    _, _, lam = direct_dynamics(terms, tau=tau, method="kkt")
+    assert np.abs(E.T @ (lam - lam_int - lift)).max() < 1e-8 * max(1.0, np.abs(lam).max())
