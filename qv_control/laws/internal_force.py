@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, QVError, as_vector
-from qv_dynamics.linalg import ATOL, RTOL, svd_full
+from qv_dynamics.linalg import ATOL, RTOL, svd_full, svd_thin
 
 from .integral import BoundedIntegral, PreviousTarget
 
@@ -137,7 +137,7 @@ def internal_force_basis(A: np.ndarray, actuated, rtol: float = RTOL, atol: floa
     mask = _mask(actuated, n)
     if m == 0:
         return InternalForceBasis(np.zeros((0, 0)), A, mask, 0, 0)
-    U, s, _ = svd_full(A)
+    U, s, _ = svd_thin(A)                        # U[:, :r] only: r ≤ min(m, n)
     scale = float(s[0]) if s.size else 0.0
     r = _rank(s, scale, rtol, atol)
     U1 = U[:, :r]
