@@ -1,4 +1,4 @@
-"""The bimanual nodes as separate processes (issue 14): ``qv_loop_plant_node`` (lock-step MuJoCo, weld grasps)
+"""The bimanual nodes as separate processes: ``qv_loop_plant_node`` (lock-step MuJoCo, weld grasps)
 and ``qv_controller_node`` (passive law for the 14 joints, the box from nav_msgs/Odometry), both configured
 by ``config/bimanual_ros.yaml`` only. A probe reads /box/odom: the box follows the configured spline
 (reference: the same SplineReference evaluated here) and is held; both processes exit with 0 on SIGINT."""
