@@ -58,7 +58,8 @@ class BimanualConfig:
     kf: float = 0.05             # squeeze PI (force channel); small k_f: the measured force is noisy
     ki: float = 30.0
     squeeze: float = 20.0        # N
-    squeeze_step: float = 40.0   # N, at t_settle + t_move + t_hold
+    squeeze_step: float = 40.0   # N, from t_step = t_settle + t_move + t_hold
+    squeeze_ramp: float = 0.1    # s, minimum-jerk ramp of the step (0: a jump; the grasps' compliance then rings)
     move: tuple = (0.0, 0.06, 0.08)   # m (10 cm)
     turn_deg: float = 20.0
     turn_axis: tuple = (0.0, 0.0, 1.0)
@@ -128,7 +129,7 @@ class BimanualConfig:
 
 #: the bound of each number of the config (the others: > 0)
 _LOWER = {"turn_deg": "any", "squeeze": "any", "squeeze_step": "any", "kf": ">= 0", "ki": ">= 0", "t_settle": ">= 0",
-          "t_hold": ">= 0", "t_after_step": ">= 0", "t_grasp": ">= 0"}
+          "t_hold": ">= 0", "t_after_step": ">= 0", "t_grasp": ">= 0", "squeeze_ramp": ">= 0"}
 
 
 def _finite(x) -> bool:
@@ -170,7 +171,11 @@ class BoxPlan:
             np.concatenate([sdd * self.dp, sdd * self.phi])
 
     def squeeze(self, t: float) -> float:
-        return self.cfg.squeeze if t < self.cfg.t_step else self.cfg.squeeze_step
+        """s_d(t): ``squeeze``, then ``squeeze_step`` from t_step along a minimum-jerk ramp of ``squeeze_ramp``
+        s (a jump for 0: with compliant grasps the closed loop then rings, ~15 N on 20 → 40 N in MuJoCo)."""
+        c = self.cfg
+        s = min_jerk(t, c.t_step, c.squeeze_ramp)[0] if c.squeeze_ramp > 0 else float(t >= c.t_step)
+        return c.squeeze + s * (c.squeeze_step - c.squeeze)
 
     def lambda_d(self, t: float, squeeze: float | None = None) -> np.ndarray:
         s = min_jerk(t, self.cfg.t_settle, self.cfg.t_move)[0]
@@ -342,6 +347,7 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
     held = (t >= cfg.t_settle) & (t < cfg.t_step)
     after = t >= cfg.t_step
     late = t >= cfg.t_step + 0.2
+    pre = (t >= cfg.t_step - 0.2) & (t < cfg.t_step)
     sq, sqd = r["squeeze"], r["squeeze_d"]
     tau = r["tau"][:, r["mask"].astype(bool)]
     i0 = int(np.searchsorted(t, cfg.t_step))
@@ -354,6 +360,11 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
         "internal_vector_rms_error_n": _rms(r["internal_err"][held]),
         "squeeze_step_box_move_m": float(np.max(np.linalg.norm(r["box_pos"][after] - r["box_pos"][i0], axis=1))),
         "squeeze_after_step_rms_error_rel": _rms(sq[late] - sqd[late]) / cfg.squeeze_step,
+        # the squeeze's ripple before the step (noise, grasp offsets) and how far it goes beyond the new target
+        # after it, both measured by the plant (its true λ), the latter signed along the step
+        "squeeze_ripple_before_step_n": float(np.max(np.abs(sq[pre] - sqd[pre]))) if pre.any() else 0.0,
+        "squeeze_step_overshoot_n": float(np.max(np.sign(cfg.squeeze_step - cfg.squeeze)
+                                                 * (sq[after] - cfg.squeeze_step))),
         "max_abs_torque_ratio": float(np.max(np.abs(tau) / r["limits"])),
         "wall_s": float(r["wall_s"]),
         **({"ros": r["ros"]} if "ros" in r else {}),

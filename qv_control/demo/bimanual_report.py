@@ -39,6 +39,7 @@ def summarize(runs: dict, cfg: BimanualConfig, through_ros: bool) -> dict:
         "baseline_internal_force_change_n": base["internal_force_change_n"],
         "max_abs_torque_ratio": max(ours["max_abs_torque_ratio"], rel["release_max_abs_torque_ratio"]),
         "squeeze_step_box_move_m": ours["squeeze_step_box_move_m"],
+        "squeeze_step_overshoot_n": ours["squeeze_step_overshoot_n"],
         "through_ros": bool(through_ros),
         "conditions": cfg.conditions,
         "ours": ours, "baseline": base, "release": rel,
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     s = run_all(cfg, Path(args.out), ros=args.ros, plots=not args.no_plot)
     keys = ("object_pos_rms_m", "object_rot_rms_rad", "internal_force_rms_error_rel", "internal_force_change_n",
             "baseline_object_pos_rms_m", "baseline_internal_force_rms_error_rel", "squeeze_step_box_move_m",
+            "squeeze_step_overshoot_n",
             "max_abs_torque_ratio", "through_ros")
     for k in keys:
         print(f"{k:42s} {s[k]}")
