@@ -284,15 +284,17 @@ def test_odometry_out_of_sync_counted_and_named(ros):
         for k in range(1, 11):  # joint states every 1 ms, the odometry 10 ms behind: nothing pairs
             send(1.0 + 0.001 * k, 1.0 + 0.001 * k - 0.01)
             spin_until(ex, lambda: False, 0.01)
-        assert spin_until(ex, lambda: node.rejected("odometry_sync") >= 8), node.rejects["odometry_sync"].counts
+        # the sync keeps 3 unpaired joint states (an odometry may come two states late): the 7 of the 10 pushed
+        # out of that history are counted, the last against the odometry nearest to it (7 ms before)
+        assert spin_until(ex, lambda: node.rejected("odometry_sync") >= 7), node.rejects["odometry_sync"].counts
         assert node.stats["commands"] == 1 and node.rejected("joint_states") == 0
         assert spin_until(ex, lambda: node.stale, 2.0)
-        assert "odometry" in node._stale_what() and "-9.000 ms" in node._stale_what(), node._stale_what()
+        assert "odometry" in node._stale_what() and "-7.000 ms" in node._stale_what(), node._stale_what()
         diags.clear()
         node.publish_diagnostics()
         assert spin_until(ex, lambda: bool(diags))
         values = {kv.key: kv.value for kv in diags[-1].values}
-        assert int(values["rejected_odometry_sync_mismatch"]) >= 8
+        assert int(values["rejected_odometry_sync_mismatch"]) >= 7
         assert "paired with an odometry" in diags[-1].message, diags[-1].message
         assert node.stats["safe_commands"] >= 1
     finally:

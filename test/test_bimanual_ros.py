@@ -16,6 +16,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 nav_msgs = pytest.importorskip("nav_msgs.msg")
+diagnostic_msgs = pytest.importorskip("diagnostic_msgs.msg")
 from ros_helpers import ros_session, spin_until, stop_processes  # noqa: E402
 
 from qv_control.references import SplineReference  # noqa: E402
@@ -38,13 +39,15 @@ def test_bimanual_nodes_as_processes_track_the_box():
 
     cfg = yaml.safe_load((ROOT / "config" / "bimanual_ros.yaml").read_text())["qv_controller"]["ros__parameters"]
     spline = SplineReference(cfg["reference"]["times"], np.reshape(cfg["reference"]["waypoints"], (3, -1)))
-    samples, procs, outs = [], [], []
+    samples, procs, outs, status = [], [], [], {}
     try:
         # the probe subscribes before the processes start: a lock-step plant runs faster than real time and a
         # probe matched after it started would miss the window (seen: its first sample at t = 1.78 s)
         with ros_session(DOMAIN, "bimanual_probe") as (_, ex, probe):
             probe.create_subscription(nav_msgs.Odometry, "/box/odom", lambda m: samples.append(
                 (stamp_to_sec(m.header.stamp), m.pose.pose.position.y, m.pose.pose.position.z)), 50)
+            probe.create_subscription(diagnostic_msgs.DiagnosticArray, "/diagnostics", lambda m: status.update(
+                {kv.key: kv.value for s in m.status if "controller" in s.name for kv in s.values}), 10)
             procs = [_start("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", "-p", "mode:=lockstep"),
                      # lock-step on a shared CI machine: a plant step can wait longer than the 0.1 s watchdog,
                      # whose zero effort the plant would then step with (measured: 1.6e-3 m); this test checks
@@ -54,6 +57,7 @@ def test_bimanual_nodes_as_processes_track_the_box():
             # matched late): the box reference moves by more than 1 mm over any such window before 3.5 s
             reached = spin_until(ex, lambda: bool(samples) and samples[-1][0] >= max(T_END, samples[0][0] + 0.9),
                                  timeout=120.0)
+            spin_until(ex, lambda: "lambda_d_projected" in status, timeout=3.0)   # diagnostics: 1 s period
     finally:
         outs = stop_processes(procs, signal.SIGINT, timeout=60)
     diag = " | ".join(f"rc {rc}: {err[-1500:]}" for rc, _, err in outs)
@@ -70,3 +74,6 @@ def test_bimanual_nodes_as_processes_track_the_box():
     assert ref[-1, 1] - ref[0, 1] > 1e-3            # the reference moves over the sampled window
     # measured 5e-7 m: ideal plant, exact model (a check of the process wiring, not a result)
     assert err.max() < 1e-5
+    # every state answered by the law: none refused (a λ_d off the internal forces is projected and counted)
+    assert status.get("law_failures") == "0" and status.get("safe_commands") == "0", status
+    assert "lambda_d_projected" in status          # the law's counter reaches /diagnostics

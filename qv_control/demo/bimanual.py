@@ -1,5 +1,6 @@
-"""``qv demo bimanual``: two Pandas hold a 2 kg box; the box pose is tracked in the motion channel and the
-squeeze in the internal-force channel of the passive-joint law (issue 14), against two independent
+"""``qv demo bimanual``: two arms hold a box (by default two Pandas and a 2 kg box; any pair from the config's
+``system:``, :class:`qv_dynamics.sim.bimanual_spec.BimanualSpec`); the box pose is tracked in the motion
+channel and the squeeze in the internal-force channel of the passive-joint law, against two independent
 Cartesian impedance controllers (the baseline), in MuJoCo with weld grasps.
 
     qv demo bimanual [--out DIR] [--config config/bimanual.yaml] [--short] [--conditions ideal|realistic]
@@ -22,14 +23,17 @@ Writes ``summary.json``, ``runs.npz`` and the figures (:mod:`qv_control.demo.bim
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pinocchio as pin
 
 from qv_dynamics.plants.mujoco_loops import MujocoLoopPlant, PlantConditions
-from qv_dynamics.sim.bimanual import SIDES, arm_joints, bimanual_system, nominal_q
+from qv_dynamics.sim import bimanual as arms
+from qv_dynamics.sim.bimanual import DEFAULT, arm_joints, bimanual_system, nominal_q, redundancy_joints, tcp_frame
+from qv_dynamics.sim.bimanual_spec import BimanualSpec, BimanualSpecError
 from qv_dynamics.state import Reference, State
 
 from ..laws import make_law
@@ -42,7 +46,7 @@ CONDITIONS = {
     "ideal": {},
     # what the controllers' model does not know (the same for ours and the baseline)
     "realistic": {"mass_scale": {"box_joint": 1.1}, "joint_damping": 0.2, "frictionloss": 0.2,
-                  "site_offsets": {"box_grasp_left": ((0.0, 0.002, 0.0), (0.0175, 0.0, 0.0))},
+                  "site_offsets": {"box_grasp_{first}": ((0.0, 0.002, 0.0), (0.0175, 0.0, 0.0))},
                   "force_noise": 0.2, "velocity_noise": 1e-3, "seed": 14},
 }
 
@@ -54,7 +58,8 @@ class BimanualConfig:
     kf: float = 0.05             # squeeze PI (force channel); small k_f: the measured force is noisy
     ki: float = 30.0
     squeeze: float = 20.0        # N
-    squeeze_step: float = 40.0   # N, at t_settle + t_move + t_hold
+    squeeze_step: float = 40.0   # N, from t_step = t_settle + t_move + t_hold
+    squeeze_ramp: float = 0.1    # s, minimum-jerk ramp of the step (0: a jump; the grasps' compliance then rings)
     move: tuple = (0.0, 0.06, 0.08)   # m (10 cm)
     turn_deg: float = 20.0
     turn_axis: tuple = (0.0, 0.0, 1.0)
@@ -66,16 +71,40 @@ class BimanualConfig:
     conditions: str = "realistic"
     internal_tol: float = 0.05   # λ_d is planned: its grasp line differs from the real one by the tracking error
     t_grasp: float = 0.3         # the grasps settle (plant only, before t = 0)
-    extra: dict = field(default_factory=dict)
+    system: BimanualSpec = DEFAULT   # the two arms and the box
 
     @classmethod
-    def from_dict(cls, d: dict | None) -> "BimanualConfig":
+    def from_dict(cls, d: dict | None, where: str = "bimanual") -> "BimanualConfig":
+        """The config from a mapping (YAML), every value checked: a bad one raises BimanualSpecError naming
+        ``<where>.<key>``; ``system`` is a :class:`BimanualSpec` mapping (arms, object)."""
+        if d is not None and not isinstance(d, dict):
+            raise BimanualSpecError(f"{where}: expected a mapping, got {d!r}")
         d = dict(d or {})
-        known = {k: d.pop(k) for k in list(d) if k in cls.__dataclass_fields__ and k != "extra"}
-        for k in ("move", "turn_axis"):
-            if k in known:
-                known[k] = tuple(float(x) for x in known[k])
-        return cls(**known, extra=d)
+        names = {f.name for f in fields(cls)}
+        extra = sorted(set(d) - names)
+        if extra:
+            raise BimanualSpecError(f"{where}: unknown key(s) {extra}; known: {sorted(names)}")
+        out = {}
+        for k, v in d.items():
+            key = f"{where}.{k}"
+            if k == "system":
+                out[k] = arms.check(BimanualSpec.from_dict(v, key), key)
+            elif k == "conditions":
+                if v not in CONDITIONS:
+                    raise BimanualSpecError(f"{key}: expected one of {sorted(CONDITIONS)}, got {v!r}")
+                out[k] = v
+            elif k in ("move", "turn_axis"):
+                if not isinstance(v, (list, tuple)) or len(v) != 3 or not all(_finite(x) for x in v):
+                    raise BimanualSpecError(f"{key}: expected 3 finite numbers, got {v!r}")
+                out[k] = tuple(float(x) for x in v)
+            else:
+                low = _LOWER.get(k, "> 0")
+                if not _finite(v) or (low == "> 0" and v <= 0) or (low == ">= 0" and v < 0):
+                    raise BimanualSpecError(f"{key}: expected a finite number {low}, got {v!r}".replace(" any", ""))
+                out[k] = float(v)
+        if "turn_axis" in out and float(np.linalg.norm(out["turn_axis"])) == 0.0 and out.get("turn_deg", 1.0):
+            raise BimanualSpecError(f"{where}.turn_axis: must not be zero")
+        return cls(**out)
 
     def shortened(self) -> "BimanualConfig":
         """The CI variant: a 1 s move (same amplitude), short holds."""
@@ -91,8 +120,20 @@ class BimanualConfig:
 
     def plant_conditions(self) -> PlantConditions:
         if self.conditions not in CONDITIONS:
-            raise ValueError(f"conditions must be one of {sorted(CONDITIONS)}, got {self.conditions!r}")
-        return PlantConditions(**CONDITIONS[self.conditions])
+            raise BimanualSpecError(f"conditions must be one of {sorted(CONDITIONS)}, got {self.conditions!r}")
+        c = dict(CONDITIONS[self.conditions])
+        if "site_offsets" in c:     # the first arm's grasp is not where the model says
+            c["site_offsets"] = {k.format(first=self.system.sides[0]): v for k, v in c["site_offsets"].items()}
+        return PlantConditions(**c)
+
+
+#: the bound of each number of the config (the others: > 0)
+_LOWER = {"turn_deg": "any", "squeeze": "any", "squeeze_step": "any", "kf": ">= 0", "ki": ">= 0", "t_settle": ">= 0",
+          "t_hold": ">= 0", "t_after_step": ">= 0", "t_grasp": ">= 0", "squeeze_ramp": ">= 0"}
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def min_jerk(t: float, t0: float, T: float) -> tuple[float, float, float]:
@@ -105,8 +146,9 @@ def min_jerk(t: float, t0: float, T: float) -> tuple[float, float, float]:
 
 
 class BoxPlan:
-    """The planned box pose (θ = box position, rotation vector relative to the start, joint 3 of each arm
-    at 0) and the desired multiplier λ_d(t) = s_d(t)·(λ̂ rotated with the planned box)."""
+    """The planned box pose (θ = box position, rotation vector relative to the start, the arms' redundancy
+    joints at their nominal posture) and the desired multiplier λ_d(t) = s_d(t)·(λ̂ rotated with the planned
+    box)."""
 
     def __init__(self, cfg: BimanualConfig, system, q0: np.ndarray, mask: np.ndarray):
         self.cfg = cfg
@@ -115,8 +157,11 @@ class BoxPlan:
         self.dp = np.asarray(cfg.move, float)
         axis = np.asarray(cfg.turn_axis, float)
         self.phi = np.deg2rad(cfg.turn_deg) * axis / np.linalg.norm(axis)
-        self.grasp = {s: M0.actInv(system.frame_placement(q0, f"box_grasp_{s}")) for s in SIDES}
-        self.lam_hat = squeeze_direction(system, nominal_q(system), mask)
+        self.sides = cfg.system.sides
+        self.grasp = {s: M0.actInv(system.frame_placement(q0, f"box_grasp_{s}")) for s in self.sides}
+        qn = nominal_q(system, spec=cfg.system)
+        self.lam_hat = squeeze_direction(system, qn, mask)
+        self.red0 = np.array([qn[system.joint_q_index(j)] for j in redundancy_joints(spec=cfg.system)])
 
     def box(self, t: float):
         """(pose, twist [v; ω], classical acceleration [a; α]) of the planned box, world axes."""
@@ -126,7 +171,11 @@ class BoxPlan:
             np.concatenate([sdd * self.dp, sdd * self.phi])
 
     def squeeze(self, t: float) -> float:
-        return self.cfg.squeeze if t < self.cfg.t_step else self.cfg.squeeze_step
+        """s_d(t): ``squeeze``, then ``squeeze_step`` from t_step along a minimum-jerk ramp of ``squeeze_ramp``
+        s (a jump for 0: with compliant grasps the closed loop then rings, ~15 N on 20 → 40 N in MuJoCo)."""
+        c = self.cfg
+        s = min_jerk(t, c.t_step, c.squeeze_ramp)[0] if c.squeeze_ramp > 0 else float(t >= c.t_step)
+        return c.squeeze + s * (c.squeeze_step - c.squeeze)
 
     def lambda_d(self, t: float, squeeze: float | None = None) -> np.ndarray:
         s = min_jerk(t, self.cfg.t_settle, self.cfg.t_move)[0]
@@ -135,9 +184,10 @@ class BoxPlan:
 
     def reference(self, t: float) -> Reference:
         s, sd, sdd = min_jerk(t, self.cfg.t_settle, self.cfg.t_move)
-        th = np.concatenate([self.p0 + s * self.dp, s * self.phi, [0.0, 0.0]])
-        thd = np.concatenate([sd * self.dp, sd * self.phi, [0.0, 0.0]])
-        thdd = np.concatenate([sdd * self.dp, sdd * self.phi, [0.0, 0.0]])
+        z = np.zeros(self.red0.size)
+        th = np.concatenate([self.p0 + s * self.dp, s * self.phi, self.red0])
+        thd = np.concatenate([sd * self.dp, sd * self.phi, z])
+        thdd = np.concatenate([sdd * self.dp, sdd * self.phi, z])
         return Reference(th, thd, thdd, self.lambda_d(t))
 
     def arm_targets(self, t: float) -> list[ArmTarget]:
@@ -146,25 +196,25 @@ class BoxPlan:
         M, tw, acc = self.box(t)
         lam_d = self.lambda_d(t)
         out = []
-        for i, side in enumerate(SIDES):
+        for i, side in enumerate(self.sides):
             Mg = M * self.grasp[side]
             r = Mg.translation - M.translation
             v, w, a, al = tw[:3], tw[3:], acc[:3], acc[3:]
-            f = 0.5 * BOX_MASS_MODEL * GRAVITY_UP
+            f = 0.5 * self.cfg.system.object.mass * GRAVITY_UP     # the model's box mass
             wrench = np.concatenate([f, np.cross(-r, f)]) + lam_d[6 * i:6 * i + 6]
             out.append(ArmTarget(Mg, np.concatenate([v + np.cross(w, r), w]),
                                  np.concatenate([a + np.cross(al, r) + np.cross(w, np.cross(w, r)), al]), wrench))
         return out
 
 
-BOX_MASS_MODEL = 2.0
 GRAVITY_UP = np.array([0.0, 0.0, 9.81])
 
 
 def squeeze_weights(system, q: np.ndarray) -> np.ndarray:
     """σ with σᵀλ = s = ½(f_L − f_R)·u, u the unit vector from the left to the right grasp at q."""
-    pl = system.frame_placement(q, "box_grasp_left").translation
-    pr = system.frame_placement(q, "box_grasp_right").translation
+    first, second = getattr(system, "bimanual_spec", DEFAULT).sides
+    pl = system.frame_placement(q, f"box_grasp_{first}").translation
+    pr = system.frame_placement(q, f"box_grasp_{second}").translation
     u = (pr - pl) / np.linalg.norm(pr - pl)
     return 0.5 * np.concatenate([u, np.zeros(3), -u, np.zeros(3)])
 
@@ -219,10 +269,10 @@ class Recorder:
 
 
 def _setup(cfg: BimanualConfig):
-    system = bimanual_system()
+    system = bimanual_system(spec=cfg.system)
     q0 = nominal_q(system)
     mask = np.zeros(system.nv, bool)
-    for nm in arm_joints():
+    for nm in arm_joints(spec=cfg.system):
         mask[system.joint_v_index(nm)] = True
     plant = MujocoLoopPlant(system, conditions=cfg.plant_conditions())
     plant.reset(q0)
@@ -243,14 +293,16 @@ def hold_still(plant: MujocoLoopPlant, system, q0: np.ndarray, mask: np.ndarray,
     plant.data.time = 0.0
 
 
-def coordinates(R0: np.ndarray) -> list:
-    """θ = box position, box rotation vector log₃(R R0ᵀ), joint 3 of each arm (k = n − r = 8)."""
+def coordinates(R0: np.ndarray, spec: BimanualSpec = DEFAULT, sides=None) -> list:
+    """θ = box position, box rotation vector log₃(R R0ᵀ), the redundancy joints of the arms ``sides`` (both by
+    default; k = n − r: 8 for two 7-DoF arms, 6 for two 6-DoF arms)."""
     return [{"frame": BOX, "axes": ["x", "y", "z", "rx", "ry", "rz"], "rotation_reference": R0.tolist()},
-            "left_panda_joint3", "right_panda_joint3"]
+            *[j for s in (spec.sides if sides is None else sides) for j in redundancy_joints(s, spec)]]
 
 
 def make_ours(cfg: BimanualConfig, system, q0, plan: "BoxPlan"):
-    return make_law("passive", system, coordinates=coordinates(plan.R0), actuated=arm_joints(), kp=cfg.kp,
+    return make_law("passive", system, coordinates=coordinates(plan.R0, cfg.system),
+                    actuated=arm_joints(spec=cfg.system), kp=cfg.kp,
                     kd=cfg.kd, kf=cfg.kf, ki=cfg.ki, q0=q0, internal_tol=cfg.internal_tol)
 
 
@@ -258,7 +310,8 @@ def run(cfg: BimanualConfig, kind: str = "ours") -> dict:
     """One run of ``kind`` = ours | baseline in MuJoCo (module doc); returns the recorded arrays."""
     system, q0, mask, plant, plan = _setup(cfg)
     law = make_ours(cfg, system, q0, plan) if kind == "ours" else \
-        DualArmImpedance(system, [(arm_joints(s), f"{s}_panda_hand_tcp") for s in SIDES], kp=cfg.kp, kd=cfg.kd,
+        DualArmImpedance(system, [(arm_joints(s, cfg.system), tcp_frame(s, cfg.system)) for s in cfg.system.sides],
+                         kp=cfg.kp, kd=cfg.kd,
                          kp_null=cfg.kp, kd_null=cfg.kd, q_null=q0)
     rec = Recorder(plan, system)
     steps = int(round(cfg.t_final / cfg.dt))
@@ -294,6 +347,7 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
     held = (t >= cfg.t_settle) & (t < cfg.t_step)
     after = t >= cfg.t_step
     late = t >= cfg.t_step + 0.2
+    pre = (t >= cfg.t_step - 0.2) & (t < cfg.t_step)
     sq, sqd = r["squeeze"], r["squeeze_d"]
     tau = r["tau"][:, r["mask"].astype(bool)]
     i0 = int(np.searchsorted(t, cfg.t_step))
@@ -306,6 +360,11 @@ def metrics(r: dict, cfg: BimanualConfig) -> dict:
         "internal_vector_rms_error_n": _rms(r["internal_err"][held]),
         "squeeze_step_box_move_m": float(np.max(np.linalg.norm(r["box_pos"][after] - r["box_pos"][i0], axis=1))),
         "squeeze_after_step_rms_error_rel": _rms(sq[late] - sqd[late]) / cfg.squeeze_step,
+        # the squeeze's ripple before the step (noise, grasp offsets) and how far it goes beyond the new target
+        # after it, both measured by the plant (its true λ), the latter signed along the step
+        "squeeze_ripple_before_step_n": float(np.max(np.abs(sq[pre] - sqd[pre]))) if pre.any() else 0.0,
+        "squeeze_step_overshoot_n": float(np.max(np.sign(cfg.squeeze_step - cfg.squeeze)
+                                                 * (sq[after] - cfg.squeeze_step))),
         "max_abs_torque_ratio": float(np.max(np.abs(tau) / r["limits"])),
         "wall_s": float(r["wall_s"]),
         **({"ros": r["ros"]} if "ros" in r else {}),

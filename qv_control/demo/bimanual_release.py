@@ -1,4 +1,5 @@
-"""One-hand release and re-grasp (issue 14): a topology change under one force/motion controller.
+"""One-hand release and re-grasp: a topology change under one force/motion controller (the second arm of the
+config lets go).
 
 Timeline (box held still at its start pose throughout, squeeze 20 N before and after):
 
@@ -7,10 +8,11 @@ Timeline (box held still at its start pose throughout, squeeze 20 N before and a
    z = (1 − α)Eᵀλ_d + α z_u, z_u solving (λ₀ + E z_u)_right = 0, α: 0 → 1 (minimum jerk);
 2. ``release``: the right weld is switched off (MuJoCo) and the right grasp constraint deactivated (model):
    m 12 → 6, the internal-force space 6 → 0 (logged by the channel); the law switches to the one-hand
-   coordinates θ = box pose, left joint 3, right TCP pose, right joint 3 (k = n − r = 14), sharing the
+   coordinates θ = box pose, the holding arm's redundancy joints, the free TCP's pose, the free arm's
+   redundancy joints (k = n − r: 14 for two 7-DoF arms), sharing the
    same internal-force channel;
 3. ``away`` and ``back``: the right hand rises 3 cm and returns to its grasp frame while the left hand
-   holds the 2 kg box alone (≥ 1 s one-handed);
+   holds the box alone (≥ 1 s one-handed);
 4. ``regrasp``: weld and constraint back on (6 → 12 rows, the basis is re-seeded and logged), the
    two-hand law resumes with the chooser at α = 1 (right hand unloaded) and α: 1 → 0 hands the squeeze
    back to the PI target.
@@ -25,12 +27,12 @@ from dataclasses import replace
 import numpy as np
 import pinocchio as pin
 
+from qv_dynamics.sim.bimanual import redundancy_joints, tcp_frame
 from qv_dynamics.state import Reference, State
 
 from ..laws import make_law
 from .bimanual import BimanualConfig, Recorder, _setup, coordinates, make_ours, min_jerk
 
-SIDE = "right"
 LIFT = 0.03
 PHASES = {"settle": 0.3, "handover": 0.3, "away": 0.5, "back": 0.5, "rest": 0.1, "regrasp": 0.3, "hold": 0.6}
 
@@ -57,9 +59,10 @@ def _times() -> dict:
     return out
 
 
-def one_hand_coordinates(R0: np.ndarray, R_tcp: np.ndarray) -> list:
-    return coordinates(R0)[:2] + [{"frame": f"{SIDE}_panda_hand_tcp", "axes": ["x", "y", "z", "rx", "ry", "rz"],
-                                   "rotation_reference": R_tcp.tolist()}, f"{SIDE}_panda_joint3"]
+def one_hand_coordinates(R0: np.ndarray, R_tcp: np.ndarray, spec) -> list:
+    hold, free = spec.sides
+    return coordinates(R0, spec, (hold,)) + [{"frame": tcp_frame(free, spec), "axes": ["x", "y", "z", "rx", "ry", "rz"],
+                                              "rotation_reference": R_tcp.tolist()}, *redundancy_joints(free, spec)]
 
 
 def run_release(cfg: BimanualConfig) -> dict:
@@ -67,12 +70,14 @@ def run_release(cfg: BimanualConfig) -> dict:
     cfg = replace(cfg, t_settle=1e9, t_move=1.0, t_hold=0.0)      # the box is held still
     system, q0, mask, plant, plan = _setup(cfg)
     T = _times()
+    spec = cfg.system
+    hold, SIDE = spec.sides
     name = f"grasp_{SIDE}"
     law2 = make_ours(cfg, system, q0, plan)
-    hand = Handover(np.arange(6, 12) if SIDE == "right" else np.arange(6))
+    hand = Handover(np.arange(6, 12))            # the second grasp's rows
     G = plan.box(0.0)[0] * plan.grasp[SIDE]                        # the released hand's grasp frame
     system.set_active(name, False)
-    law1 = make_law("passive", system, coordinates=one_hand_coordinates(plan.R0, G.rotation),
+    law1 = make_law("passive", system, coordinates=one_hand_coordinates(plan.R0, G.rotation, spec),
                     actuated=list(law2.actuated), kp=cfg.kp, kd=cfg.kd, q0=q0)
     system.set_active(name, True)
     law1.internal = law2.internal                                  # one channel sees every topology
@@ -87,7 +92,7 @@ def run_release(cfg: BimanualConfig) -> dict:
             law, _ = law1, switches.append(k)
             log.append({"t": t, "event": "release", "side": SIDE})
         elif law is law1 and t >= T["regrasp"][0]:
-            M_tcp = system.frame_placement(plant.q, f"{SIDE}_panda_hand_tcp")
+            M_tcp = system.frame_placement(plant.q, tcp_frame(SIDE, spec))
             log.append({"t": t, "event": "regrasp", "side": SIDE,
                         "position_mismatch_m": float(np.linalg.norm(M_tcp.translation - G.translation)),
                         "angle_mismatch_rad": float(np.linalg.norm(pin.log3(M_tcp.rotation @ G.rotation.T)))})
@@ -104,7 +109,8 @@ def run_release(cfg: BimanualConfig) -> dict:
         q = plant.q
         _, A = system.constraint_rows(q)
         state = State(t, q, plant.measured_qdot(), plant.lambda_meas(A, noisy=True))
-        ref = plan.reference(t) if law is law2 else _one_hand_reference(plan, G, t, T)
+        ref = plan.reference(t) if law is law2 else \
+            _one_hand_reference(plan, G, t, T, len(redundancy_joints(hold, spec)))
         tau = law.compute(state, ref)
         lam_true = plant.lambda_meas(A)
         plant.step(tau, cfg.dt)
@@ -119,15 +125,17 @@ def _span(window: tuple) -> tuple[float, float]:
     return window[0], window[1] - window[0]
 
 
-def _one_hand_reference(plan, G: pin.SE3, t: float, T: dict) -> Reference:
-    """Box held at the plan, left joint 3 at 0, the free TCP 3 cm up and back along world z."""
+def _one_hand_reference(plan, G: pin.SE3, t: float, T: dict, n_hold: int) -> Reference:
+    """Box held at the plan, the redundancy joints at their nominal posture (``n_hold`` of the holding arm),
+    the free TCP 3 cm up and back along world z."""
     up = min_jerk(t, *_span(T["away"]))
     down = min_jerk(t, *_span(T["back"]))
     z, zd, zdd = (LIFT * (up[i] - down[i]) for i in range(3))
     box = plan.reference(t)
-    th = np.concatenate([box.theta[:7], G.translation + [0.0, 0.0, z], np.zeros(3), [0.0]])
-    thd = np.concatenate([box.theta_dot[:7], [0.0, 0.0, zd], np.zeros(4)])
-    thdd = np.concatenate([box.theta_ddot[:7], [0.0, 0.0, zdd], np.zeros(4)])
+    k = 6 + n_hold
+    th = np.concatenate([box.theta[:k], G.translation + [0.0, 0.0, z], np.zeros(3), box.theta[k:]])
+    thd = np.concatenate([box.theta_dot[:k], [0.0, 0.0, zd], np.zeros(3), box.theta_dot[k:]])
+    thdd = np.concatenate([box.theta_ddot[:k], [0.0, 0.0, zdd], np.zeros(3), box.theta_ddot[k:]])
     return Reference(th, thd, thdd, None)
 
 

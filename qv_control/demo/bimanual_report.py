@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from qv_dynamics.errors import QVError
 from qv_dynamics.jsonutil import jsonable
 
 from .bimanual import BimanualConfig, metrics, run
@@ -37,10 +39,12 @@ def summarize(runs: dict, cfg: BimanualConfig, through_ros: bool) -> dict:
         "baseline_internal_force_change_n": base["internal_force_change_n"],
         "max_abs_torque_ratio": max(ours["max_abs_torque_ratio"], rel["release_max_abs_torque_ratio"]),
         "squeeze_step_box_move_m": ours["squeeze_step_box_move_m"],
+        "squeeze_step_overshoot_n": ours["squeeze_step_overshoot_n"],
         "through_ros": bool(through_ros),
         "conditions": cfg.conditions,
         "ours": ours, "baseline": base, "release": rel,
-        "config": {k: v for k, v in cfg.__dict__.items() if k != "extra"},
+        "config": {k: v for k, v in cfg.__dict__.items() if k != "system"},
+        "system": {"arms": [a.__dict__ for a in cfg.system.arms], "object": cfg.system.object.__dict__},
     }
 
 
@@ -75,7 +79,8 @@ def plot(out: Path, runs: dict, cfg: BimanualConfig) -> list[str]:
     for a in ax:
         a.axvspan(cfg.t_settle, cfg.t_settle + cfg.t_move, color="0.9")
         a.legend()
-    ax[0].set_title(f"box 10 cm / {cfg.turn_deg:g} deg in {cfg.t_move:g} s ({cfg.conditions})")
+    ax[0].set_title(f"box {100 * np.linalg.norm(cfg.move):.3g} cm / {cfg.turn_deg:g} deg in {cfg.t_move:g} s "
+                    f"({cfg.conditions})")
     names.append(_save(fig, out / "box_error.png"))
     fig, ax = _fig(2)
     for key, style in (("ours", "-"), ("baseline", "--")):
@@ -130,17 +135,32 @@ def run_all(cfg: BimanualConfig, out: Path | None = None, ros: bool = False, plo
     return summary
 
 
+def load_config(path: str | None) -> BimanualConfig:
+    """The ``bimanual:`` mapping of a YAML file (or the whole file) as a checked :class:`BimanualConfig`; the
+    shipped defaults (the Panda pair) without a file."""
+    if not path:
+        return BimanualConfig()
+    doc = yaml.safe_load(Path(path).read_text())
+    if isinstance(doc, dict) and "bimanual" in doc:
+        return BimanualConfig.from_dict(doc["bimanual"], "bimanual")
+    return BimanualConfig.from_dict(doc, "config")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="qv demo bimanual", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="bimanual_out")
-    ap.add_argument("--config", default=None, help="YAML with a 'bimanual:' mapping (config/bimanual.yaml)")
+    ap.add_argument("--config", default=None, help="YAML with a 'bimanual:' mapping (config/bimanual.yaml; the arms "
+                    "and the box under its 'system:', e.g. config/bimanual_ur5.yaml)")
     ap.add_argument("--short", action="store_true", help="the CI variant (1 s move)")
     ap.add_argument("--conditions", choices=("ideal", "realistic"), default=None)
     ap.add_argument("--ros", action="store_true", help="run ours through the ROS topics")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
-    doc = yaml.safe_load(Path(args.config).read_text()) if args.config else {}
-    cfg = BimanualConfig.from_dict((doc or {}).get("bimanual", doc))
+    try:
+        cfg = load_config(args.config)
+    except (OSError, yaml.YAMLError, QVError) as exc:
+        print(f"qv demo bimanual: {args.config}: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
     if args.conditions:
         cfg.conditions = args.conditions
     if args.short:
@@ -148,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     s = run_all(cfg, Path(args.out), ros=args.ros, plots=not args.no_plot)
     keys = ("object_pos_rms_m", "object_rot_rms_rad", "internal_force_rms_error_rel", "internal_force_change_n",
             "baseline_object_pos_rms_m", "baseline_internal_force_rms_error_rel", "squeeze_step_box_move_m",
+            "squeeze_step_overshoot_n",
             "max_abs_torque_ratio", "through_ros")
     for k in keys:
         print(f"{k:42s} {s[k]}")

@@ -1,10 +1,10 @@
 """The bimanual run (``ours``) through the ROS 2 topic contract, in one process and lock-step:
 
-    qv_loop_plant_node ──/joint_states (14 arm joints), /box/odom (nav_msgs/Odometry),
+    qv_loop_plant_node ──/joint_states (the arms' joints), /box/odom (nav_msgs/Odometry),
                          ~/grasp_left/wrench, ~/grasp_right/wrench (WrenchStamped)──▶ qv_controller_node
-    qv_loop_plant_node ◀──/effort_controller/commands (Float64MultiArray, 14 values)── qv_controller_node
+    qv_loop_plant_node ◀──/effort_controller/commands (Float64MultiArray, one per arm joint)── qv_controller_node
 
-One controller node for all 14 joints (the passive law injected, θ_d(t) and λ_d(t) from the plan as its
+One controller node for the joints of both arms (the passive law injected, θ_d(t) and λ_d(t) from the plan as its
 reference callable); the box state reaches it only as Odometry and the grasp forces only as wrenches.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rclpy.context import Context
 
 from qv_dynamics.ros.loop_plant_node import LoopPlantNode
 from qv_dynamics.ros.runner import make_executor
-from qv_dynamics.sim.bimanual import SIDES, arm_joints
+from qv_dynamics.sim.bimanual import arm_joints
 
 from ..ros.bringup import to_parameters
 from ..ros.controller_node import ControllerNode
@@ -52,10 +52,10 @@ def run_ros(cfg: BimanualConfig, domain_id: int | None = None, wall_limit: float
         nodes.append(mj)
         ctrl = ControllerNode("qv_controller", context=context, system=system, law=law, reference=plan.reference,
                               parameter_overrides=to_parameters({
-                                  "joints": arm_joints(), "watchdog_timeout": 5.0, "odom_topic": ODOM,
+                                  "joints": arm_joints(spec=cfg.system), "watchdog_timeout": 5.0, "odom_topic": ODOM,
                                   "command_delay": 0.0,   # lock-step: each command acts from the state it answers
-                                  "wrench_topics": [f"/{PLANT_NODE}/grasp_{s}/wrench" for s in SIDES],
-                                  "wrench_constraints": [f"grasp_{s}" for s in SIDES]}))
+                                  "wrench_topics": [f"/{PLANT_NODE}/grasp_{s}/wrench" for s in cfg.system.sides],
+                                  "wrench_constraints": [f"grasp_{s}" for s in cfg.system.sides]}))
         nodes.append(ctrl)
         executor = make_executor(context)
         for n in nodes:

@@ -23,6 +23,7 @@ from qv_dynamics.state import Reference, State
 from ..coordinates import MinimalCoordinates, as_coordinates
 from ..references import ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
+from .integral import PreviousTarget
 
 _F64 = np.dtype(np.float64)
 
@@ -102,21 +103,14 @@ class ForcePI:
     def reset(self) -> None:
         self.z: np.ndarray | None = None
         self.t_prev: float | None = None
-        self._desired: tuple[float, np.ndarray, np.ndarray | None] | None = None  # (t, d_t, d_previous)
+        self._target = PreviousTarget()
 
     def error(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
         """e = d_{k−1} − measured_k (the desired value of the previous sample; d_k at the first sample or
         after a reset). Repeated calls at the same t are idempotent."""
         if measured is None:
             return None
-        desired = np.asarray(desired, float)
-        h = self._desired
-        if h is None or h[1].shape != desired.shape:
-            self._desired = (t, desired.copy(), None)
-        elif t > h[0]:
-            self._desired = (t, desired.copy(), h[1])
-        prev = self._desired[2]
-        return (desired if prev is None else prev) - measured
+        return self._target.error(t, desired, measured)
 
     def correction(self, t: float, desired: np.ndarray, measured: np.ndarray | None,
                    saturation: SaturationStatus) -> np.ndarray | None:

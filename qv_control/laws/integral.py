@@ -1,5 +1,6 @@
-"""A bounded integral action of a sampled loop, shared by the motion integral of the quasi-velocity law and
-the internal-force PI of the passive-joint law."""
+"""Pieces of the sampled loops' integral actions: a bounded integral (shared by the motion integral of the
+quasi-velocity law and the internal-force PI of the passive-joint law) and the error of a force loop whose
+reading is one sample old (shared by :class:`qv_control.laws.base.ForcePI` and the internal-force PI)."""
 from __future__ import annotations
 
 import math
@@ -42,4 +43,31 @@ class BoundedIntegral:
         return self.gain * self.z
 
 
-__all__ = ["BoundedIntegral"]
+class PreviousTarget:
+    """The error of a force loop whose reading is one sample old: e_k = d_{k−1} − measured_k.
+
+    A force sensor (or the plant's multiplier) reports the force produced under the previous command, whose
+    target was d_{k−1}; comparing it with the new target d_k would feed a step of the target through the PI
+    (k_f·Δ + k_i·dt·Δ on top of the feedforward that already delivers the step). :meth:`error` therefore uses
+    the target of the previous sample (d_k at the first sample, after a reset, or when the size changes).
+    Samples are told apart by their time stamps: repeated calls at the same t are idempotent, and a stamp that
+    does not advance keeps the history."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self._hist: tuple[float, np.ndarray, np.ndarray | None] | None = None  # (t, d_t, d_previous)
+
+    def error(self, t: float, desired, measured) -> np.ndarray:
+        desired = np.asarray(desired, float)
+        h = self._hist
+        if h is None or h[1].shape != desired.shape:
+            self._hist = (t, desired.copy(), None)
+        elif t > h[0]:
+            self._hist = (t, desired.copy(), h[1])
+        prev = self._hist[2]
+        return (desired if prev is None else prev) - measured
+
+
+__all__ = ["BoundedIntegral", "PreviousTarget"]

@@ -37,9 +37,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qv_dynamics.errors import DimensionError, QVError, as_vector
-from qv_dynamics.linalg import ATOL, RTOL, svd_full
+from qv_dynamics.linalg import ATOL, RTOL, svd_full, svd_thin
 
-from .integral import BoundedIntegral
+from .integral import BoundedIntegral, PreviousTarget
 
 #: ``chooser(lambda_0, E) -> z``: the internal coordinates wanted, given the particular multiplier
 #: λ₀ (⊥ 𝓔, fixed by the motion) and the basis E; the commanded multiplier is then λ₀ + E z.
@@ -84,14 +84,19 @@ class InternalForceBasis:
         z = self.E.T @ lam
         return lam - self.E @ z, z
 
+    def excess(self, lambda_d) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """(z_d, off, ‖off‖, ‖λ_d‖): the internal coordinates z_d = Eᵀλ_d of λ_d and its non-internal part
+        off = λ_d − EEᵀλ_d (what the force channel cannot deliver)."""
+        lam = as_vector("lambda_d", lambda_d, self.m)
+        z = self.E.T @ lam
+        off = lam - self.E @ z
+        return z, off, math.sqrt(off.dot(off)), math.sqrt(lam.dot(lam))   # = np.linalg.norm, without its wrapper
+
     def check(self, lambda_d, rtol: float = 1e-6, atol: float = 1e-6,
               labels: Sequence[str] | None = None) -> np.ndarray:
         """z_d = Eᵀλ_d, after checking that λ_d is internal: ‖λ_d − EEᵀλ_d‖ ≤ atol + rtol·‖λ_d‖, else
         :class:`NonInternalForceError` naming the size of the offending part and its largest rows."""
-        lam = as_vector("lambda_d", lambda_d, self.m)
-        z = self.E.T @ lam
-        off = lam - self.E @ z
-        size, total = math.sqrt(off.dot(off)), math.sqrt(lam.dot(lam))   # = np.linalg.norm, without its wrapper
+        z, off, size, total = self.excess(lambda_d)
         if size > atol + rtol * total:
             names = list(labels) if labels is not None and len(labels) == self.m else \
                 [f"row {i}" for i in range(self.m)]
@@ -132,7 +137,7 @@ def internal_force_basis(A: np.ndarray, actuated, rtol: float = RTOL, atol: floa
     mask = _mask(actuated, n)
     if m == 0:
         return InternalForceBasis(np.zeros((0, 0)), A, mask, 0, 0)
-    U, s, _ = svd_full(A)
+    U, s, _ = svd_thin(A)                        # U[:, :r] only: r ≤ min(m, n)
     scale = float(s[0]) if s.size else 0.0
     r = _rank(s, scale, rtol, atol)
     U1 = U[:, :r]
@@ -177,7 +182,7 @@ class InternalForceChannel:
 
     Per call, with the law's motion command producing the multiplier λ_m (with an exact model):
 
-        z = Eᵀλ_d + Eᵀ(k_f e + k_i ∫e dt),   e = EEᵀ(λ_d − λ_meas)       (target, eq. 52 restricted to 𝓔)
+        z = Eᵀλ_d + Eᵀ(k_f e + k_i ∫e dt),   e = EEᵀ(λ_d,prev − λ_meas)  (target, eq. 52 restricted to 𝓔)
         z = chooser(λ_m − EEᵀλ_m, E)                                       (external chooser)
         Δτ = AᵀE(z − Eᵀλ_m)            → λ = λ_m − EEᵀλ_m + E z, q̈ unchanged.
 
@@ -186,12 +191,20 @@ class InternalForceChannel:
     frozen while ``freeze`` is set (the limiter scaled the force channel: anti-windup), bounded by
     ``i_max`` (norm of k_i∫e, N), and reset when the number of rows m changes. Each change of (m, rank,
     dim 𝓔) — a grasp released or made, a singular pose — re-seeds the basis and is logged in ``events``.
-    ``kf < 1``: the measured force is one sample old (see :class:`qv_control` ForcePI).
+    A λ_d whose non-internal part exceeds the check's tolerance (atol + rtol·‖λ_d‖) raises
+    :class:`NonInternalForceError` with ``non_internal="raise"``; with ``non_internal="project"`` its projection
+    EEᵀλ_d is commanded instead and the sample is counted (``projected``, the largest part ``non_internal_max``):
+    a λ_d planned for the reference pose (or computed at a delayed or predicted state) differs from an internal
+    force at the measured pose by the tracking error, and refusing the whole command would cost the motion.
+    ``kf < 1``: the measured force is one sample old (see :class:`qv_control` ForcePI). For the same reason the
+    error compares the reading with λ_d,prev, the target of the previous sample (the command it was produced
+    under; :class:`~qv_control.laws.integral.PreviousTarget`, shared with ForcePI): after a step of λ_d the
+    feedforward Eᵀλ_d delivers the step and the PI does not add k_f·Δ + k_i·dt·Δ on top of it.
     """
 
     def __init__(self, kf: float = 0.0, ki: float = 0.0, max_dt: float = 0.1, i_max: float = math.inf,
                  chooser: Chooser | None = None, check_rtol: float = 1e-6, check_atol: float = 1e-6,
-                 rtol: float = RTOL, atol: float = ATOL):
+                 rtol: float = RTOL, atol: float = ATOL, non_internal: str = "raise"):
         for name, val in (("kf", kf), ("ki", ki), ("max_dt", max_dt), ("i_max", i_max)):
             if not (isinstance(val, (int, float)) and val >= 0 and not math.isnan(val)):
                 raise QVError(f"{name}: expected a number >= 0, got {val!r}")
@@ -199,6 +212,10 @@ class InternalForceChannel:
             raise QVError(f"kf = {kf:g} must be < 1 (the measured internal force is one sample old)")
         if chooser is not None and not callable(chooser):
             raise QVError("chooser: expected a callable (lambda_0, E) -> z")
+        if non_internal not in ("raise", "project"):
+            raise QVError(f"non_internal: expected 'raise' or 'project', got {non_internal!r}")
+        self.non_internal = non_internal
+        self.projected, self.non_internal_max = 0, 0.0
         self.kf, self.ki, self.max_dt, self.i_max = float(kf), float(ki), float(max_dt), float(i_max)
         self.chooser = chooser
         self.check_rtol, self.check_atol = float(check_rtol), float(check_atol)
@@ -208,6 +225,7 @@ class InternalForceChannel:
 
     def reset(self) -> None:
         self._integral = BoundedIntegral(self.ki, self.i_max, self.max_dt)
+        self._target = PreviousTarget()
         self._signature: tuple | None = None
 
     @property
@@ -230,8 +248,19 @@ class InternalForceChannel:
                                     "previous": dict(zip(("m", "rank", "internal_dim"), self._signature)),
                                     "rows": list(labels) if labels is not None else None})
             if self._signature is None or self._signature[0] != sig[0]:
-                self._integral.reset()        # rows changed: the old integral has no meaning
+                self._integral.reset()        # rows changed: the old integral and target have no meaning
+                self._target.reset()
             self._signature = sig
+
+    def _target_z(self, basis: InternalForceBasis, lambda_d, labels) -> np.ndarray:
+        """z_d = Eᵀλ_d: checked (``non_internal="raise"``) or projected and counted (class doc)."""
+        if self.non_internal == "raise":
+            return basis.check(lambda_d, self.check_rtol, self.check_atol, labels)
+        z, _, size, total = basis.excess(lambda_d)
+        if size > self.check_atol + self.check_rtol * total:
+            self.projected += 1
+            self.non_internal_max = max(self.non_internal_max, size)
+        return z
 
     def _pi(self, t: float, e: np.ndarray, freeze: bool) -> np.ndarray:
         return self.kf * e + self._integral.step(t, e, freeze)
@@ -248,12 +277,12 @@ class InternalForceChannel:
             z = as_vector("chooser output z", self.chooser(lam_m - E @ z_m, E), basis.size)
             z_d = z.copy()
         else:
-            z_d = np.zeros(basis.size) if lambda_d is None else \
-                basis.check(lambda_d, self.check_rtol, self.check_atol, labels)
+            z_d = np.zeros(basis.size) if lambda_d is None else self._target_z(basis, lambda_d, labels)
             z = z_d.copy()
             if lambda_meas is not None and (self.kf > 0 or self.ki > 0):
                 lam_meas = as_vector("lambda_meas", lambda_meas, basis.m)
-                e = E @ (z_d - E.T @ lam_meas)          # EEᵀ(λ_d − λ_meas)
+                # EEᵀ(λ_d,prev − λ_meas): the reading answers the previous command (class doc)
+                e = E @ (E.T @ self._target.error(float(t), E @ z_d, lam_meas))
                 corr = self._pi(float(t), e, freeze)
                 z = z + E.T @ corr
         return InternalForceCommand(basis.torque(z - z_m), z, z_d, corr, basis)

@@ -89,7 +89,9 @@ class PassiveJointLaw(ProjectionLawBase):
     ``actuated``: names of the actuated joints (B of eq. 55). Raises :class:`UncontrollableError` at
     construction (if ``q0`` is given) and on any call where eq. 58/64 fails. ``Reference.lambda_`` (λ_d)
     sets the internal force (None: zero); a λ_d with a non-internal part larger than ``internal_tol``
-    (relative to ‖λ_d‖, and absolute in N) raises NonInternalForceError. ``kf`` (< 1), ``ki``: PI on the
+    (relative to ‖λ_d‖, and absolute in N) raises NonInternalForceError, or with ``non_internal="project"``
+    its projection on the internal forces is commanded and the sample counted (``law.counters()``, e.g. in
+    the controller node's /diagnostics). ``kf`` (< 1), ``ki``: PI on the
     measured internal force EEᵀ(λ_d − λ_meas) (``State.lambda_meas``); ``internal_chooser(λ₀, E) -> z``
     replaces the target by an external choice (e.g. a friction-cone QP). Changes of the internal-force
     space are logged in ``law.internal.events``."""
@@ -99,11 +101,13 @@ class PassiveJointLaw(ProjectionLawBase):
 
     def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
                  q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
-                 internal_tol: float = 1e-6, internal_chooser=None, compiled: bool = True):
+                 internal_tol: float = 1e-6, internal_chooser=None, non_internal: str = "raise",
+                 compiled: bool = True):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
                          cond_max=cond_max, compiled=compiled)
         self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
-                                             check_rtol=internal_tol, check_atol=internal_tol)
+                                             check_rtol=internal_tol, check_atol=internal_tol,
+                                             non_internal=non_internal)
         self._tols: tuple = (None, None)  # the internal-force check's (rtol, atol) and their array (mode 3)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
@@ -147,7 +151,8 @@ class PassiveJointLaw(ProjectionLawBase):
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         ch = self.internal
         # the compiled tick (every joint actuated); with the internal-force channel when it has no PI or chooser
-        whole = ch.chooser is None and not (ch.kf > 0 or ch.ki > 0) and (ch.rtol, ch.atol) == (RTOL, ATOL)
+        whole = ch.chooser is None and not (ch.kf > 0 or ch.ki > 0) and (ch.rtol, ch.atol) == (RTOL, ATOL) \
+            and ch.non_internal == "raise"
         fast = None if self._passive.any() else \
             self._compiled_tick(state, reference, self._check_tolerances, 3 if whole else 2)
         if fast is not None:
@@ -168,6 +173,12 @@ class PassiveJointLaw(ProjectionLawBase):
                                     terms.row_labels)
         self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
         return self._finish(base, cmd.tau, motion)
+
+    def counters(self) -> dict:
+        """Counted departures of the force channel: λ_d samples projected on the internal forces and the
+        largest non-internal part seen (N)."""
+        ch = self.internal
+        return {"lambda_d_projected": ch.projected, "lambda_d_non_internal_max": ch.non_internal_max}
 
     def _check_tolerances(self, *_) -> np.ndarray:
         """(rtol, atol) of the internal-force check, for the compiled tick (mode 3)."""

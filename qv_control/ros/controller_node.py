@@ -370,6 +370,7 @@ class ControllerNode(ControllerParameters, Node):
                   "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
         if self.task_layer is not None:
             values.update(self.task_layer.diagnostics())
+        values.update(self.law.counters() if callable(getattr(self.law, "counters", None)) else {})  # λ_d projected
         law = self.rejects["law"]
         values["law_failures"] = law.total
         for k, c in self.rejects.items():

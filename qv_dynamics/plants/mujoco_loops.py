@@ -1,6 +1,6 @@
 """A MuJoCo plant for a Pinocchio tree with free-flyer joints and 6-axis loop closures as **weld equalities**.
 
-Built for closed chains through a free object (two arms holding a box, issue 14), from the same URDF as
+Built for closed chains through a free object (two arms holding a box), from the same URDF as
 the Pinocchio model:
 
 * bodies follow Pinocchio's joint tree (joint placements, inertias with fixed children merged), so the DOF
@@ -32,6 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError, as_vector
+from ..projection import pinv_basis
 from .mujoco_plant import MujocoStepping, compile_mjcf, mujoco, require_mujoco
 from .mujoco_scene import _fmt, _quat_wxyz, joint_mjcf
 
@@ -192,7 +193,7 @@ class MujocoLoopPlant(MujocoStepping):
     def lambda_meas(self, A: np.ndarray, noisy: bool = False) -> np.ndarray:
         """λ = A⁺ᵀ(Aᵀλ) from the plant's generalized constraint force (module doc), plus the force noise of
         the conditions when ``noisy``."""
-        lam = np.linalg.pinv(A).T @ self.constraint_force()
+        lam = pinv_basis(A)[0].T @ self.constraint_force()     # A⁺ by one thin SVD (rank rule of the model)
         if noisy and self.conditions.force_noise > 0:
             lam = lam + self.conditions.force_noise * self._rng.standard_normal(lam.size)
         return lam

@@ -1,21 +1,24 @@
-"""Two Pandas facing each other 0.8 m apart holding a free 2 kg box (issue 14): ``urdf/bimanual_panda_box.urdf``.
+"""Two arms holding a free box as one closed chain, built from a :class:`~qv_dynamics.sim.bimanual_spec.BimanualSpec`
+(YAML: :meth:`BimanualSpec.from_dict`); the shipped default is two Pandas facing each other 0.8 m apart
+(:func:`~qv_dynamics.sim.bimanual_spec.panda_pair`, ``urdf/bimanual_panda_box.urdf``).
 
-* The arms come from example-robot-data's ``panda.urdf`` (inertias, joint placements and limits unchanged;
-  visuals/collisions dropped, the two finger joints made ``fixed``: fingers locked), with every link/joint
-  name prefixed ``left_`` / ``right_``. ``left_panda_link0`` sits at (−0.4, 0, 0); ``right_panda_link0``
-  at (+0.4, 0, 0) turned by π about z, so the same joint angles give the mirrored pose.
-* ``box`` (2 kg, 0.10 × 0.20 × 0.15 m) hangs on a ``floating`` joint ``box_joint`` below ``world``:
-  Pinocchio makes it a free-flyer in the middle of the tree (nq = 21, nv = 20).
-* ``box_grasp_left`` / ``box_grasp_right`` are box frames placed exactly at the hand TCPs
-  (``left_panda_hand_tcp`` / ``right_panda_hand_tcp``) in the nominal pose (box centre at
-  :func:`box_position`, both arms at ``Q_ARM`` = the Panda "ready" posture, hands pointing down at the box's
-  top face), so two 6-axis ``loop_closure`` constraints hand ↔ box frame hold with Φ = 0 there.
+* Each arm comes from its URDF (inertias, joint placements and limits unchanged; visuals/collisions dropped,
+  its ``locked`` joints made ``fixed``) with every link/joint name prefixed ``<arm name>_``; its root link hangs
+  below ``world`` at ``base_xyz`` / ``base_rpy``.
+* ``box`` (mass, size of the spec; uniform cuboid inertia) hangs on a ``floating`` joint ``box_joint`` below
+  ``world``: Pinocchio makes it a free-flyer in the middle of the tree (joint 1).
+* ``box_grasp_<arm>`` are box frames placed exactly at the arms' ``<arm>_<tcp>`` frames in the nominal pose
+  (both arms at their ``posture``, box centre at :func:`box_position`, world orientation), so two 6-axis
+  ``loop_closure`` constraints hand ↔ box frame hold with Φ = 0 there.
 
-:func:`bimanual_system` loads it with the two grasps as 6-axis loop closures (12 rows, rank 12, n − r = 8,
-six internal wrench components); ``python -m qv_dynamics.sim.bimanual`` regenerates the URDF (deterministic).
+:func:`bimanual_system` loads it with the two grasps as 6-axis loop closures (12 rows, rank 12; n − r = 6 +
+the redundant joints). ``python -m qv_dynamics.sim.bimanual`` regenerates the Panda pair's URDF
+(deterministic); ``python -m qv_dynamics.sim.bimanual my_arms.yaml out.urdf`` writes another pair's.
 """
 from __future__ import annotations
 
+import functools
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -23,38 +26,82 @@ import pinocchio as pin
 
 from ..model import ConstrainedSystem
 from ..robots import package_share_dir, resolve_urdf
+from .bimanual_spec import ArmSpec, BimanualSpec, BimanualSpecError, panda_pair
 
-BASE_X = 0.4
-#: the Panda "ready" posture: TCP 0.307 m in front of the base, 0.59 m up, pointing down; joint 3 at 0
-Q_ARM = np.array([0.0, -np.pi / 4, 0.0, -3 * np.pi / 4, 0.0, np.pi / 2, np.pi / 4])
-BOX_SIZE = (0.30, 0.10, 0.10)
-BOX_BELOW_TCP = 0.05     # box centre below the TCPs: the hands hold the box at its top face
-BOX_MASS = 2.0
-URDF_NAME = "bimanual_panda_box.urdf"
-SIDES = ("left", "right")
+DEFAULT = panda_pair()
+SIDES = DEFAULT.sides
+URDF_NAME = DEFAULT.urdf
+BOX = "box"
 
 
 def _f(x) -> str:
     return " ".join(repr(float(v)) for v in np.ravel(x))
 
 
-def _tcp_in_base(q_arm: np.ndarray) -> pin.SE3:
-    """TCP pose of one Panda (base at the origin) at joint angles ``q_arm`` (fingers locked)."""
-    model = pin.buildModelFromUrdf(resolve_urdf("panda"))
-    model = pin.buildReducedModel(model, [model.getJointId("panda_finger_joint1"),
-                                          model.getJointId("panda_finger_joint2")], pin.neutral(model))
+def _spec(spec, system=None) -> BimanualSpec:
+    return spec if spec is not None else getattr(system, "bimanual_spec", None) or DEFAULT
+
+
+@functools.lru_cache(maxsize=16)
+def _arm_model(robot: str, locked: tuple) -> tuple[pin.Model, tuple]:
+    """One arm alone (base at the origin, ``locked`` joints fixed at 0) and its moving joints' names. Errors
+    start with the key of the arm's description they concern (``robot:``, ``locked:``)."""
+    try:
+        model = pin.buildModelFromUrdf(resolve_urdf(robot))
+    except (FileNotFoundError, RuntimeError, ValueError) as exc:
+        raise BimanualSpecError(f"robot: '{robot}': {exc}") from None
+    for j in locked:
+        if not model.existJointName(j):
+            raise BimanualSpecError(f"locked: '{j}' is not a joint of '{robot}' {list(model.names[1:])}")
+    model = pin.buildReducedModel(model, [model.getJointId(j) for j in locked], pin.neutral(model))
+    names = tuple(model.names[j] for j in range(1, model.njoints) if model.joints[j].nv == 1)
+    if len(names) != model.nv:
+        raise BimanualSpecError(f"robot: '{robot}': only 1-DoF joints are supported, got {list(model.names[1:])}")
+    return model, names
+
+
+def moving_joints(arm: ArmSpec) -> tuple:
+    """The arm's moving joints (unprefixed, kinematic order): one ``posture`` entry each."""
+    return _arm_model(arm.robot, tuple(arm.locked))[1]
+
+
+def _check_arm(arm: ArmSpec, where: str) -> None:
+    try:
+        model, names = _arm_model(arm.robot, tuple(arm.locked))
+    except BimanualSpecError as exc:
+        raise BimanualSpecError(f"{where}.{exc}") from None
+    if len(arm.posture) != len(names):
+        raise BimanualSpecError(f"{where}.posture: '{arm.robot}' has {len(names)} moving joints {list(names)}, "
+                                f"got {len(arm.posture)} angles")
+    if not model.existFrame(arm.tcp):
+        raise BimanualSpecError(f"{where}.tcp: no frame '{arm.tcp}' in '{arm.robot}'")
+    for j in arm.redundancy:
+        if j not in names:
+            raise BimanualSpecError(f"{where}.redundancy: '{j}' is not a moving joint of '{arm.robot}' {list(names)}")
+
+
+def _tcp_in_base(arm: ArmSpec) -> pin.SE3:
+    """TCP pose of one arm (base at the origin) at its posture."""
+    model, _ = _arm_model(arm.robot, tuple(arm.locked))
     data = model.createData()
-    pin.framesForwardKinematics(model, data, q_arm)
-    return data.oMf[model.getFrameId("panda_hand_tcp")].copy()
+    pin.framesForwardKinematics(model, data, np.asarray(arm.posture, float))
+    return data.oMf[model.getFrameId(arm.tcp)].copy()
 
 
-def _prefixed_arm(side: str) -> list[ET.Element]:
-    tree = ET.parse(resolve_urdf("panda"))
-    out = []
+def _base(arm: ArmSpec) -> pin.SE3:
+    return pin.SE3(pin.rpy.rpyToMatrix(*arm.base_rpy), np.asarray(arm.base_xyz, float))
+
+
+def _prefixed_arm(arm: ArmSpec) -> tuple[list[ET.Element], str]:
+    """The arm's links and joints, prefixed, and its (prefixed) root link."""
+    side, locked = arm.name, set(arm.locked)
+    tree = ET.parse(resolve_urdf(arm.robot))
+    out, children = [], set()
     for el in tree.getroot():
         if el.tag not in ("link", "joint"):
             continue
-        el.set("name", f"{side}_{el.get('name')}")
+        name = el.get("name")
+        el.set("name", f"{side}_{name}")
         for tag in ("visual", "collision", "safety_controller", "dynamics"):
             for sub in el.findall(tag):
                 el.remove(sub)
@@ -62,12 +109,17 @@ def _prefixed_arm(side: str) -> list[ET.Element]:
             sub = el.find(tag)
             if sub is not None:
                 sub.set("link", f"{side}_{sub.get('link')}")
-        if el.tag == "joint" and "finger_joint" in el.get("name"):
-            el.set("type", "fixed")
-            for sub in el.findall("axis") + el.findall("limit"):
-                el.remove(sub)
+        if el.tag == "joint":
+            children.add(el.find("child").get("link"))
+            if name in locked:
+                el.set("type", "fixed")
+                for sub in el.findall("axis") + el.findall("limit") + el.findall("mimic"):
+                    el.remove(sub)
         out.append(el)
-    return out
+    roots = [el.get("name") for el in out if el.tag == "link" and el.get("name") not in children]
+    if len(roots) != 1:
+        raise BimanualSpecError(f"arm robot '{arm.robot}': expected one root link, got {roots}")
+    return out, roots[0]
 
 
 def _fixed(name: str, parent: str, child: str, M: pin.SE3) -> ET.Element:
@@ -78,88 +130,130 @@ def _fixed(name: str, parent: str, child: str, M: pin.SE3) -> ET.Element:
     return j
 
 
-def build() -> tuple[str, np.ndarray]:
-    """The URDF text and the arm posture it was built for."""
-    q_arm = Q_ARM
-    robot = ET.Element("robot", name="bimanual_panda_box")
+def check(spec: BimanualSpec, where: str = "bimanual.system") -> BimanualSpec:
+    """The description's values against the arms' URDFs (robots, locked joints, postures, TCP frames,
+    redundancy joints); :class:`BimanualSpecError` names ``<where>.arms[i].<key>``."""
+    for i, arm in enumerate(spec.arms):
+        _check_arm(arm, f"{where}.arms[{i}]")
+    n_arms = sum(len(moving_joints(a)) for a in spec.arms)
+    n_red = sum(len(a.redundancy) for a in spec.arms)
+    if n_red != n_arms - 12:     # k = n − r = (n_arms + 6) − 12 coordinates: the box pose and the redundancy
+        raise BimanualSpecError(f"{where}.arms[*].redundancy: the arms have {n_arms} moving joints, so the grasped "
+                                f"chain has {n_arms - 6} minimal coordinates: the box pose and {n_arms - 12} "
+                                f"redundancy joint(s), got {n_red}")
+    return spec
+
+
+def build(spec: BimanualSpec | None = None) -> str:
+    """The URDF text of the two arms and the box (module doc)."""
+    spec = check(_spec(spec))
+    robot = ET.Element("robot", name=spec.name)
     ET.SubElement(robot, "link", name="world")
-    bases = {"left": pin.SE3(np.eye(3), np.array([-BASE_X, 0, 0])),
-             "right": pin.SE3(pin.rpy.rpyToMatrix(0, 0, np.pi), np.array([BASE_X, 0, 0]))}
-    for side, M in bases.items():
-        robot.extend(_prefixed_arm(side))
-        robot.append(_fixed(f"{side}_base_joint", "world", f"{side}_panda_link0", M))
-    box = ET.SubElement(robot, "link", name="box")
+    for arm in spec.arms:
+        elements, root = _prefixed_arm(arm)
+        robot.extend(elements)
+        robot.append(_fixed(f"{arm.name}_base_joint", "world", root, _base(arm)))
+    box = ET.SubElement(robot, "link", name=BOX)
     inertial = ET.SubElement(box, "inertial")
     ET.SubElement(inertial, "origin", xyz="0 0 0", rpy="0 0 0")
-    ET.SubElement(inertial, "mass", value=repr(BOX_MASS))
-    a, b, c = BOX_SIZE
-    ET.SubElement(inertial, "inertia", ixx=repr(BOX_MASS * (b * b + c * c) / 12),
-                  iyy=repr(BOX_MASS * (a * a + c * c) / 12),
-                  izz=repr(BOX_MASS * (a * a + b * b) / 12), ixy="0", ixz="0", iyz="0")
+    m = spec.object.mass
+    ET.SubElement(inertial, "mass", value=repr(m))
+    a, b, c = spec.object.size
+    ET.SubElement(inertial, "inertia", ixx=repr(m * (b * b + c * c) / 12), iyy=repr(m * (a * a + c * c) / 12),
+                  izz=repr(m * (a * a + b * b) / 12), ixy="0", ixz="0", iyz="0")
     bj = ET.SubElement(robot, "joint", name="box_joint", type="floating")
     ET.SubElement(bj, "origin", xyz="0 0 0", rpy="0 0 0")
     ET.SubElement(bj, "parent", link="world")
-    ET.SubElement(bj, "child", link="box")
-    xml = ET.tostring(robot, encoding="unicode")
+    ET.SubElement(bj, "child", link=BOX)
     # grasp frames: the TCP poses in the box frame at the nominal configuration
-    model = pin.buildModelFromXML(xml)
-    data = model.createData()
-    q = nominal_q(model, q_arm)
-    pin.framesForwardKinematics(model, data, q)
-    box_M = pin.SE3(np.eye(3), box_position())
-    for side in bases:
-        tcp = data.oMf[model.getFrameId(f"{side}_panda_hand_tcp")]
-        ET.SubElement(robot, "link", name=f"box_grasp_{side}")
-        robot.append(_fixed(f"box_grasp_{side}_joint", "box", f"box_grasp_{side}", box_M.actInv(tcp)))
+    box_M = pin.SE3(np.eye(3), box_position(spec))
+    for arm in spec.arms:
+        tcp = _base(arm) * _tcp_in_base(arm)
+        ET.SubElement(robot, "link", name=f"box_grasp_{arm.name}")
+        robot.append(_fixed(f"box_grasp_{arm.name}_joint", BOX, f"box_grasp_{arm.name}", box_M.actInv(tcp)))
     ET.indent(robot, "  ")
-    header = ("<?xml version=\"1.0\"?>\n<!-- generated by python -m qv_dynamics.sim.bimanual from example-robot-data "
-              "panda.urdf: two Pandas 0.8 m apart (fingers fixed) and a 2 kg free box -->\n")
-    return header + ET.tostring(robot, encoding="unicode") + "\n", q_arm
+    arms = " and ".join(f"{a.name}: {a.robot}" for a in spec.arms)
+    header = ("<?xml version=\"1.0\"?>\n<!-- generated by python -m qv_dynamics.sim.bimanual: arms "
+              f"{arms} (locked joints fixed) and a {m:g} kg free box -->\n")
+    return header + ET.tostring(robot, encoding="unicode") + "\n"
 
 
-def nominal_q(model, q_arm: np.ndarray | None = None) -> np.ndarray:
-    """q (nq = 21) of the nominal pose: both arms at ``q_arm`` (default ``Q_ARM``), box at rest between the
-    hands (identity orientation); ``model`` is a pinocchio.Model or a ConstrainedSystem."""
+def nominal_q(model, q_arm: np.ndarray | None = None, spec: BimanualSpec | None = None) -> np.ndarray:
+    """q of the nominal pose: each arm at its posture (or every arm at ``q_arm``), box at rest between the
+    hands (world orientation); ``model`` is a pinocchio.Model or a ConstrainedSystem."""
+    spec = _spec(spec, model)
     model = getattr(model, "model", model)
-    q_arm = Q_ARM if q_arm is None else np.asarray(q_arm, float)
     q = pin.neutral(model)
-    for side in SIDES:
-        for i in range(7):
-            q[model.joints[model.getJointId(f"{side}_panda_joint{i + 1}")].idx_q] = q_arm[i]
+    for arm in spec.arms:
+        angles = arm.posture if q_arm is None else np.asarray(q_arm, float)
+        for name, x in zip(moving_joints(arm), angles):
+            q[model.joints[model.getJointId(f"{arm.name}_{name}")].idx_q] = x
     iq = model.joints[model.getJointId("box_joint")].idx_q
-    q[iq:iq + 7] = [*box_position(), 0, 0, 0, 1]
+    q[iq:iq + 7] = [*box_position(spec), 0, 0, 0, 1]
     return q
 
 
-def box_position() -> np.ndarray:
-    """Nominal box centre: midway between the two TCPs, BOX_BELOW_TCP below them."""
-    z = _tcp_in_base(Q_ARM).translation[2]
-    return np.array([0.0, 0.0, z - BOX_BELOW_TCP])
+def box_position(spec: BimanualSpec | None = None) -> np.ndarray:
+    """Nominal box centre: the midpoint of the two TCPs plus the object's ``offset``."""
+    spec = _spec(spec)
+    tcps = [(_base(a) * _tcp_in_base(a)).translation for a in spec.arms]
+    return 0.5 * (tcps[0] + tcps[1]) + np.asarray(spec.object.offset, float)
 
 
-def arm_joints(side: str | None = None) -> list[str]:
-    """The 7 joint names of one arm (``side`` = left/right) or the 14 of both, left first."""
-    sides = SIDES if side is None else (side,)
-    return [f"{s}_panda_joint{i}" for s in sides for i in range(1, 8)]
+def arm_joints(side: str | None = None, spec: BimanualSpec | None = None) -> list[str]:
+    """The moving joint names of one arm (``side`` = its name) or of both, first arm first (prefixed)."""
+    spec = _spec(spec)
+    arms = spec.arms if side is None else (spec.arm(side),)
+    return [f"{a.name}_{j}" for a in arms for j in moving_joints(a)]
 
 
-def grasp_constraint(side: str) -> dict:
+def tcp_frame(side: str, spec: BimanualSpec | None = None) -> str:
+    """The grasping frame of arm ``side`` in the two-arm model."""
+    return f"{side}_{_spec(spec).arm(side).tcp}"
+
+
+def redundancy_joints(side: str | None = None, spec: BimanualSpec | None = None) -> list[str]:
+    """The joints taken as minimal coordinates besides the box pose (prefixed), of one arm or of both."""
+    spec = _spec(spec)
+    arms = spec.arms if side is None else (spec.arm(side),)
+    return [f"{a.name}_{j}" for a in arms for j in a.redundancy]
+
+
+def grasp_constraint(side: str, spec: BimanualSpec | None = None) -> dict:
     """A 6-axis loop closure hand TCP ↔ box grasp frame (SPEC §3), named ``grasp_<side>``."""
-    return {"type": "loop_closure", "name": f"grasp_{side}", "frame_a": f"{side}_panda_hand_tcp",
+    return {"type": "loop_closure", "name": f"grasp_{side}", "frame_a": tcp_frame(side, spec),
             "frame_b": f"box_grasp_{side}", "axes": ["x", "y", "z", "rx", "ry", "rz"]}
 
 
-def bimanual_system(sides=SIDES) -> ConstrainedSystem:
-    """The two arms + free box with the grasps of ``sides`` (both by default) as loop closures."""
-    return ConstrainedSystem.from_urdf(URDF_NAME, constraints=[grasp_constraint(s) for s in sides])
+def bimanual_system(sides=None, spec: BimanualSpec | None = None) -> ConstrainedSystem:
+    """The two arms + free box with the grasps of ``sides`` (both by default) as loop closures; the
+    description is kept as ``system.bimanual_spec``."""
+    spec = _spec(spec)
+    sides = spec.sides if sides is None else tuple(sides)
+    source = spec.urdf if spec.urdf is not None else build(spec)
+    system = ConstrainedSystem.from_urdf(source, constraints=[grasp_constraint(s, spec) for s in sides])
+    system.bimanual_spec = spec
+    return system
 
 
-def main() -> None:
-    out = package_share_dir() / "urdf" / URDF_NAME
-    text, _ = build()
-    out.write_text(text)
-    print(f"wrote {out}; box centre {box_position()}")
+def main(argv: list[str] | None = None) -> int:
+    """``python -m qv_dynamics.sim.bimanual [config.yaml out.urdf]``: write the URDF of a description."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        import yaml
+
+        with open(argv[0]) as fh:
+            doc = yaml.safe_load(fh) or {}
+        section = doc.get("bimanual", doc) if isinstance(doc, dict) else doc
+        spec = check(BimanualSpec.from_dict(section.get("system", section) if isinstance(section, dict) else section))
+        out = argv[1] if len(argv) > 1 else f"{spec.name}.urdf"
+    else:
+        spec, out = DEFAULT, str(package_share_dir() / "urdf" / URDF_NAME)
+    with open(out, "w") as fh:
+        fh.write(build(spec))
+    print(f"wrote {out}; box centre {box_position(spec)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
