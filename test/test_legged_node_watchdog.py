@@ -24,7 +24,7 @@ from ros_helpers import retire, ros_session, spin_until  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from qv_control.demo.anymal import CROUCH  # noqa: E402
+from qv_control.demo.anymal_scene import CROUCH  # noqa: E402
 from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_control.ros.legged_controller_node import LeggedControllerNode  # noqa: E402
 from qv_dynamics.plants.mujoco_legged import standing_configuration  # noqa: E402
