@@ -1,6 +1,7 @@
 """The Panda on the MuJoCo table (qv_mujoco_node) + qv dynamics and controller nodes, each its own process.
 
     ros2 launch qv_ros mujoco.launch.py [robot:=panda|ur5] [mode:=lockstep] [rviz:=true]
+    ros2 launch qv_ros mujoco.launch.py params_file:=/path/to/my_arm.yaml   # your arm: its model_config inside
 
 Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_controller; model
 ``config/demo_model.yaml``: robot, contact constraint, ``initial.q``, scene). The plant node publishes
@@ -18,7 +19,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import launch_flag, prefix_arguments, qv_node, resolve_launch, robot_files
+from qv_control.ros.launch_actions import launch_flag, params_and_model, prefix_arguments, qv_node, resolve_launch
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -38,9 +39,8 @@ def _nodes(context, *args, **kwargs):
     share = get_package_share_directory(PACKAGE)
     import yaml
 
-    _, files = robot_files(context, ROBOTS)
-    params = files["params"]
-    with open(files["model"]) as f:
+    params, model = params_and_model(context, ROBOTS)
+    with open(model) as f:
         urdf_name = yaml.safe_load(f)["robot"]["urdf"]
     with open(resolve_urdf(urdf_name)) as f:
         urdf = f.read()
@@ -63,6 +63,9 @@ def _nodes(context, *args, **kwargs):
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="panda", choices=sorted(ROBOTS)),
+        DeclareLaunchArgument("params_file", default_value="",
+                              description="your own parameters file (sections qv_mujoco, qv_dynamics, qv_controller); "
+                                          "overrides robot's"),
         *prefix_arguments(),
         DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
                               description="plant pacing: wall clock, or one control period per effort command"),

@@ -183,3 +183,23 @@ def test_launch_files_declare_the_node_prefixes():
             users.append(path.name)
             assert _calls(_tree(path.name), "prefix_arguments"), path.name
     assert len(users) >= 5, users  # bringup, mujoco, ros2_control, gazebo, mujoco_ros2_control
+
+
+def test_a_users_parameters_file_names_its_model(tmp_path):
+    """mujoco.launch.py params_file:=…: robot_state_publisher shows the model the file's nodes load."""
+    from qv_control.ros.launch_actions import model_of_params
+    from qv_dynamics.errors import ModelError
+
+    (tmp_path / "my_model.yaml").write_text("robot: {urdf: ur5}\n")
+    mine = tmp_path / "my_arm.yaml"
+    mine.write_text("qv_mujoco: {ros__parameters: {mode: realtime}}\n"
+                    "qv_controller: {ros__parameters: {model_config: my_model.yaml}}\n")
+    assert model_of_params(str(mine)) == str(tmp_path / "my_model.yaml")
+    mine.write_text("qv_controller: {ros__parameters: {model_config: ur5_table_model}}\n")
+    assert model_of_params(str(mine)).endswith("config/ur5_table_model.yaml")
+    mine.write_text("qv_controller: {ros__parameters: {model_config: no_such_model.yaml}}\n")
+    with pytest.raises(ModelError, match="no_such_model"):
+        model_of_params(str(mine))
+    mine.write_text("qv_controller: {ros__parameters: {law: quasi_tracking}}\n")
+    with pytest.raises(RuntimeError, match="model_config"):
+        model_of_params(str(mine))

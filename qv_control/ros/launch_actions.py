@@ -82,6 +82,34 @@ def robot_files(context, robots: dict) -> tuple[str, dict]:
     return robot, {key: os.path.join(share, rel) for key, rel in robots[robot].items()}
 
 
+def params_and_model(context, robots: dict) -> tuple[str, str]:
+    """(parameters file, model config) of a launch: the ``params_file`` argument when given, with the model its
+    nodes name (:func:`model_of_params`), else the files of the robot chosen by ``robot``."""
+    from launch.substitutions import LaunchConfiguration
+
+    _, files = robot_files(context, robots)
+    params = LaunchConfiguration("params_file").perform(context)
+    return (params, model_of_params(params)) if params else (files["params"], files["model"])
+
+
+def model_of_params(params: str) -> str:
+    """The model config a parameters file's nodes load: ``model_config`` of the first section that sets one,
+    relative to the file's folder, else a path or a name in the package's config/."""
+    import yaml
+
+    from qv_dynamics.ros.params import resolve_config_path
+
+    with open(params) as f:
+        doc = yaml.safe_load(f) or {}
+    names = [((sec or {}).get("ros__parameters") or {}).get("model_config") for sec in doc.values()
+             if isinstance(sec, dict)]
+    model = next((m for m in names if m), None)
+    if model is None:
+        raise RuntimeError(f"{params}: no section sets model_config (the model robot_state_publisher shows)")
+    local = os.path.join(os.path.dirname(os.path.abspath(params)), model)
+    return local if os.path.isfile(local) else resolve_config_path(model)
+
+
 def launch_flag(context, name: str) -> bool:
     """A true/false launch argument (1/true/yes, any case, is true)."""
     from launch.substitutions import LaunchConfiguration
