@@ -66,11 +66,17 @@ def _interrupted(signum, frame):
     """SIGINT/SIGTERM → KeyboardInterrupt(<name>), raised where the main thread is. Inside a callback an
     executor's spin called (a ROS node's subscription in ``qv demo``) the executor would log the exception
     with a traceback: there the signal is sent again 5 ms later until it lands outside the callbacks; after
-    0.5 s the process ends at once with the same one line and exit code (the run is abandoned either way)."""
+    0.5 s the process ends at once with the same one line and exit code (the run is abandoned either way).
+    Inside an import (a module body running) it ends at once too: an exception there leaves the module
+    half-initialized in ``sys.modules``."""
     import os
     import time
 
     first = _state["first"].setdefault(signum, time.monotonic())
+    if _inside_import(frame):  # an exception would leave a module half-initialized (numpy: a recursion at exit)
+        sys.stdout.flush()
+        print(_interrupted_line(_state["prog"], signal.Signals(signum).name), file=sys.stderr, flush=True)
+        os._exit(128 + signum)
     if _inside_spin(frame):
         if time.monotonic() - first < DEFER_LIMIT:
             import threading
@@ -86,6 +92,16 @@ def _interrupted(signum, frame):
 
 def _interrupted_line(prog: str, name: str) -> str:
     return f"{prog}: interrupted ({name}); results of this run are incomplete"
+
+
+def _inside_import(frame) -> bool:
+    """True when ``frame`` or a frame further out runs the import machinery (a module body being executed)."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        f = f.f_back
+    return False
 
 
 def _inside_spin(frame) -> bool:

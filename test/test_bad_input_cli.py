@@ -347,3 +347,18 @@ def test_the_out_defaults_the_guard_checks_are_the_commands_own(monkeypatch):
         with pytest.raises(Parsed) as ei:
             getattr(importlib.import_module(module), func)(argv)
         assert ei.value.args[0]["out"] == default, command
+
+
+def test_a_signal_inside_an_import_ends_the_command_in_one_line(tmp_path):
+    """A signal that lands while a module body runs (the command's imports): one line and 130. Raised there, the
+    exception is the importing library's to handle: one that catches broadly loses the signal (the command runs
+    on), and a half-imported numpy recursed in its ``__getattr__``."""
+    (tmp_path / "slow_module.py").write_text(
+        "import os, signal, time\ntry:\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(2)\n"
+        "except BaseException:\n    pass\nRAN_ON = True\n")
+    code = ("import sys; from qv_control.cli import guarded; import importlib\n"
+            "sys.exit(guarded('qv probe', lambda: importlib.import_module('slow_module').RAN_ON and 0))")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "qv probe: interrupted (SIGINT); results of this run are incomplete", proc.stderr
