@@ -1,4 +1,4 @@
-"""Latency compensation: the state at the time a command will act (issue 11).
+"""Latency compensation: the state at the time a command will act.
 
 A command computed from the state (q, q̇) measured at t acts on the robot only from t + L: the state's way
 to the controller, the law's compute, the command's way back and the hardware's next write. With a
@@ -19,6 +19,18 @@ The horizon is either given (seconds) or one update period measured from the sta
 (:class:`StampPeriod`: the 10th percentile of recent spacings. A node that answers the freshest state only
 sees a spacing of two or more periods wherever it skipped states, under load most of them, so a median
 would double the horizon; a low percentile needs one spacing in ten to be a single period).
+
+A measured horizon is a latency only where the command does act a period late. A plant that applies each
+command over the step from the state it answers (a lock-step simulator; a realtime simulator whose
+controller answers within the period) has none, and predicting there is not neutral: the prediction makes
+the command depend on the previous one, τ_k ∋ −K_v L M⁻¹ τ_{k−1} (K_v = ∂τ/∂q̇ of the law), a discrete
+loop of its own that diverges in alternating sign once ρ(K_v M⁻¹) L > 1. A model-based law scales its
+damping with M (K_v M⁻¹ = k_d: 0.12 at k_d = 120 /s, L = 1 ms); a joint-space or Cartesian impedance does
+not (the Panda's wrist under the impedance baseline: K_v M⁻¹ of order 10³ /s, the torques NaN within
+0.8 s at L = 1 ms). With the measured horizon the predictor therefore reads the effort the plant reports
+having applied (``applied``, sensor_msgs/JointState ``effort`` of a simulator): equal to the command
+answered to the previous state (clipped at the effort limits), the command acts at once and L = 0 for
+this state (counted in ``at_once``); any other or no effort: one period.
 """
 from __future__ import annotations
 
@@ -85,6 +97,9 @@ class StatePredictor:
         self.system = system
         self.horizon = horizon
         self.period = StampPeriod(max_gap=MAX_HORIZON) if horizon == AUTO else None
+        self.limits = np.asarray(system.effort_limits(), float)
+        self.at_once = 0                   # states answered with L = 0: the plant applied the last command at once
+        self._now_at_once = False          # the last state was answered with L = 0 for that reason
         self._fast = self._sampler = None  # the compiled path: one Coriolis pass, two kernel calls
         if compiled and load("qv_dynamics.sim.kernels") is not None:
             from qv_dynamics.quasi_sampler import QuasiSampler
@@ -96,19 +111,34 @@ class StatePredictor:
     @property
     def lead_now(self) -> float:
         """The current horizon L [s] (a measured period: 0 until known)."""
-        return self.period.period if self.period is not None else self.horizon
+        if self.period is None:
+            return self.horizon
+        return 0.0 if self._now_at_once else self.period.period
 
     def lead(self, t: float) -> float:
         """The horizon L for the state stamped ``t`` (a measured period is updated with ``t``)."""
         return self.period.update(t) if self.period is not None else self.horizon
 
-    def predict(self, t: float, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray | None
-                ) -> tuple[float, np.ndarray, np.ndarray]:
+    def acted_at_once(self, applied: np.ndarray | None, tau: np.ndarray | None) -> bool:
+        """The plant's reported ``applied`` effort is the last command ``tau`` (or it clipped at the limits)."""
+        if applied is None or tau is None or applied.shape != tau.shape:
+            return False
+        tol = 1e-9 * (1.0 + np.abs(tau))
+        return bool(np.all(np.abs(applied - tau) <= tol)
+                    or np.all(np.abs(applied - np.clip(tau, -self.limits, self.limits)) <= tol))
+
+    def predict(self, t: float, q: np.ndarray, qdot: np.ndarray, tau: np.ndarray | None,
+                applied: np.ndarray | None = None) -> tuple[float, np.ndarray, np.ndarray]:
         """(t + L, q̂, q̂̇): the state at t + L under the held ``tau`` (module doc); q and q̇ float vectors
         of the system's sizes (a node's parsed joint state), ``tau`` the command acting now. ``tau=None``
         (no command sent yet: what the actuators hold is unknown, e.g. brakes) returns the state as is: a
-        guess (zero torque: a free fall of L) would start the loop with a kick."""
+        guess (zero torque: a free fall of L) would start the loop with a kick. ``applied``: the effort the
+        plant reports for the step that ended at t (module doc: equal to ``tau``, L = 0 with a measured horizon)."""
         L = self.lead(t)
+        self._now_at_once = self.period is not None and L > 0.0 and self.acted_at_once(applied, tau)
+        if self._now_at_once:
+            self.at_once += 1
+            L = 0.0
         if L <= 0.0 or tau is None:
             return t, q, qdot
         sysm = self.system
