@@ -66,5 +66,5 @@ def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None,
         rows["z"].append(plant.tool_position[2])
         rows["fd"].append(task.commanded_force(plant.time))
     out = {k: np.array(v) for k, v in rows.items()}
-    out.update(task=task, law=tl, plant=plant, cfg=cfg)
+    out.update(task=task, law=tl, plant=plant, cfg=cfg, predictor=predictor)
     return out

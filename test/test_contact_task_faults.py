@@ -90,11 +90,8 @@ def test_latency_compensation_is_off_where_the_plant_applies_each_command_at_onc
     reads the effort the plant applied (its JointState effort); it is the last command, so L = 0 and the run is
     the uncompensated one to the bit (without that check the torques were NaN within 0.8 s: the prediction's
     −K_v L M⁻¹ τ_{k−1} term is a loop of its own at the Panda's wrist)."""
-    from qv_control.demo.config import DemoConfig, make_system
-    from qv_control.latency import StatePredictor
-
-    pred = StatePredictor(make_system(DemoConfig()), -1.0)
-    comp = run_task("impedance", 0.5, predictor=pred)
+    comp = run_task("impedance", 0.5, predictor=-1.0)
+    pred = comp["predictor"]
     plain = run_task("impedance", 0.5)
     assert np.all(np.isfinite(comp["z"]))
     np.testing.assert_array_equal(comp["z"], plain["z"])
