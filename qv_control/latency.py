@@ -31,9 +31,16 @@ not (the Panda's wrist under the impedance baseline: K_v M⁻¹ of order 10³ /s
 having applied (``applied``, sensor_msgs/JointState ``effort`` of a simulator): equal to the command
 answered to the previous state (clipped at the effort limits), the command acts at once and L = 0 for
 this state (counted in ``at_once``); any other or no effort: one period.
+
+A plant that applies commands at once without reporting them (or a law too stiff for its delay) is caught
+by that loop's signature: the velocity correction L q̈ of the prediction reverses its direction and grows
+(‖Δv_k‖ > ``GROWTH`` ‖Δv_{k−1}‖, above ``DV_MIN``) for ``DIVERGING`` samples in a row. The prediction then
+stops for good (L = 0, the uncompensated loop: ``stopped``, one warning logged); a genuine delay keeps Δv
+of one sign between reversals of the motion, which take many samples.
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -48,6 +55,9 @@ AUTO = -1.0  # horizon: one update period measured from the stamps
 # longest horizon [s]: the Taylor step's error grows as L² (q̂̇) and L³ (q̂), and a held torque acting for
 # much longer than a control period is not what happens; a measured period is capped by StampPeriod.max_gap
 MAX_HORIZON = 0.1
+GROWTH, DIVERGING, DV_MIN = 1.2, 4, 1e-3   # the prediction's own loop diverging (module doc): ×, samples, rad/s
+
+log = logging.getLogger("qv_latency")
 
 
 class StampPeriod:
@@ -100,6 +110,9 @@ class StatePredictor:
         self.limits = np.asarray(system.effort_limits(), float)
         self.at_once = 0                   # states answered with L = 0: the plant applied the last command at once
         self._now_at_once = False          # the last state was answered with L = 0 for that reason
+        self.stopped = False               # the prediction's own loop diverged: L = 0 from then on (module doc)
+        self._dv_prev: np.ndarray | None = None
+        self._diverging = 0
         self._fast = self._sampler = None  # the compiled path: one Coriolis pass, two kernel calls
         if compiled and load("qv_dynamics.sim.kernels") is not None:
             from qv_dynamics.quasi_sampler import QuasiSampler
@@ -111,6 +124,8 @@ class StatePredictor:
     @property
     def lead_now(self) -> float:
         """The current horizon L [s] (a measured period: 0 until known)."""
+        if self.stopped:
+            return 0.0
         if self.period is None:
             return self.horizon
         return 0.0 if self._now_at_once else self.period.period
@@ -139,17 +154,35 @@ class StatePredictor:
         if self._now_at_once:
             self.at_once += 1
             L = 0.0
-        if L <= 0.0 or tau is None:
+        if L <= 0.0 or tau is None or self.stopped:
             return t, q, qdot
         sysm = self.system
         if self._fast is not None:
             qdd = self._fast.accel_terms(self._sampler.evaluate(q, qdot), tau)
         else:
             qdd = direct_dynamics(sysm.evaluate(q, qdot, coriolis=False, checked=True), tau=tau)[0]
+        if self._diverges(L * qdd):
+            return t, q, qdot
         v = qdot + L * qdd
         dq = qdot * L
         dq += (0.5 * L * L) * qdd
         return t + L, pin.integrate(sysm.model, q, dq), v
+
+    def _diverges(self, dv: np.ndarray) -> bool:
+        """Track the reversals of Δv = L q̈ (module doc); True (and ``stopped``) once the loop diverges."""
+        prev, self._dv_prev = self._dv_prev, dv
+        n = float(np.linalg.norm(dv))
+        if prev is not None and n > DV_MIN and float(dv.dot(prev)) < 0 and n > GROWTH * float(np.linalg.norm(prev)):
+            self._diverging += 1
+        else:
+            self._diverging = 0
+        if self._diverging >= DIVERGING:
+            log.warning(f"latency compensation stopped: the predicted velocity correction reversed and grew for "
+                        f"{DIVERGING} states in a row (|L q̈| = {n:.3g} rad/s), the commands act sooner than "
+                        f"L = {1e3 * self.lead_now:.3g} ms or the law is too stiff for it; answering the measured "
+                        f"state from now on")
+            self.stopped = True
+        return self.stopped
 
 
 __all__ = ["AUTO", "MAX_HORIZON", "StampPeriod", "StatePredictor"]

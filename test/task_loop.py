@@ -5,9 +5,10 @@ per state (task.update from the F/T reading, latency prediction, law), with inje
   as a realtime plant does while the controller process is descheduled);
 - ``ft_freeze``: (t0, t1) — the F/T reading the controller sees stays at its value at t0 (a paused stream);
 - ``lower``: (t, dz) — the table drops by dz at t (contact loss);
+- ``delay_steps``: each answer acts that many steps after the state it answers (a latency), held until then;
 - ``hold_at``: t — the safe hold commanded at t (as ``~/hold`` or a silent F/T topic does);
 - ``predictor``: a :class:`qv_control.latency.StatePredictor` (or its horizon) used as the node uses it, fed
-  the effort the plant applied over the last step.
+  the effort the plant applied over the last step (``echo=False``: not, as hardware reporting a measured effort).
 
 All figures come from the plant: its contact force (``plant.normal_force``), not the controller's reading."""
 from __future__ import annotations
@@ -19,7 +20,8 @@ from qv_dynamics.state import State
 
 
 def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None, lower=None, predictor=None,
-             task_kw: dict | None = None, cfg: DemoConfig | None = None, hold_at: float | None = None) -> dict:
+             task_kw: dict | None = None, cfg: DemoConfig | None = None, hold_at: float | None = None,
+             echo: bool = True, delay_steps: int = 0) -> dict:
     cfg = cfg or DemoConfig()
     cfg.phases_after_nominal = False
     sysm, q0, p0, R0 = initial_state(cfg)
@@ -36,6 +38,7 @@ def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None,
     t_lower = None if lower is None else lower[0]
     rows = {"t": [], "fn": [], "phase": [], "z": [], "fd": []}
     fn_frozen = None
+    queue: list = []        # answers not yet acting (``delay_steps``)
     n = int(round(seconds / cfg.dt))
     for _ in range(n):
         t = plant.time
@@ -54,11 +57,14 @@ def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None,
             q, qd, t_act = plant.q, plant.qdot, t
             if predictor is not None:
                 # the plant reports the effort it applied over the last step (a simulator's JointState.effort)
-                t_act, q, qd = predictor.predict(t, q, qd, sent, None if sent is None else plant.last_tau.copy())
+                applied = plant.last_tau.copy() if echo and sent is not None else None
+                t_act, q, qd = predictor.predict(t, q, qd, sent, applied)
             point = task.point(t_act)
             lam = np.array([-fn_read]) if point["contact"] else None
-            tau = np.asarray(tl.law.compute(State(t=t_act, q=q, qdot=qd, lambda_meas=lam), tl.reference(point)))
-            sent = tau
+            answer = np.asarray(tl.law.compute(State(t=t_act, q=q, qdot=qd, lambda_meas=lam), tl.reference(point)))
+            queue.append(answer)
+            sent = answer
+        tau = queue.pop(0) if len(queue) > delay_steps else (tau if tau is not None else queue[0])
         plant.step(tau, cfg.dt)
         rows["t"].append(plant.time)
         rows["fn"].append(plant.normal_force())
