@@ -86,7 +86,8 @@ class ContactTaskConfig:
     lift: float = 0.4                   # s of lifting after the release
     lift_speed: float = 0.01            # m/s
     marks: dict = field(default_factory=dict)         # named times from the first touch, copied into ``plan``
-    force_limit: float = 3.0            # f_n above this × the profile's force -> safe hold (0: no limit)
+    force_limit: float = 0.0            # f_n above this × the profile's force -> safe hold (0: no limit; the
+    #                                     controller node's task.force_limit defaults to 3)
     retract: float = 0.003              # m the safe hold lifts the tool above its last measured height
 
     def __post_init__(self):
