@@ -237,7 +237,7 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
         rclpy.try_shutdown(context=ctx)
     out = figures(watch, c, system)
     events = [ln.strip().split("] ", 2)[-1] for ln in getattr(procs.get("qv_controller"), "lines", []) if "[t=" in ln]
-    out.update(alive=alive, exit_codes=codes, cpu=cpu, events=events,
+    out.update(alive=alive, exit_codes=codes, cpu=cpu, events=events, diag=dict(watch.diag),
                sim_seconds=(watch.js[-1][0] - watch.js[0][0]) if watch.js else 0.0)
     return out
 
@@ -275,6 +275,8 @@ def main(argv=None) -> int:
           f"exit codes {dep.get('exit_codes')}; phase at the end {dep.get('phase')}")
     for ev in dep.get("events", []):
         print(f"  controller: {ev}")
+    print("  controller diagnostics: " + ", ".join(f"{k} {dep.get('diag', {}).get(k, '?')}" for k in (
+        "command_delay_ms", "commands_acted_at_once", "latency_prediction_stopped", "commands", "duplicate_states")))
     verdict = judge(dep, lock, setup(args.config)[1].get("task.release_at", -1.0))
     for k, v in verdict.items():
         print(f"  {'PASS' if v else 'FAIL'}  {k}")

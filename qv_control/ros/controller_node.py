@@ -171,8 +171,9 @@ class ControllerNode(ControllerParameters, Node):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
         for topic, cname in zip(topics, cons):
             c = self.system.constraint(cname)
-            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw,
-                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw,   # the freshest, as the states
+                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)),
+                             depth=max(1, int(gp("joint_states_queue").value)))
 
     # ------------------------------------------------------------------ parameters
     def _str_list(self, name: str) -> list[str]:
@@ -367,7 +368,8 @@ class ControllerNode(ControllerParameters, Node):
                   "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
                   "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
-                  "commands_acted_at_once": self.predictor.at_once if self.predictor is not None else 0,
+                  "commands_acted_at_once": getattr(self.predictor, "at_once", 0),
+                  "latency_prediction_stopped": int(getattr(self.predictor, "stopped", False)),
                   # the stamp the reference's time counts from (its first state), to the ns: logs align on it
                   "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
         if self.task_layer is not None:
