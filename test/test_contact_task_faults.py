@@ -112,3 +112,25 @@ def test_latency_prediction_stops_when_its_own_loop_diverges():
     late = run_task("impedance", 2.6, predictor=-1.0, echo=False, delay_steps=1)
     assert not late["predictor"].stopped
     assert late["task"].t_contact is not None and float(np.max(late["fn"])) <= 1.5 * F
+
+
+def test_at_once_decision_is_per_window_not_per_state():
+    """A horizon flipping between 0 and one period from one state to the next makes the law's sample times jump
+    by a period: the decision holds for a window of 64 states (L = 0 only while every state acted at once, then
+    for a window of which ≥ 99 % did)."""
+    from qv_control.demo.config import DemoConfig, initial_state
+    from qv_control.latency import StatePredictor
+
+    sysm, q0, _, _ = initial_state(DemoConfig())
+    pred = StatePredictor(sysm, -1.0)
+    tau, other, v = np.ones(7), np.zeros(7), np.zeros(7)
+    leads = []
+    for k in range(200):      # in time for 20 states, then every other one late
+        echo = tau if k < 20 or k % 2 else other
+        pred.predict(1e-3 * k, q0, v, tau, echo)
+        leads.append(pred.lead_now)
+    assert leads[9:20] == [0.0] * 11                       # period known from the 9th state; every one in time
+    assert np.allclose(leads[20:], 1e-3, rtol=0, atol=1e-12)   # late ones: one period, for good, no flipping
+    for k in range(200, 200 + 2 * 64):                     # two windows in time: L = 0 from the next window on
+        pred.predict(1e-3 * k, q0, v, tau, tau)
+    assert pred.lead_now == 0.0
