@@ -25,9 +25,10 @@ command over the step from the state it answers (a lock-step simulator; a realti
 controller answers within the period) has none, and predicting there is not neutral: the prediction makes
 the command depend on the previous one, τ_k ∋ −K_v L M⁻¹ τ_{k−1} (K_v = ∂τ/∂q̇ of the law), a discrete
 loop of its own that diverges in alternating sign once ρ(K_v M⁻¹) L > 1. A model-based law scales its
-damping with M (K_v M⁻¹ = k_d: 0.12 at k_d = 120 /s, L = 1 ms); a joint-space or Cartesian impedance does
-not (the Panda's wrist under the impedance baseline: K_v M⁻¹ of order 10³ /s, the torques NaN within
-0.8 s at L = 1 ms). With the measured horizon the predictor therefore reads the effort the plant reports
+damping with M (the quasi-velocity law at k_p = 60, k_d = 120 /s on the Panda: ρ(K_v M⁻¹) = 180 /s, ρL =
+0.18 at L = 1 ms); a joint-space or Cartesian impedance does not (the impedance baseline of the demo:
+ρ = 1.83·10³ /s from ∂τ/∂q̇ by finite differences, ρL = 1.8; its torques are NaN within 0.8 s).
+With the measured horizon the predictor therefore reads the effort the plant reports
 having applied (``applied``, sensor_msgs/JointState ``effort`` of a simulator): equal to the command
 answered to the previous state (clipped at the effort limits), that command acted at once. The plant is
 taken to apply commands at once — L = 0 — while every state so far did, and from then on for each window
