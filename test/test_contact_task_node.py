@@ -156,3 +156,42 @@ def test_refused_task_ends_the_process_with_one_line_and_exit_2():
     assert r.returncode == 2, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert any("exceeds the effort limit" in ln for ln in lines) and "Traceback" not in r.stderr
+
+
+def test_force_limit_trips_the_hold_and_lifts_off(session):
+    """task.force_limit (default 3 × the commanded force): a wrench reading 35 N while pressing for 10 N sends
+    the task to its safe hold, constraint off, counted in the diagnostics values; the held reference lifts the
+    tool task.retract above its measured height (forward kinematics at the state's q)."""
+    ctx, ex, probe = session
+    node = ControllerNode("qv_task_limit", context=ctx, parameter_overrides=to_parameters(
+        params(approach_window=30.0, autostart=True, hold=0.0)))
+    ex.add_node(node)
+    system = node.system
+    R = system.frame_placement(np.asarray(Q0), FRAME).rotation
+    z0 = system.frame_placement(np.asarray(Q0), FRAME).translation[2]
+    pub_js = probe.create_publisher(JointState, "/joint_states", 10)
+    pub_ft = probe.create_publisher(WrenchStamped, "/qv_test/ft", 10)
+    layer = node.task_layer
+    try:
+        assert spin_until(ex, lambda: pub_js.get_subscription_count() >= 1 and pub_ft.get_subscription_count() >= 1,
+                          5.0)
+        for k, fn in enumerate([5.0] * 20 + [35.0] * 5):
+            stamp = rclpy.time.Time(seconds=0.001 * (k + 1)).to_msg()
+            w = WrenchStamped()
+            w.header.stamp = stamp
+            w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = map(float, R.T @ np.array([0.0, 0.0, -fn]))
+            pub_ft.publish(w)
+            spin_until(ex, lambda: layer.wrench_rx is not None, 1.0)
+            js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
+            js.header.stamp = stamp
+            pub_js.publish(js)
+            n0 = node.stats["commands"] + node.stats["safe_commands"]
+            spin_until(ex, lambda: node.stats["commands"] + node.stats["safe_commands"] > n0, 1.0)
+        task = layer.task
+        assert task.phase == "hold" and "above the limit 30.0 N" in task.reason
+        assert layer.diagnostics()["force_limit_trips"] == 1 and not system.constraint("contact").active
+        assert task.point(100.0)["p"][2] == pytest.approx(z0 + 0.003, abs=1e-9)
+        assert [e["event"] for e in task.events][-3:] == ["contact made", "contact switched off for the hold",
+                                                           "safe hold"]
+    finally:
+        retire(ex, node)

@@ -160,4 +160,12 @@ def test_controller_node_latency_compensation(ros):
         for k in range(9):   # one update period measured from the stamps: known after 8 spacings
             wire.send(joint_state(names, q2, v2, t=1.003 + 0.001 * k), expect=1)
         assert node.predictor.lead_now == pytest.approx(0.001, abs=1e-9)
-        assert node.stats["commands"] == 12 and node.rejected("law") == 0
+        # a plant whose states report (JointState effort) the last command as applied: it acts at once, L = 0
+        for value in (0.0, -1.0):
+            assert node.set_parameters([Parameter("command_delay", value=value)])[0].successful
+        for k in range(10):
+            wire.send(joint_state(names, q2, v2, effort=np.asarray(wire.got[-1].data), t=1.012 + 0.001 * k), expect=1)
+        assert node.predictor.lead_now == 0.0 and node.predictor.at_once == 2   # from the 9th state, period known
+        wire.send(joint_state(names, q2, v2, effort=np.asarray(wire.got[-1].data) + 1.0, t=1.022), expect=1)
+        assert node.predictor.lead_now == pytest.approx(0.001, abs=1e-9) and node.predictor.at_once == 2
+        assert node.stats["commands"] == 23 and node.rejected("law") == 0

@@ -46,6 +46,11 @@ class IntegralCarry:
             self.bias, self.tau_int = self.total, None
         self._phase = None
 
+    def drop(self) -> None:
+        """Forget τ_I of the current phase: the next :meth:`switch` keeps b as it was (a lost contact, whose
+        integrals wound up while the force fell)."""
+        self.tau_int = None
+
     def carry(self, bias: np.ndarray) -> None:
         """Start from the bias b carried over from a law of the previous contact phase."""
         self.bias = np.asarray(bias, float).reshape(self.nv).copy()

@@ -124,6 +124,10 @@ class OperationalSpaceLaw:
         """b + τ_I: the generalised force the integral actions applied at the last sample (module doc)."""
         return self._carry.total
 
+    def drop_learned(self) -> None:
+        """At a contact loss: what the integrals learned in the lost phase is not carried on (IntegralCarry.drop)."""
+        self._carry.drop()
+
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
 

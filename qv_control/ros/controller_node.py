@@ -171,8 +171,8 @@ class ControllerNode(ControllerParameters, Node):
             raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
         for topic, cname in zip(topics, cons):
             c = self.system.constraint(cname)
-            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw,
-                             lambda exc: self.rejects["wrench"].reject(reject_kind(exc), str(exc)))
+            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw, lambda exc: self.rejects[
+                "wrench"].reject(reject_kind(exc), str(exc)), depth=qos.depth)   # the freshest, as the states
 
     # ------------------------------------------------------------------ parameters
     def _str_list(self, name: str) -> list[str]:
@@ -242,7 +242,7 @@ class ControllerNode(ControllerParameters, Node):
 
     def on_joint_states(self, msg: JointState) -> None:
         try:
-            q, qdot, _ = joint_state_to_arrays(msg, self.layout)
+            q, qdot, effort = joint_state_to_arrays(msg, self.layout)
         except QVError as exc:
             self.rejects["joint_states"].reject(reject_kind(exc), str(exc))
             return
@@ -258,7 +258,7 @@ class ControllerNode(ControllerParameters, Node):
             self.free_body.joint_state = (t, q, qdot, msg.header.stamp)  # an unpaired previous one is counted
             self._control_free_body()
             return
-        self._control(t, q, qdot, msg.header.stamp)
+        self._control(t, q, qdot, msg.header.stamp, effort)
 
     def on_odometry(self, msg: Odometry) -> None:
         try:
@@ -275,8 +275,8 @@ class ControllerNode(ControllerParameters, Node):
         if state is not None:
             self._control(*state)
 
-    def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp) -> None:
-        """One command for the state (t, q, q̇) stamped ``stamp``."""
+    def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp, effort: np.ndarray | None = None) -> None:
+        """One command for the state (t, q, q̇) stamped ``stamp``; ``effort``: what the plant reports it applied."""
         self.last_rx = now = time.monotonic()
         if t == self._answered[0] and now - self._answered[1] < DUPLICATE_WINDOW:
             # the same state again soon after its answer (a lock-step plant's re-send crossing a slow answer,
@@ -299,7 +299,7 @@ class ControllerNode(ControllerParameters, Node):
             lam, t_act = self.measured_lambda(q), t
             if self.predictor is not None:  # τ held until ours acts: the last sent (unknown before the first)
                 held = self._tau_sent if st["commands"] or st["safe_commands"] else None
-                t_act, q, qdot = self.predictor.predict(t, q, qdot, held)
+                t_act, q, qdot = self.predictor.predict(t, q, qdot, held, effort)
             tau = self.law.compute(State(t=t_act, q=q, qdot=qdot, lambda_meas=lam), self.reference_at(t_act))
             tau = np.asarray(tau, float)
             if tau.shape != (self.system.nv,) or not (math.isfinite(tau.dot(tau)) or np.all(np.isfinite(tau))):
@@ -359,13 +359,14 @@ class ControllerNode(ControllerParameters, Node):
 
     def publish_diagnostics(self) -> None:
         st = self.stats
-        values = {"commands": st["commands"], "duplicate_states": st["duplicates"],
-                  "safe_commands": st["safe_commands"],
-                  "watchdog_episodes": st["watchdog_episodes"], "stale": int(self.stale),
+        values = {"commands": st["commands"], "duplicate_states": st["duplicates"], "stale": int(self.stale),
+                  "safe_commands": st["safe_commands"], "watchdog_episodes": st["watchdog_episodes"],
                   "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
                   "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
                   "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
+                  "commands_acted_at_once": getattr(self.predictor, "at_once", 0), "latency_prediction_stopped":
+                  int(getattr(self.predictor, "stopped", False)),
                   # the stamp the reference's time counts from (its first state), to the ns: logs align on it
                   "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
         if self.task_layer is not None:

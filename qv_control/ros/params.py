@@ -87,7 +87,9 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           "from it acts; the law answers the state predicted at that time from the constrained dynamics under the "
           "command acting until then (qv_control.latency). -1: one update period measured from the /joint_states "
           "stamps (ros2_control hardware: a topic-based controller's command is written in the cycle after the one "
-          "that read the state); 0: none (a lock-step plant applies each command from the state it answers); at "
+          "that read the state), and 0 while the states' effort reports the last command as applied (a simulator that "
+          "applies each command at once; decided per 64 states); "
+          "0: none (a lock-step plant applies each command from the state it answers); at "
           f"most {MAX_HORIZON:g} s (the prediction extrapolates: a longer horizon is not a prediction)",
           command_delay_check, read_only=False),
     Param("law", "", f"law name for qv_control.make_law ({', '.join(LAWS)}; qv_legged_controller_node: default "

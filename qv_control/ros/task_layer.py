@@ -14,6 +14,8 @@ The node stays a generic core (watchdog, safe output, stamps, diagnostics); with
   the dynamics node follows (its ``active_constraints_topic``);
 - the friction compensation (``task.friction_compensation``) gets the measured contact force on the tool
   −R f (world axes) every sample;
+- a measured normal force above ``task.force_limit`` × the commanded force: the task's safe hold (it lifts
+  off by ``task.retract``), counted (``force_limit_trips``);
 - an F/T topic silent for ``task_ft_timeout`` s while in contact: the safe output for that sample, the task
   goes to its hold (free motion, no force) and the episode is counted (``ft_stale_episodes``).
 """
@@ -152,4 +154,9 @@ class TaskLayer:
         return self.task_law.reference(self.task.point(t))
 
     def diagnostics(self) -> dict:
-        return {"task_phase": self.task.phase, "task_reason": self.task.reason or "", **self.stats}
+        """Phase, reason, counts; ``task_t_contact_s``: the stamp of the state at which the first touch was
+        detected, to the ns (the task's timeline counts from it: a judge from outside aligns on it)."""
+        tc = self.task.t_contact
+        return {"task_phase": self.task.phase, "task_reason": self.task.reason or "", **self.stats,
+                "force_limit_trips": self.task.force_limit_trips,
+                "task_t_contact_s": "nan" if tc is None else f"{tc:.9f}"}

@@ -18,6 +18,14 @@ from ..task import KINDS, ContactTask, ContactTaskConfig, TaskLaw, TaskLawSettin
 from ..task import touch_speed as plan_touch_speed
 
 P = "task."
+
+
+def _force_limit(v) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v == 0 or 1 < v < float("inf")):
+        raise ModelError(f"{P}force_limit must be 0 (no limit) or a finite number above 1 (× the commanded force), "
+                         f"got {v!r}")
+
+
 TASK_PARAMS = (
     Param(P + "enabled", False, "run the contact task (qv_control.task) in this node"),
     Param(P + "controller", "qv", f"task law: {', '.join(KINDS)}", one_of(P + "controller", KINDS)),
@@ -60,6 +68,10 @@ TASK_PARAMS = (
     Param(P + "release_ramp", 0.15, "force ramp to zero at the release [s]", positive(P + "release_ramp")),
     Param(P + "lift", 0.4, "lift after the release [s]", non_negative(P + "lift")),
     Param(P + "lift_speed", 0.01, "lift speed [m/s]", positive(P + "lift_speed")),
+    Param(P + "force_limit", 3.0, "measured normal force above this × the commanded force -> safe hold, counted "
+          "(0: no limit)", _force_limit),
+    Param(P + "retract", 0.003, "the safe hold lifts the tool this far above its last measured height [m]",
+          non_negative(P + "retract")),
     Param(P + "kp", 60.0, "motion bandwidth k_p [1/s] (qv, osc)", positive(P + "kp")),
     Param(P + "kd", 120.0, "damping bandwidth k_d [1/s] (qv, osc)", positive(P + "kd")),
     Param(P + "kf", 0.3, "force PI proportional gain (< 1)", non_negative(P + "kf")),
@@ -106,7 +118,7 @@ def task_from_parameters(node):
         radius=g["radius"], period=g["period"], circle_ramp=g["circle_ramp"],
         waypoints=_pairs(g["waypoints"], "waypoints"), segment_time=g["segment_time"],
         release_at=None if g["release_at"] < 0 else g["release_at"], release_ramp=g["release_ramp"], lift=g["lift"],
-        lift_speed=g["lift_speed"])
+        lift_speed=g["lift_speed"], force_limit=g["force_limit"], retract=g["retract"])
     task = ContactTask(cfg, system, p0)
     check_task(system, q0, g["frame"], R0, task.targets(), task.force.max_force)
     friction = None

@@ -18,12 +18,20 @@ Phases (``ContactTask.phase``)::
   (F_d = f_c + (F(τ) − f_c)s((t − t_c)/ramp)), the trace starts ``settle`` s after the first touch.
 - reacquire: f_n < ``off`` for ``off_time`` s: the constraint is switched off and the tool descends again
   from where it is, at the touch-down speed; it returns to contact on the next touch.
+- force limit: a measured f_n above ``force_limit`` × the profile's force (the force commanded after the
+  ramp, ``force`` before the first touch) in any active phase is taken for an impact or a runaway: the safe
+  hold at once (``force_limit_trips`` counted, the reason logged). 0: no limit.
 - release: at ``release_at`` s after the first touch (or on ``lift_off``) the force ramps to zero over
   ``release_ramp`` s; when f_n < ``off`` (or the ramp ends) the constraint is switched off and the tool
   lifts at ``lift_speed`` for ``lift`` s; then done (the lifted pose held).
 
+The safe hold holds the tool in free motion above where it was measured last (the reference z of a
+contact phase is not a position: the descent profile runs on below the surface), retracting by
+``retract`` m at ``lift_speed``: a hold entered while pressing lifts off instead of driving the tool into
+the surface with the free-motion gains.
+
 The task point ``point(t)`` = {p, v, a (tool position, world), lambda = −F_d (SPEC sign: pressing is
-λ < 0), contact} is what :class:`~qv_control.task.laws.TaskLaw` turns into a law's reference. Every phase
+λ < 0), contact, phase} is what :class:`~qv_control.task.laws.TaskLaw` turns into a law's reference. Every phase
 change is logged once (``events``) with the rank change of the constraint set.
 """
 from __future__ import annotations
@@ -78,6 +86,9 @@ class ContactTaskConfig:
     lift: float = 0.4                   # s of lifting after the release
     lift_speed: float = 0.01            # m/s
     marks: dict = field(default_factory=dict)         # named times from the first touch, copied into ``plan``
+    force_limit: float = 0.0            # f_n above this × the profile's force -> safe hold (0: no limit; the
+    #                                     controller node's task.force_limit defaults to 3)
+    retract: float = 0.003              # m the safe hold lifts the tool above its last measured height
 
     def __post_init__(self):
         if self.trace not in ("circle", "waypoints", "none"):
@@ -86,6 +97,13 @@ class ContactTaskConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ModelError(f"task {name} must be a positive number, got {v!r}")
+        for name in ("force_limit", "retract"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ModelError(f"task {name} must be a number >= 0, got {v!r}")
+        if 0 < self.force_limit <= 1:
+            raise ModelError(f"task force_limit must be 0 (off) or above 1 (× the commanded force), got "
+                             f"{self.force_limit!r}")
         if self.touch_speed is not None and not (math.isfinite(self.touch_speed) and self.touch_speed > 0):
             raise ModelError(f"task touch_speed must be a positive number, got {self.touch_speed!r}")
         if self.trace == "waypoints" and not len(self.waypoints):
@@ -122,6 +140,9 @@ class ContactTask:
         self.t_descent = 0.0
         self.z_free0, self.t_free0 = self.p0[2], 0.0
         self.p_hold = self.p0.copy()
+        self.t_hold = 0.0
+        self.z_meas: float | None = None
+        self.force_limit_trips = 0
 
     # -- log and switch ---------------------------------------------------------------------------------
     def _log(self, t: float, what: str, **kw) -> None:
@@ -168,8 +189,13 @@ class ContactTask:
         return False
 
     def hold(self, t: float, reason: str) -> None:
-        """The safe hold: free motion at the present reference, the reason logged."""
+        """The safe hold (module doc): free motion above the last measured tool height, retracting."""
+        if self.phase in TERMINAL:
+            return
         self.p_hold = self.point(t)["p"].copy()
+        if self.z_meas is not None and self.phase != "free":
+            self.p_hold[2] = self.z_meas
+        self.t_hold = t
         if self.system.constraint(self.cfg.contact).active:
             self._switch(t, False, "contact switched off for the hold")
         self.phase, self.reason = "hold", reason
@@ -197,6 +223,14 @@ class ContactTask:
         reading when fn is low-passed). Returns the phase."""
         c, ph = self.cfg, self.phase
         z = self.point(t)["p"][2] if z is None else z
+        self.z_meas = z
+        if ph not in TERMINAL and ph != "free" and c.force_limit > 0:
+            limit = c.force_limit * (c.force if self.t_contact is None else self.force(t - self.t_contact))
+            if fn > limit:
+                self.force_limit_trips += 1
+                self.hold(t, f"normal force {fn:.1f} N above the limit {limit:.1f} N ({c.force_limit:g} × the "
+                             f"commanded force)")
+                return self.phase
         if ph in ("approach", "reacquire"):
             if self.detector.made(fn):
                 first = self.t_contact is None
@@ -260,12 +294,17 @@ class ContactTask:
         """The task point at t: {p, v, a, lambda, contact} (module doc)."""
         contact = self.system.constraint(self.cfg.contact).active
         if self.phase in TERMINAL:
-            return {"p": self.p_hold.copy(), "v": np.zeros(3), "a": np.zeros(3), "lambda": 0.0, "contact": False}
+            p, v = self.p_hold.copy(), np.zeros(3)
+            if self.phase == "hold" and self.cfg.retract > 0:
+                s = min(max(0.0, t - self.t_hold), self.cfg.retract / self.cfg.lift_speed)
+                p[2] += s * self.cfg.lift_speed
+                v[2] = self.cfg.lift_speed if s * self.cfg.lift_speed < self.cfg.retract else 0.0
+            return {"p": p, "v": v, "a": np.zeros(3), "lambda": 0.0, "contact": False, "phase": self.phase}
         p, v, a = self._xy(t)
         z, vz, az = self._z(t)
         return {"p": np.array([p[0], p[1], z]), "v": np.array([v[0], v[1], vz]),
                 "a": np.array([a[0], a[1], 0.0 if contact else az]), "lambda": -self.commanded_force(t),
-                "contact": contact}
+                "contact": contact, "phase": self.phase}
 
     def targets(self) -> np.ndarray:
         """The task-space points the tool is asked to reach on the surface (start and trace)."""

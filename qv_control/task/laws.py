@@ -59,7 +59,7 @@ class TaskLaw:
         self.redundancy_joint = redundancy_joint
         self.q_r = float(self.q0[system.joint_q_index(redundancy_joint)]) if redundancy_joint else None
         system.constraint(contact)
-        self.law = SwitchingLaw(system, self._build, rebuild=(kind == "qv"))
+        self.law = self.switching = SwitchingLaw(system, self._build, rebuild=(kind == "qv"))
         if friction:
             from ..laws.friction import FrictionCompensation
 
@@ -111,7 +111,10 @@ class TaskLaw:
                                       force_ki=s.imp_force_ki, q_null=self.q0, rotation=self.R)
 
     def reference(self, point: dict) -> Reference:
-        """The law's Reference of a task point {p, v, a, lambda, contact} (module doc)."""
+        """The law's Reference of a task point {p, v, a, lambda, contact[, phase]} (module doc). In the
+        re-approach after a lost contact the integrals learned in the lost phase are not carried
+        (:class:`SwitchingLaw` ``keep_learned``)."""
+        self.switching.keep_learned = point.get("phase") != "reacquire"
         lam = np.array([point["lambda"]]) if point["contact"] else None
         if self.kind != "qv":
             return Reference(theta=point["p"], theta_dot=point["v"], theta_ddot=point["a"], lambda_=lam)

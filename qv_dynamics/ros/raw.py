@@ -284,14 +284,18 @@ def wrench_values(data: bytes) -> np.ndarray:
         raise DimensionError(f"malformed serialized geometry_msgs/WrenchStamped ({len(data)} bytes): {exc}") from None
 
 
-def subscribe_wrench(node, topic: str, callback, raw: bool, on_error):
+def subscribe_wrench(node, topic: str, callback, raw: bool, on_error, depth: int | None = None):
     """A force/torque sensor's geometry_msgs/WrenchStamped, best effort (matches any publisher); ``callback``
-    gets the message, or with ``raw`` its six values (:func:`wrench_values`)."""
-    from rclpy.qos import qos_profile_sensor_data
+    gets the message, or with ``raw`` its six values (:func:`wrench_values`). ``depth``: keep-last depth (default
+    the sensor-data profile's 5; 1 for a controller that must act on the freshest reading: a deeper queue read
+    one message per executor turn stays that many samples behind once it has filled)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+    qos = qos_profile_sensor_data if depth is None else QoSProfile(depth=int(depth),
+                                                                   reliability=ReliabilityPolicy.BEST_EFFORT)
     if not raw:
-        return node.create_subscription(WrenchStamped, topic, callback, qos_profile_sensor_data)
-    return subscribe_raw(node, WrenchStamped, topic, wrench_values, callback, qos_profile_sensor_data, on_error)
+        return node.create_subscription(WrenchStamped, topic, callback, qos)
+    return subscribe_raw(node, WrenchStamped, topic, wrench_values, callback, qos, on_error)
 
 
 def subscribe_commands(node, topic: str, callback, qos, raw: bool, on_error):
