@@ -7,7 +7,9 @@ Code blocks, per page, in a fresh temporary folder (with ``config/`` of the pack
 - ``python`` blocks run in order in one interpreter (a page's later blocks see its earlier ones' files);
 - ``bash`` blocks, line by line: ``.venv/bin/python -m qv_control.cli ...`` runs (``--duration`` shortened to
   0.2 s); ``ros2 launch qv_ros FILE name:=value ...`` needs FILE in launch/ declaring every ``name`` (launch is
-  not installed here); ``bash scripts/X.sh`` needs the script (CI runs scripts/test.sh, and the demo's short
+  not installed here); ``ros2 service call /node/NAME std_srvs/srv/Trigger`` needs a Trigger service NAME the
+  task layer creates; ``ros2 topic echo /node/NAME`` needs a publisher of ``~/NAME`` (or ``/NAME``) in a node's
+  source; ``bash scripts/X.sh`` needs the script (CI runs scripts/test.sh, and the demo's short
   version is test_demo_short.py); the set-up lines of a ROS 2 workspace (cd, git clone, colcon build, source,
   qv warm) are listed in SETUP; any other command fails the test.
 """
@@ -56,6 +58,17 @@ def _launch_arguments(name: str) -> set[str]:
     return set(re.findall(r"DeclareLaunchArgument\(\s*\"(\w+)\"", text))
 
 
+def _node_sources() -> str:
+    return "".join(p.read_text() for d in ("qv_control/ros", "qv_dynamics/ros") for p in sorted((ROOT / d).glob("*.py")))
+
+
+def _trigger_services() -> set[str]:
+    """The std_srvs/Trigger services of the task layer (created in a loop over (name, handler) pairs)."""
+    text = (ROOT / "qv_control" / "ros" / "task_layer.py").read_text()
+    assert "create_service(Trigger" in text
+    return set(re.findall(r'\("(\w+)", self\._\w+\)', text))
+
+
 def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
     words = line.split()
     if line.startswith(".venv/bin/python -m qv_control.cli"):
@@ -68,6 +81,11 @@ def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
         assert (ROOT / "launch" / words[3]).is_file(), line
         names = {w.split(":=")[0] for w in words[4:] if ":=" in w}
         assert names <= _launch_arguments(words[3]), (line, names - _launch_arguments(words[3]))
+    elif words[:3] == ["ros2", "service", "call"]:
+        assert words[4] == "std_srvs/srv/Trigger" and words[3].rsplit("/", 1)[-1] in _trigger_services(), line
+    elif words[:3] == ["ros2", "topic", "echo"]:
+        name = words[3].rsplit("/", 1)[-1]
+        assert f'"~/{name}"' in _node_sources() or f'"/{name}"' in _node_sources(), line
     elif words[:1] == ["bash"]:
         assert (ROOT / words[1]).is_file(), line
     else:
