@@ -11,7 +11,7 @@ Code blocks, per page, in a fresh temporary folder (with ``config/`` of the pack
   task layer creates; ``ros2 topic echo /node/NAME`` needs a publisher of ``~/NAME`` (or ``/NAME``) in a node's
   source; ``bash scripts/X.sh`` needs the script (CI runs scripts/test.sh, and the demo's short
   version is test_demo_short.py); the set-up lines of a ROS 2 workspace (cd, git clone, colcon build, source,
-  qv warm) are listed in SETUP; any other command fails the test.
+  ros2 run qv_ros qv warm) are listed in SETUP; any other command fails the test.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "doc"
 PAGES = [ROOT / "README.md", DOC / "getting_started.md",
          *sorted(p for p in (DOC / "tutorials").glob("*.md") if p.name != "index.md")]
-SETUP = ("cd ", "git clone", "colcon build", "source ", "qv warm")
+SETUP = ("cd ", "git clone", "colcon build", "source ", "ros2 run qv_ros qv warm")
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 23) % 200
 
@@ -59,7 +59,8 @@ def _launch_arguments(name: str) -> set[str]:
 
 
 def _node_sources() -> str:
-    return "".join(p.read_text() for d in ("qv_control/ros", "qv_dynamics/ros") for p in sorted((ROOT / d).glob("*.py")))
+    folders = (ROOT / "qv_control" / "ros", ROOT / "qv_dynamics" / "ros")
+    return "".join(p.read_text() for d in folders for p in sorted(d.glob("*.py")))
 
 
 def _trigger_services() -> set[str]:
