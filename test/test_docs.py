@@ -9,7 +9,9 @@ Code blocks, per page, in a fresh temporary folder (with ``config/`` of the pack
   0.2 s); ``ros2 launch qv_ros FILE name:=value ...`` needs FILE in launch/ declaring every ``name`` (launch is
   not installed here); ``ros2 service call /node/NAME std_srvs/srv/Trigger`` needs a Trigger service NAME the
   task layer creates; ``ros2 topic echo /node/NAME`` needs a publisher of ``~/NAME`` (or ``/NAME``) in a node's
-  source; ``bash scripts/X.sh`` needs the script (CI runs scripts/test.sh, and the demo's short
+  source; ``ros2 run qv_ros EXE --ros-args -r __node:=NAME --params-file FILE ...`` needs EXE among the
+  package's executables and a section NAME in FILE (a file the page wrote); ``bash scripts/X.sh`` needs the
+  script (CI runs scripts/test.sh, and the demo's short
   version is test_demo_short.py); the set-up lines of a ROS 2 workspace (cd, git clone, colcon build, source,
   ros2 run qv_ros qv warm) are listed in SETUP; any other command fails the test.
 """
@@ -82,6 +84,11 @@ def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
         assert (ROOT / "launch" / words[3]).is_file(), line
         names = {w.split(":=")[0] for w in words[4:] if ":=" in w}
         assert names <= _launch_arguments(words[3]), (line, names - _launch_arguments(words[3]))
+    elif words[:3] == ["ros2", "run", "qv_ros"]:
+        assert f'"{words[3]} = qv_entry:' in (ROOT / "setup.py").read_text(), line
+        node = words[words.index("-r") + 1].split("__node:=")[1]
+        params = yaml.safe_load((cwd / words[words.index("--params-file") + 1]).read_text())
+        assert "ros__parameters" in params[node], line
     elif words[:3] == ["ros2", "service", "call"]:
         assert words[4] == "std_srvs/srv/Trigger" and words[3].rsplit("/", 1)[-1] in _trigger_services(), line
     elif words[:3] == ["ros2", "topic", "echo"]:
