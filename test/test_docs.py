@@ -84,7 +84,7 @@ def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
         assert (ROOT / "launch" / words[3]).is_file(), line
         names = {w.split(":=")[0] for w in words[4:] if ":=" in w}
         assert names <= _launch_arguments(words[3]), (line, names - _launch_arguments(words[3]))
-    elif words[:3] == ["ros2", "run", "qv_ros"]:
+    elif words[:3] == ["ros2", "run", "qv_ros"] and "--ros-args" in words:
         assert f'"{words[3]} = qv_entry:' in (ROOT / "setup.py").read_text(), line
         node = words[words.index("-r") + 1].split("__node:=")[1]
         params = yaml.safe_load((cwd / words[words.index("--params-file") + 1]).read_text())
