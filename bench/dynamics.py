@@ -1,6 +1,6 @@
 """Cost of the dynamics core vs Pinocchio's constraintDynamics, measured side by side on the same states.
 
-    cd /work/main && PYTHONPATH=. .venv/bin/python bench/dynamics.py [--states 200] [--reps 20]
+    PYTHONPATH=. .venv/bin/python bench/dynamics.py [--states 200] [--reps 20] [--write-table PATH]
 
 For each model and each random state every candidate runs ``reps`` times back to back, the candidates
 interleaved state by state so that load changes hit all of them alike; every call is timed on its own and
@@ -12,7 +12,8 @@ cost at 1 kHz: the previous QuasiState (of the state 1 ms earlier along q̇, its
 before as its ``prev``) is passed, so V₁, V₂ are aligned to it (qv_dynamics.quasi_basis) as in the node; without
 ``prev`` the bases are seeded by a full SVD. ``QuasiSampler.sample (prev)`` gives the same terms and state
 (to rounding, test_quasi_sampler.py) with the same ``prev`` from Pinocchio's passes and one compiled call: the
-path the quasi-velocity laws take each tick.
+path the quasi-velocity laws take each tick. ``--write-table PATH`` also writes the medians and ratios of both
+models (Markdown, with the command and the machine) for the docs (``doc/results/generated/dynamics.md``).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import null_space_qdot, pin_constraint_vectors  # noqa: E402  (the tests' Pinocchio reference)
-from timing import median_table, time_calls  # noqa: E402  (bench/)
+from timing import median_table, time_calls, write_table  # noqa: E402  (bench/)
 
 from qv_dynamics import ConstrainedSystem, direct_dynamics, quasi_decompose  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
@@ -165,11 +166,25 @@ def sampler_parts(system, q, v, tau, prev, reps: int) -> None:
           f"+ the rest {whole - passes - kern:.1f} = {whole:.1f}")
 
 
+def table(path: str, arm: dict, legs: dict, n_states: int, reps: int) -> None:
+    """Each candidate's median (µs) and ratio to ``pin.constraintDynamics`` on both models, as Markdown."""
+    pa, pl = arm["pin.constraintDynamics"], legs["pin.constraintDynamics"]
+    rows = [[f"`{k}`", f"{arm[k]:.1f}", f"{arm[k] / pa:.1f}", f"{legs[k]:.1f}", f"{legs[k] / pl:.1f}"] for k in arm]
+    write_table(path, f"Dynamics core against pin.constraintDynamics on the same random states (Panda: {n_states} "
+                f"states, Talos: {max(20, n_states // 4)}; {reps} reps each; medians)",
+                f"PYTHONPATH=. .venv/bin/python bench/dynamics.py --states {n_states} --reps {reps} --write-table PATH",
+                ["candidate", "Panda µs", "Panda × pin", "Talos µs", "Talos × pin"], rows,
+                "Panda: 7-DoF, a 3-D point contact at panda_hand; Talos: floating base, two 6-D foot welds. "
+                "pin.constraintDynamics is called with StdVec_RigidConstraintModel / StdVec_RigidConstraintData "
+                "containers, as Pinocchio's examples call it. Timings on a shared machine: read the ratios.")
+
+
 def main(argv=None) -> int:
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--states", type=int, default=200)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--write-table", metavar="PATH", help="also write the dynamics table (Markdown) to PATH")
     args = ap.parse_args(argv)
     print(f"python {platform.python_version()}, numpy {np.__version__}, pinocchio {pin.__version__}, "
           f"{platform.machine()}")
@@ -190,6 +205,8 @@ def main(argv=None) -> int:
         r_legs = legs[key] / legs["pin.constraintDynamics"]
         print(f"target ({key} <= 3x Pinocchio): Panda {r_arm:.1f}x, Talos {r_legs:.1f}x "
               f"-> {'met' if max(r_arm, r_legs) <= 3 else 'NOT met'}")
+    if args.write_table:
+        table(args.write_table, arm, legs, args.states, args.reps)
     parts("Panda", panda)
     parts("Talos", talos)
     from law_tick import first_tick

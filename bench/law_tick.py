@@ -7,7 +7,10 @@ tool presses 10 N on the table while it traces a square), so every law sees real
 saturation). Each law gets the same states, reference and λ measurement; the calls are interleaved state
 by state with Pinocchio's, every call timed on its own, medians reported (robust to a shared machine).
 
-    PYTHONPATH=. .venv/bin/python bench/law_tick.py [--states 300] [--reps 5]
+    PYTHONPATH=. .venv/bin/python bench/law_tick.py [--states 300] [--reps 5] [--write-table PATH]
+
+``--write-table PATH`` also writes the medians and ratios (Markdown, with the command and the machine) for the
+docs (``doc/results/generated/law_tick.md``).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 from models import pin_constraint_vectors  # noqa: E402  (the tests' Pinocchio reference)
-from timing import median_table, medians_us, time_calls  # noqa: E402  (bench/)
+from timing import median_table, medians_us, time_calls, write_table  # noqa: E402  (bench/)
 
 from qv_control.laws import LAWS, make_law  # noqa: E402
 from qv_control.references import SplineReference  # noqa: E402
@@ -96,8 +99,9 @@ def closed_loop_states(seconds: float, every: int):
     return system, states, ref
 
 
-def run(n_states: int = 300, reps: int = 5) -> dict:
-    """Time every law and pin.constraintDynamics on the same closed-loop states; print and return medians."""
+def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
+    """Time every law and pin.constraintDynamics on the same closed-loop states; print and return the medians
+    (µs) of the Panda table task and of the legged law on ANYmal C."""
     seconds = 4.0
     system, states, ref = closed_loop_states(seconds, max(1, int(seconds * 1000) // max(n_states, 1)))
     refs = [ref(s.t) for s in states]
@@ -138,7 +142,23 @@ def run(n_states: int = 300, reps: int = 5) -> dict:
           f"{'met' if worst <= 10 else 'NOT met'}")
     shared_breakdown(system, laws["pidc"], states, refs, reps)
     quasi_breakdown(laws["quasi_tracking"], states, refs, reps)
-    return med
+    return med, legs
+
+
+def table(path: str, med: dict, legs: dict, n_states: int, reps: int) -> None:
+    """The law-tick medians and their ratios to ``pin.constraintDynamics`` as a Markdown table at ``path``."""
+    pin_arm, pin_legs = med["pin.constraintDynamics"], legs["pin.constraintDynamics"]
+    rows = [[f"`{k}`", "Panda, table contact (1 row)", f"{t:.1f}", f"{pin_arm:.1f}", f"{t / pin_arm:.1f}"]
+            for k, t in med.items() if k != "pin.constraintDynamics"]
+    rows.append(["`legged`", "ANYmal C, four feet (12 rows)", f"{legs['legged']:.1f}", f"{pin_legs:.1f}",
+                 f"{legs['legged'] / pin_legs:.1f}"])
+    write_table(path, f"Law tick: one compute(state, reference) per law against pin.constraintDynamics on the same "
+                f"states ({n_states} closed-loop states x {reps} reps, medians)",
+                f"PYTHONPATH=. .venv/bin/python bench/law_tick.py --states {n_states} --reps {reps} --write-table PATH",
+                ["law", "robot", "law µs", "pin.constraintDynamics µs", "× Pinocchio"], rows,
+                "pin.constraintDynamics is called with StdVec_RigidConstraintModel / StdVec_RigidConstraintData "
+                "containers, as Pinocchio's examples call it; its contacts are 3-D at the same frames. Timings on "
+                "a shared machine: read the ratios, measured side by side.")
 
 
 def legged_tick(n_states: int = 100, reps: int = 5) -> dict:
@@ -273,8 +293,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--states", type=int, default=300)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--write-table", metavar="PATH", help="also write the law-tick table (Markdown) to PATH")
     args = ap.parse_args(argv)
-    run(args.states, args.reps)
+    med, legs = run(args.states, args.reps)
+    if args.write_table:
+        table(args.write_table, med, legs, args.states, args.reps)
     first_tick()
     return 0
 

@@ -152,7 +152,7 @@ def test_failed_write_leaves_previous_file_and_no_partial_file(tmp_path):
     assert yaml.safe_load((tmp_path / "summary.json").read_text()) == {"ok": True}
 
 
-# ------------------------------------------------------------------ usage errors, one line, exit 2 (issue 25)
+# ------------------------------------------------------------------ usage errors, one line, exit 2
 def _model_with_unknown_frame(tmp_path: Path) -> Path:
     p = tmp_path / "model.yaml"
     p.write_text(f"robot: {{urdf: {ROOT / 'urdf' / 'planar_3link.urdf'}}}\n"
@@ -219,7 +219,7 @@ def test_bringup_refuses_a_sim_mode_the_node_would_refuse(capfd, tmp_path):
     assert proc.returncode == 2 and "mode" in proc.stderr and "turbo" in proc.stderr, proc.stderr[-1500:]
 
 
-# ------------------------------------------------------------------ one run per folder, the umask (issue 25, 15)
+# ------------------------------------------------------------------ one run per folder, the umask
 def test_a_folder_in_use_by_another_run_is_refused(capfd, tmp_path):
     out = tmp_path / "run"
     hold = f"runfiles.reserve(runfiles.check_writable({str(out)!r})); print('held', flush=True); time.sleep(60)"

@@ -138,11 +138,15 @@ def test_impedance_gains_refused_and_its_torque_finite_with_good_ones():
     from qv_control.laws.base import GainError
 
     system = ConstrainedSystem.from_urdf(ARM_URDF, [WALL])
-    for kw in ({"kp_pos": float("nan")}, {"kp_pos": float("inf")}, {"kp_pos": -100.0}, {"kd_pos": float("nan")}):
+    for kw in ({"kp_pos": float("nan")}, {"kp_pos": float("inf")}, {"kp_pos": -100.0}, {"kd_pos": float("nan")},
+               {"kp_rot": -1.0}, {"kd_rot": float("nan")}):
         with pytest.raises(GainError, match=next(iter(kw))):
             make_law("impedance", system, frame="tip", contact="wall", **kw)
     law = make_law("impedance", system, frame="tip", contact="wall", kp_pos=300.0)
     assert np.all(np.isfinite(law.compute(State(0.0, Q0, np.zeros(3)), None)))
+    # rotation left free (kp_rot = kd_rot = 0, as the formulation cases' tool points): accepted, finite
+    free = make_law("impedance", system, frame="tip", contact="wall", kp_pos=300.0, kp_rot=0.0, kd_rot=0.0)
+    assert np.all(np.isfinite(free.compute(State(0.0, Q0, np.zeros(3)), None)))
 
 
 # ------------------------------------------------------------------ states beyond float64's range (item 12)

@@ -1,4 +1,4 @@
-"""Bad models refused where they enter (issue 10, item 2; SPEC §6): ConstrainedSystem.from_urdf checks every
+"""Bad models refused where they enter (SPEC §6): ConstrainedSystem.from_urdf checks every
 moving body's mass and inertia, the numbers of the URDF and M(q₀) positive definite; constraint mappings
 are validated completely; the dynamics and controller nodes refuse such a URDF at start with exit code 2.
 

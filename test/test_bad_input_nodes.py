@@ -1,4 +1,4 @@
-"""Bad input to the controller and dynamics nodes (issue 10, items 1, 3, 6; SPEC §6), real rclpy, bounded.
+"""Bad input to the controller and dynamics nodes (SPEC §6), real rclpy, bounded.
 
 Each test feeds the bad input and asserts the refusal (start, parameter change), the count (dropped
 messages, in /diagnostics too) or the ERROR state; the good path is checked against the library
@@ -44,8 +44,8 @@ JOINTS = ["joint1", "joint2", "joint3"]
 
 @pytest.fixture(scope="module")
 def ros():
-    with ros_session(DOMAIN, "qv_bad_input_probe") as session:
-        yield session
+    with ros_session(DOMAIN, "qv_bad_input_probe") as ros:
+        yield ros
 
 
 def _now(node) -> float:

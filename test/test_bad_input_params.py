@@ -49,8 +49,8 @@ JOINTS = ["joint1", "joint2", "joint3"]
 
 @pytest.fixture(scope="module")
 def ros():
-    with ros_session(DOMAIN, "qv_params_probe") as session:
-        yield session
+    with ros_session(DOMAIN, "qv_params_probe") as ros:
+        yield ros
 
 
 def _env() -> dict:

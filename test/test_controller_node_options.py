@@ -40,8 +40,8 @@ LAW_PARAMS = {"frame": "panda_hand_tcp", "contact": "contact", "kp": 60.0, "kd":
 
 @pytest.fixture(scope="module")
 def ros():
-    with ros_session(DOMAIN, "qv_osc_probe") as session:
-        yield session
+    with ros_session(DOMAIN, "qv_osc_probe") as ros:
+        yield ros
 
 
 def test_controller_node_runs_the_osc_baseline(ros):

@@ -7,9 +7,13 @@ Code blocks, per page, in a fresh temporary folder (with ``config/`` of the pack
 - ``python`` blocks run in order in one interpreter (a page's later blocks see its earlier ones' files);
 - ``bash`` blocks, line by line: ``.venv/bin/python -m qv_control.cli ...`` runs (``--duration`` shortened to
   0.2 s); ``ros2 launch qv_ros FILE name:=value ...`` needs FILE in launch/ declaring every ``name`` (launch is
-  not installed here); ``bash scripts/X.sh`` needs the script (CI runs scripts/test.sh, and the demo's short
+  not installed here); ``ros2 service call /node/NAME std_srvs/srv/Trigger`` needs a Trigger service NAME the
+  task layer creates; ``ros2 topic echo /node/NAME`` needs a publisher of ``~/NAME`` (or ``/NAME``) in a node's
+  source; ``ros2 run qv_ros EXE --ros-args -r __node:=NAME --params-file FILE ...`` needs EXE among the
+  package's executables and a section NAME in FILE (a file the page wrote); ``bash scripts/X.sh`` needs the
+  script (CI runs scripts/test.sh, and the demo's short
   version is test_demo_short.py); the set-up lines of a ROS 2 workspace (cd, git clone, colcon build, source,
-  qv warm) are listed in SETUP; any other command fails the test.
+  ros2 run qv_ros qv warm) are listed in SETUP; any other command fails the test.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "doc"
 PAGES = [ROOT / "README.md", DOC / "getting_started.md",
          *sorted(p for p in (DOC / "tutorials").glob("*.md") if p.name != "index.md")]
-SETUP = ("cd ", "git clone", "colcon build", "source ", "qv warm")
+SETUP = ("cd ", "git clone", "colcon build", "source ", "ros2 run qv_ros qv warm")
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 23) % 200
 
@@ -56,6 +60,18 @@ def _launch_arguments(name: str) -> set[str]:
     return set(re.findall(r"DeclareLaunchArgument\(\s*\"(\w+)\"", text))
 
 
+def _node_sources() -> str:
+    folders = (ROOT / "qv_control" / "ros", ROOT / "qv_dynamics" / "ros")
+    return "".join(p.read_text() for d in folders for p in sorted(d.glob("*.py")))
+
+
+def _trigger_services() -> set[str]:
+    """The std_srvs/Trigger services of the task layer (created in a loop over (name, handler) pairs)."""
+    text = (ROOT / "qv_control" / "ros" / "task_layer.py").read_text()
+    assert "create_service(Trigger" in text
+    return set(re.findall(r'\("(\w+)", self\._\w+\)', text))
+
+
 def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
     words = line.split()
     if line.startswith(".venv/bin/python -m qv_control.cli"):
@@ -68,6 +84,16 @@ def _run_shell_line(line: str, cwd: Path, env: dict) -> None:
         assert (ROOT / "launch" / words[3]).is_file(), line
         names = {w.split(":=")[0] for w in words[4:] if ":=" in w}
         assert names <= _launch_arguments(words[3]), (line, names - _launch_arguments(words[3]))
+    elif words[:3] == ["ros2", "run", "qv_ros"] and "--ros-args" in words:
+        assert f'"{words[3]} = qv_entry:' in (ROOT / "setup.py").read_text(), line
+        node = words[words.index("-r") + 1].split("__node:=")[1]
+        params = yaml.safe_load((cwd / words[words.index("--params-file") + 1]).read_text())
+        assert "ros__parameters" in params[node], line
+    elif words[:3] == ["ros2", "service", "call"]:
+        assert words[4] == "std_srvs/srv/Trigger" and words[3].rsplit("/", 1)[-1] in _trigger_services(), line
+    elif words[:3] == ["ros2", "topic", "echo"]:
+        name = words[3].rsplit("/", 1)[-1]
+        assert f'"~/{name}"' in _node_sources() or f'"/{name}"' in _node_sources(), line
     elif words[:1] == ["bash"]:
         assert (ROOT / words[1]).is_file(), line
     else:

@@ -26,8 +26,8 @@ def _integral_after(law, theta_d, qdots, dt=1e-3):
 
 def test_integral_of_a_held_pose_is_the_closed_form_whatever_the_velocity_noise():
     """q held at Q0 (on the plane), θ_d 1 mm / 1 mrad away: after N samples z = (N − 1)Δt·K_pD⁻¹e exactly
-    (ε at q̇ = 0 is K_pD⁻¹e), with exact and with noisy q̇ (σ = 0.01 rad/s). The old integrand gave a
-    random walk Δt·Σ D⁻¹J n on top (relative error 3.8e-3 here)."""
+    (ε at q̇ = 0 is K_pD⁻¹e), with exact and with noisy q̇ (σ = 0.01 rad/s): an integrand of D⁻¹J q̇ would add
+    a random walk Δt·Σ D⁻¹J n on top."""
     _, model = panda_pair()
     rng = np.random.default_rng(0)
     n, dt = 200, 1e-3

@@ -29,8 +29,8 @@ NODES = {"mujoco": (MujocoNode, "demo_model.yaml"), "legged": (LeggedMujocoNode,
 
 @pytest.fixture(scope="module")
 def ros():
-    with ros_session(DOMAIN, "qv_plant_diag_probe") as session:
-        yield session
+    with ros_session(DOMAIN, "qv_plant_diag_probe") as ros:
+        yield ros
 
 
 @pytest.mark.parametrize("kind", sorted(NODES))

@@ -43,8 +43,8 @@ LAMBDA_D = [4.0]
 
 @pytest.fixture(scope="module")
 def ros():
-    with ros_session(DOMAIN, "qv_test_probe") as session:
-        yield session
+    with ros_session(DOMAIN, "qv_test_probe") as ros:
+        yield ros
 
 
 def arm_params(**extra) -> list:
@@ -136,7 +136,7 @@ class Wire:
 
 @contextmanager
 def arm_controller(ros, name: str, controller_name: str, **params):
-    """The planar arm's controller node in the session's executor, wired (/joint_states in,
+    """The planar arm's controller node in the probe's executor, wired (/joint_states in,
     /<controller_name>/commands out): yields (node, wire), retires the node at exit."""
     ctx, ex, probe = ros
     node = ControllerNode(name, context=ctx, parameter_overrides=arm_params(controller_name=controller_name,

@@ -1,4 +1,4 @@
-"""Bumpless transfer of integral actions across contact switches (issue 12).
+"""Bumpless transfer of integral actions across contact switches.
 
 A law with integral action (motion integral, force PI) restarts its integrators when the contact set
 changes (the reduced spaces change). What they were applying at the last sample before the switch,

@@ -1,4 +1,4 @@
-"""Foot forces of a legged robot chosen by a small QP over the internal-force coordinates (issue 13).
+"""Foot forces of a legged robot chosen by a small QP over the internal-force coordinates.
 
 With a passive base the motion fixes the multiplier only up to the internal forces (see
 :mod:`qv_control.laws.internal_force`): λ = λ₀ + E z. Each stance foot i has three rows of λ (world axes,

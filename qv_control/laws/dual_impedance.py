@@ -1,6 +1,6 @@
 """Baseline for closed chains: independent operational-space impedance controllers, one per arm.
 
-What a careful user does today with two arms holding one object (issue 14): each arm follows its own
+What a careful user builds with two arms holding one object: each arm follows its own
 grasp frame of the planned object trajectory, knows nothing of the other arm or of the closed chain,
 and compensates its own gravity/Coriolis terms plus a feed-forward wrench (its share of the object's
 weight, the desired squeeze):

@@ -40,10 +40,11 @@ class ImpedanceForceBaseline:
                  q_null=None, rotation=None):
         self.system, self.frame, self.contact = system, frame, contact
         self.fid = tool_and_contact(system, frame, contact)
-        # GainError (naming the gain) for NaN, ±inf, text or a negative value; the null-space gains and the
-        # force integral may be 0 (off)
+        # GainError (naming the gain) for NaN, ±inf, text or a negative value; the rotation gains (a tool whose
+        # orientation is left free), the null-space gains and the force integral may be 0 (off)
         self.kp_pos, self.kd_pos = scalar_gain("kp_pos", kp_pos), scalar_gain("kd_pos", kd_pos)
-        self.kp_rot, self.kd_rot = scalar_gain("kp_rot", kp_rot), scalar_gain("kd_rot", kd_rot)
+        self.kp_rot = scalar_gain("kp_rot", kp_rot, positive=False)
+        self.kd_rot = scalar_gain("kd_rot", kd_rot, positive=False)
         self.kp_null = scalar_gain("kp_null", kp_null, positive=False)
         self.kd_null = scalar_gain("kd_null", kd_null, positive=False)
         self.force_ki = scalar_gain("force_ki", force_ki, positive=False)

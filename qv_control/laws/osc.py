@@ -1,4 +1,4 @@
-"""Khatib's operational-space hybrid force/motion control (the strong baseline of issue 12).
+"""Khatib's operational-space hybrid force/motion control (the strong baseline of the real-conditions matrix).
 
 Task x = (p, φ) of the tool frame, J its 6×n world-aligned Jacobian, J̇q̇ the classical drift, and
 

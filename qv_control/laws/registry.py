@@ -11,7 +11,7 @@ Names (``law:`` parameter of qv_controller_node):
 ``legged``              :class:`LeggedLaw`         eq. 56–62 with a passive base + friction-cone foot forces (QP),
                                                    following a contact plan (``feet``, ``plan``)
 ``osc``                 :class:`OperationalSpaceLaw`  Khatib's operational-space hybrid force/motion law of a
-                                                   tool frame (the baseline of issue 12; θ = tool position)
+                                                   tool frame (the strong baseline; θ = tool position)
 ``impedance``           :class:`ImpedanceForceBaseline`  Cartesian impedance + Jacobian-transpose force (the
                                                    "what users build today" baseline; θ = tool position)
 ======================  ===========================================================================

@@ -1,4 +1,4 @@
-"""URDF rewriting per ros2_control target: ``mock``, ``gazebo``, ``mujoco`` (issue 15).
+"""URDF rewriting per ros2_control target: ``mock``, ``gazebo``, ``mujoco``.
 
 The qv nodes always load the *model* URDF (Pinocchio, untouched); what ros2_control, Gazebo or
 mujoco_ros2_control load is this rewritten copy. Pure XML processing (ElementTree), no ROS imports.

@@ -215,7 +215,7 @@ MUJOCO_NODE = PLANT + (
 
 LEGGED_MUJOCO_NODE = PLANT + ODOMETRY
 
-# the MuJoCo weld plant (issue 14): its free-flyer joint 1 (the held object) goes out as odometry
+# the MuJoCo weld plant: its free-flyer joint 1 (the held object) goes out as odometry
 LOOP_PLANT_NODE = PLANT + ODOMETRY
 
 DYNAMICS_NODE = (

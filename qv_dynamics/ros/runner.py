@@ -30,9 +30,9 @@ A teardown that does not finish within ``TEARDOWN_LIMIT`` is a bug, not a wait: 
 (a C thread, it needs no GIL) dumps every thread's stack to stderr and ends the process with code 1.
 
 After a signal the node is destroyed on a helper thread that the main thread waits for at most
-``NODE_DESTROY_LIMIT``: once in CI (2026-11-27, a loaded machine, the simulator stopping beside it) the
-controller's ``destroy_node`` did not return (the stack ended in rclpy's ``destroy_when_not_in_use``, i.e.
-in the middleware's node fini), and the watchdog ended it with code 1 after 3 s. A middleware that does not
+``NODE_DESTROY_LIMIT``: on a loaded machine, with the simulator stopping beside it, a controller's
+``destroy_node`` can fail to return (the stack ends in rclpy's ``destroy_when_not_in_use``, i.e. in the
+middleware's node fini), and the watchdog would end it with code 1 after 3 s. A middleware that does not
 release the node in time is reported in one line and the process ends with code 0, as the signal asked
 (peers then see the node leave when its participant's lease runs out, not at once).
 """
