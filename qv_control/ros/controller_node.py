@@ -338,9 +338,7 @@ class ControllerNode(ControllerParameters, Node):
         self.pub_cmd.publish(self.cmd_map.to_message(self._tau_sent))
 
     def on_watchdog(self) -> None:
-        if self.last_rx is None:
-            return  # not armed before the first valid state
-        age = time.monotonic() - self.last_rx
+        age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state
         if age > self.watchdog_timeout:
             if not self.stale:
                 self.stale = True
