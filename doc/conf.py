@@ -10,11 +10,27 @@ import sys
 import xml.etree.ElementTree as ET
 
 
+def _wrapped_from() -> list:
+    """The doc/ folder this file was read from when rosdoc2 runs it: rosdoc2 writes a conf.py of its own that
+    executes this one as ``exec(open("<package>/doc/conf.py").read())``."""
+    import inspect
+    import re
+
+    found, frame = [], inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.endswith("conf.py") and os.path.isfile(name):
+            with open(name) as f:
+                found += [os.path.dirname(m) for m in re.findall(r'exec\(open\("([^"]+)"\)', f.read())]
+        frame = frame.f_back
+    return found
+
+
 def _package_root() -> str:
     """The folder of package.xml: beside this doc/ folder; rosdoc2 runs this file from a wrapping project of its
-    own, so the working directory and its parents are searched too."""
+    own, so the folder its wrapper read this file from and the working directory are searched too."""
     here = os.path.dirname(os.path.abspath(globals().get("__file__", os.path.join(os.getcwd(), "conf.py"))))
-    for start in (os.path.join(here, ".."), os.getcwd()):
+    for start in (os.path.join(here, ".."), *(os.path.join(d, "..") for d in _wrapped_from()), os.getcwd()):
         path = os.path.abspath(start)
         while path != os.path.dirname(path):
             if os.path.isfile(os.path.join(path, "package.xml")) and os.path.isdir(os.path.join(path, "qv_dynamics")):
