@@ -193,9 +193,19 @@ def run_lockstep(config: str, seconds: float, domain_id: int) -> dict:
     return figures(watch, c, system)
 
 
+#: command prefixes of the node processes, as mujoco.launch.py's ``controller_prefix`` / ``dynamics_prefix``
+#: (the dynamics node's default is the launch file's: a lower priority); ``--prefix NODE=COMMAND`` replaces one
+PREFIXES: dict[str, str] = {}
+
+
 def _start(name: str, config: str, env: dict) -> subprocess.Popen:
+    import shlex
+
+    from qv_dynamics.ros.runner import OBSERVER_PREFIX
+
     sim_time = [] if name == "qv_mujoco" else ["-p", "use_sim_time:=true"]
-    return subprocess.Popen([sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
+    prefix = shlex.split(PREFIXES.get(name, OBSERVER_PREFIX if name == "qv_dynamics" else ""))
+    return subprocess.Popen([*prefix, sys.executable, "-m", NODES[name], "--ros-args", "-r", f"__node:={name}",
                              "--params-file", config, *sim_time], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -263,7 +273,15 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=str(ROOT / "config" / "demo_mujoco.yaml"))
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0") or 0))
+    ap.add_argument("--prefix", action="append", default=[], metavar="NODE=COMMAND",
+                    help="run a node behind a command, as mujoco.launch.py's controller_prefix / dynamics_prefix do, "
+                         "e.g. 'qv_controller=taskset -c 1' (the dynamics node's default: 'nice -n 10')")
     args = ap.parse_args(argv)
+    for item in args.prefix:
+        node, _, command = item.partition("=")
+        if node not in NODES:
+            ap.error(f"--prefix {item!r}: the node is one of {sorted(NODES)}")
+        PREFIXES[node] = command
     lock = run_lockstep(args.config, min(args.seconds, 14.0), args.domain)
     dep = run_deployed(args.config, args.seconds, args.domain)
     print(f"{'':28s}{'deployed':>12s}{'lock-step':>12s}")
