@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
-from deployed_loop import _wait_line, cpu_seconds  # noqa: E402
+from deployed_loop import _wait_line, cpu_seconds, set_prefixes  # noqa: E402
 
 NODES = {"qv_controller": "qv_control.ros.controller_node", "qv_dynamics": "qv_dynamics.ros.dynamics_node",
          "qv_mujoco": "qv_dynamics.ros.mujoco_node"}
@@ -277,11 +277,7 @@ def main(argv=None) -> int:
                     help="run a node behind a command, as mujoco.launch.py's controller_prefix / dynamics_prefix do, "
                          "e.g. 'qv_controller=taskset -c 1' (the dynamics node's default: 'nice -n 10')")
     args = ap.parse_args(argv)
-    for item in args.prefix:
-        node, _, command = item.partition("=")
-        if node not in NODES:
-            ap.error(f"--prefix {item!r}: the node is one of {sorted(NODES)}")
-        PREFIXES[node] = command
+    set_prefixes(ap, args.prefix, NODES, PREFIXES)
     lock = run_lockstep(args.config, min(args.seconds, 14.0), args.domain)
     dep = run_deployed(args.config, args.seconds, args.domain)
     print(f"{'':28s}{'deployed':>12s}{'lock-step':>12s}")

@@ -97,6 +97,15 @@ class Monitor:
 PREFIXES: dict[str, str] = {}
 
 
+def set_prefixes(parser, items, nodes, table: dict) -> None:
+    """``--prefix NODE=COMMAND`` items into ``table`` (node -> command); an unknown node is a usage error."""
+    for item in items:
+        node, _, command = item.partition("=")
+        if node not in nodes:
+            parser.error(f"--prefix {item!r}: the node is one of {sorted(nodes)}")
+        table[node] = command
+
+
 def _start(name: str, config: str, env: dict, overrides=()) -> subprocess.Popen:
     """The node as bringup.launch.py starts it (the controller and dynamics nodes on the simulator's /clock,
     behind :data:`PREFIXES`); ``overrides``: "node:param:=value" strings, those of this node are passed as
@@ -318,11 +327,7 @@ def main(argv=None) -> int:
                     help="run N busy processes (one pure-Python spin loop each, default priority) beside the loop: "
                          "a reproducible loaded machine")
     args = ap.parse_args(argv)
-    for item in args.prefix:
-        node, _, command = item.partition("=")
-        if node not in NODES:
-            ap.error(f"--prefix {item!r}: the node is one of {sorted(NODES)}")
-        PREFIXES[node] = command
+    set_prefixes(ap, args.prefix, NODES, PREFIXES)
     if PREFIXES:
         print("node prefixes: " + ", ".join(f"{k} '{v}'" for k, v in PREFIXES.items()))
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]

@@ -47,24 +47,11 @@ def executables_for(rsp: bool, rviz: bool) -> list:
 
 
 def resolve_executables(pairs) -> list:
-    """Path of each (package, executable) from the ament index; RuntimeError naming every missing one."""
-    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    """Path of each (package, executable) from the ament index; RuntimeError naming every missing one
+    (:func:`qv_control.ros.launch_actions.resolve_executables`)."""
+    from qv_control.ros.launch_actions import resolve_executables as resolve
 
-    paths, missing = [], []
-    for pkg, exe in pairs:
-        try:
-            prefix = get_package_prefix(pkg)
-        except PackageNotFoundError:
-            missing.append(f"package '{pkg}'")
-            continue
-        path = os.path.join(prefix, "lib", pkg, exe)
-        if not os.access(path, os.X_OK):
-            missing.append(f"executable '{exe}' of package '{pkg}' ({path})")
-        paths.append(path)
-    if missing:
-        raise RuntimeError(f"bringup.launch.py: missing {', '.join(missing)}; nothing was started (install it, "
-                           "or leave it out: rsp:=false, rviz:=false)")
-    return paths
+    return resolve(pairs, "bringup.launch.py", "install it, or leave it out: rsp:=false, rviz:=false")
 
 
 def _nodes(context, *args, **kwargs):
