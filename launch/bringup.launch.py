@@ -36,6 +36,17 @@ def _urdf_path(share: str, entry: str) -> str:
     return resolve_urdf(entry)
 
 
+def _model_urdf(params: str) -> str:
+    """The URDF file of the model a user's parameters file names (its model_config's robot.urdf)."""
+    import yaml
+
+    from qv_control.ros.launch_actions import model_of_params
+    from qv_dynamics.robots import resolve_urdf
+
+    with open(model_of_params(params)) as f:
+        return resolve_urdf(yaml.safe_load(f)["robot"]["urdf"])
+
+
 def executables_for(rsp: bool, rviz: bool) -> list:
     """(package, executable) of every process this launch starts."""
     out = [(PACKAGE, "qv_sim_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
@@ -71,8 +82,8 @@ def _nodes(context, *args, **kwargs):
     share = get_package_share_directory(PACKAGE)
     files = ROBOTS[robot]
     params = arg("params_file") or os.path.join(share, files["params"])
-    with open(_urdf_path(share, files["urdf"])) as f:
-        urdf = f.read()
+    with open(_urdf_path(share, files["urdf"]) if not arg("params_file") else _model_urdf(params)) as f:
+        urdf = f.read()  # robot_state_publisher shows the model the nodes load
     sim_time = {"use_sim_time": True}
     mode = {"mode": arg("mode")}
     nodes = [

@@ -203,3 +203,15 @@ def test_a_users_parameters_file_names_its_model(tmp_path):
     mine.write_text("qv_controller: {ros__parameters: {law: quasi_tracking}}\n")
     with pytest.raises(RuntimeError, match="model_config"):
         model_of_params(str(mine))
+
+
+def test_bringup_shows_the_model_of_a_users_parameters_file(tmp_path):
+    """bringup.launch.py params_file:=…: robot_state_publisher gets the URDF of the model the file names."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bringup_launch_rsp", ROOT / "launch" / "bringup.launch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mine = tmp_path / "my_arm.yaml"
+    mine.write_text("qv_controller: {ros__parameters: {model_config: ur5_table_model}}\n")
+    assert mod._model_urdf(str(mine)).endswith("ur_description/urdf/ur5_robot.urdf")
