@@ -13,6 +13,12 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
   Ṗ; by eq. 32 the term is μC_c q̇ = μMa⊥ — an acceleration needs M to be a force.) With an exact model
   F = u_F, hence (G_F + 1)ė_f + G_I e_f = 0 for the measured F.
 - Hybrid (eq. 54): f = h + μMa⊥ + (I + μ)PMu_p + u_F.
+- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``) (default ATOL). A row whose σ is
+  below an absolute ``rank_atol`` (in A's units: m for a position row) is treated as lost: the force along it
+  does (almost) no work, and the acceleration the projection would demand along it, a⊥ = −A⁺Ȧq̇, grows like
+  |Ȧq̇|/σ (the one-row σ₁ = ‖A‖ itself, so no relative rule removes it). While rows are lost, N(A) has more
+  dimensions than θ has coordinates: Λ = V₂(JN)⁺, the minimum-norm acceleration for θ̈ (JN of full row rank,
+  cond ≤ ``cond_max``).
 - Passive joints (eq. 56–62): f = (I + H)f∥, H = −(I−P)Q⁺(I−B), Q = (I−B)(I−P) (named Qb here), which
   puts zero torque on the passive joints without changing the motion; the controllability condition
   R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64) is checked on every call.
@@ -30,7 +36,7 @@ from qv_dynamics.state import State
 from ..coordinates import check_reduced_jacobian
 from ..kernels.layout import tick_rows
 from ..saturation import SaturationStatus
-from .base import ControlLaw, LazyKernel
+from .base import ControlLaw, GainError, LazyKernel
 
 _NO_FORCE = np.zeros(0)
 _INF: dict[int, np.ndarray] = {}
@@ -52,14 +58,21 @@ class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
     uses_terms = True
+    #: absolute singular-value floor of A's rank decision (module doc); a law sets it by ``rank_atol=``
+    rank_atol: float = ATOL
 
     #: the compiled tick's channels (qv_control.kernels.tick ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
     tick_mode: int | None = None
     # the projection and u_p of the numpy-side path in one compiled call (qv_control.kernels.laws.pidc)
     _kernel = LazyKernel("pidc")
 
-    def __init__(self, system, coordinates, **kw):
+    def __init__(self, system, coordinates, rank_atol: float | None = None, **kw):
         super().__init__(system, coordinates, **kw)
+        if rank_atol is not None:
+            rank_atol = float(rank_atol)
+            if not (np.isfinite(rank_atol) and rank_atol >= 0.0):
+                raise GainError(f"rank_atol: expected a finite value >= 0, got {rank_atol}")
+            self.rank_atol = max(rank_atol, ATOL)
         # the whole tick after Pinocchio's passes in one call (qv_control.kernels.tick)
         self._tick = load("qv_control.kernels.tick", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
@@ -85,7 +98,7 @@ class ProjectionLawBase(ControlLaw):
         out = np.empty((tick_rows(n, m, k, plan.shape[0]), n))
         if self._tick(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, terms.M, terms.h, terms.A,
                       terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, self.kp, self.kd, RTOL,
-                      ATOL, self.cond_max, self.tick_mode if mode is None else mode, f_F,
+                      self.rank_atol, self.cond_max, self.tick_mode if mode is None else mode, f_F,
                       _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
             self._cond_U = None
             return None
@@ -120,15 +133,29 @@ class ProjectionLawBase(ControlLaw):
         if fast is not None:
             P, Apinv, a_perp, u_p, cond = fast
         else:
-            pr = projection(terms)                                     # P, A⁺, a⊥ (eq. 15-16)
+            pr = projection(terms, atol=self.rank_atol)                # P, A⁺, a⊥ (eq. 15-16)
             P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
             JN = kin.J.dot(V2)
-            cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
-            Lam = V2.dot(inv(JN))                                   # Λ = ∂ψ/∂θ (eq. 40)
+            if r < terms.m and JN.shape[0] < JN.shape[1]:
+                Lam, cond = self._lost_rows_map(V2, JN)
+            else:
+                cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
+                Lam = V2.dot(inv(JN))                               # Λ = ∂ψ/∂θ (eq. 40)
             u_p = a_perp + Lam.dot(acc - kin.Jdot_qdot - kin.J.dot(a_perp))  # eq. 46
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=cond, u_p=u_p,
                          lambda_d=ref.lambda_)
         return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas
+
+    def _lost_rows_map(self, V2: np.ndarray, JN: np.ndarray) -> tuple[np.ndarray, float]:
+        """Λ = V₂(JN)⁺ and cond(JN) while rows of A are lost (k < n − r, module doc); raises as
+        :func:`check_reduced_jacobian` when θ does not reach the motion (cond(JN) > cond_max)."""
+        U, s, Vt = np.linalg.svd(JN, full_matrices=False)
+        cond = float(s[0] / s[-1]) if s.size and s[-1] > 0 else np.inf
+        if not cond <= self.cond_max:
+            raise RankDeficiencyError(
+                f"minimal coordinates ({', '.join(self.coords.labels)}) are singular here: cond(JN) = {cond:.3g} > "
+                f"{self.cond_max:.3g} while constraint rows are below rank_atol = {self.rank_atol:.3g}")
+        return V2.dot((Vt.T / s).dot(U.T)), cond
 
     def _compiled_motion(self, terms, kin, acc):
         """(P, A⁺, a⊥, u_p, cond D) by :func:`qv_control.kernels.laws.pidc` when A has full row rank and θ has
@@ -139,7 +166,7 @@ class ProjectionLawBase(ControlLaw):
         k = n - m
         mats = np.empty((n + m + k, n))
         vecs = np.empty((3, n))
-        if not self._kernel(terms.A, terms.Adot_qdot, kin.J, kin.Jdot_qdot, acc, RTOL, ATOL, mats, vecs):
+        if not self._kernel(terms.A, terms.Adot_qdot, kin.J, kin.Jdot_qdot, acc, RTOL, self.rank_atol, mats, vecs):
             return None
         cond = float(vecs[2, 0])
         if not cond <= self.cond_max:
