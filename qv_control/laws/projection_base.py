@@ -13,12 +13,16 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
   Ṗ; by eq. 32 the term is μC_c q̇ = μMa⊥ — an acceleration needs M to be a force.) With an exact model
   F = u_F, hence (G_F + 1)ė_f + G_I e_f = 0 for the measured F.
 - Hybrid (eq. 54): f = h + μMa⊥ + (I + μ)PMu_p + u_F.
-- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``) (default ATOL). A row whose σ is
-  below an absolute ``rank_atol`` (in A's units: m for a position row) is treated as lost: the force along it
-  does (almost) no work, and the acceleration the projection would demand along it, a⊥ = −A⁺Ȧq̇, grows like
-  |Ȧq̇|/σ (the one-row σ₁ = ‖A‖ itself, so no relative rule removes it). While rows are lost, N(A) has more
-  dimensions than θ has coordinates: Λ = V₂(JN)⁺, the minimum-norm acceleration for θ̈ (JN of full row rank,
-  cond ≤ ``cond_max``).
+- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``) (default ATOL). Near a pose where A
+  loses rank (a row vanishes, or rows become dependent), the normal acceleration a⊥ = −A⁺Ȧq̇ grows like
+  |Ȧq̇|/σ (for one row σ₁ = ‖A‖ itself, so no relative rule removes it). With an absolute ``rank_atol`` (in
+  A's units: m for a position row, chosen at the model's scale) the motion channel drops the rows whose σ is
+  below it: N(A) then has more dimensions than θ has coordinates, and the law moves along the tangent T
+  carried over from the last tick with every row (T = orth(V₂V₂ᵀT_prev), transported tick by tick), Λ =
+  T(JT)⁺, with the damping acceleration −G_D NNᵀq̇ along the rest N of N(A) in place of a⊥ (so the motion
+  stays on the path it came along instead of taking another branch through the pose); P, A⁺ and the force
+  channel keep every row of A (default floor). At a pose below ATOL itself (no earlier full-rank tick): Λ =
+  V₂(JN)⁺, the minimum-norm acceleration for θ̈.
 - Passive joints (eq. 56–62): f = (I + H)f∥, H = −(I−P)Q⁺(I−B), Q = (I−B)(I−P) (named Qb here), which
   puts zero torque on the passive joints without changing the motion; the controllability condition
   R((I−B)P) ⊆ R((I−B)(I−P)) (eq. 58, i.e. N ∩ B⊥ = {0}, eq. 64) is checked on every call.
@@ -103,6 +107,7 @@ class ProjectionLawBase(ControlLaw):
             self._cond_U = None
             return None
         e = out[8, :k]
+        self._A_full, self._T_lost = terms.A, None
         self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=float(out[9, 0]),
                          u_p=out[4], lambda_d=ref.lambda_)
         return t, terms, ref, out, lam_meas
@@ -132,23 +137,52 @@ class ProjectionLawBase(ControlLaw):
         fast = self._compiled_motion(terms, kin, acc)
         if fast is not None:
             P, Apinv, a_perp, u_p, cond = fast
+            self._A_full, self._T_lost = terms.A, None
         else:
             pr = projection(terms, atol=self.rank_atol)                # P, A⁺, a⊥ (eq. 15-16)
             P, Apinv, a_perp, r, V2 = pr.P, pr.Apinv, pr.a_perp, pr.rank, pr.V2
             JN = kin.J.dot(V2)
             if r < terms.m and JN.shape[0] < JN.shape[1]:
+                a_perp, V2 = self._lost_rows_motion(V2, qdot)
+                JN = kin.J.dot(V2)
                 Lam, cond = self._lost_rows_map(V2, JN)
+                if self.rank_atol > ATOL:        # P (the force channel, the projected motion) keeps A's rows
+                    full = projection(terms)
+                    P, Apinv = full.P, full.Apinv
             else:
                 cond = check_reduced_jacobian(JN, self.coords.labels, terms.n, r, self.cond_max)
                 Lam = V2.dot(inv(JN))                               # Λ = ∂ψ/∂θ (eq. 40)
+                self._A_full, self._T_lost = terms.A, None
             u_p = a_perp + Lam.dot(acc - kin.Jdot_qdot - kin.J.dot(a_perp))  # eq. 46
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=cond, u_p=u_p,
                          lambda_d=ref.lambda_)
         return t, terms, ref, P, Apinv, a_perp, u_p, lam_meas
 
+    #: A of the last tick with every row kept (the compiled paths' and the numpy path's)
+    _A_full: np.ndarray | None = None
+    #: the tangent carried through the ticks with rows lost (None outside them)
+    _T_lost: np.ndarray | None = None
+
+    def _lost_rows_motion(self, V2: np.ndarray, qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """While rows are lost: the tangent carried over from the last full-rank tick, T = orth(V₂V₂ᵀV₂_last)
+        (the constrained motion's direction, continuous along the path through the pose), and the damping
+        acceleration −G_D N Nᵀq̇ along the rest N of the enlarged N(A) (no drift off the path there).
+        Returns (that acceleration in place of a⊥, T); (0, V₂) without a full-rank tick before."""
+        last = self._T_lost
+        if last is None and self._A_full is not None and self._A_full.shape[1] == V2.shape[0]:
+            last = np.linalg.svd(self._A_full)[2][self._A_full.shape[0]:].T
+        if last is None:
+            return np.zeros(V2.shape[0]), V2
+        T, s, _ = np.linalg.svd(V2.dot(V2.T.dot(last)), full_matrices=False)
+        if s.size == 0 or s[-1] < 0.5:
+            return np.zeros(V2.shape[0]), V2
+        self._T_lost = T
+        N = V2 - T.dot(T.T.dot(V2))
+        return -float(np.max(self.kd)) * N.dot(N.T.dot(qdot)), T
+
     def _lost_rows_map(self, V2: np.ndarray, JN: np.ndarray) -> tuple[np.ndarray, float]:
-        """Λ = V₂(JN)⁺ and cond(JN) while rows of A are lost (k < n − r, module doc); raises as
-        :func:`check_reduced_jacobian` when θ does not reach the motion (cond(JN) > cond_max)."""
+        """Λ = V₂(JN)⁺ and cond(JN) while rows of A are lost (k < n − r; V₂: the carried tangent, module doc);
+        raises as :func:`check_reduced_jacobian` when θ does not reach the motion (cond(JN) > cond_max)."""
         U, s, Vt = np.linalg.svd(JN, full_matrices=False)
         cond = float(s[0] / s[-1]) if s.size and s[-1] > 0 else np.inf
         if not cond <= self.cond_max:
