@@ -34,7 +34,7 @@ import numpy as np
 from qv_dynamics.errors import RankDeficiencyError
 from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import ATOL, RTOL, inv
-from qv_dynamics.projection import projection
+from qv_dynamics.projection import pinv_rank, projection
 from qv_dynamics.state import State
 
 from ..coordinates import check_reduced_jacobian
@@ -170,7 +170,7 @@ class ProjectionLawBase(ControlLaw):
         Returns (that acceleration in place of a⊥, T); (0, V₂) without a full-rank tick before."""
         last = self._T_lost
         if last is None and self._A_full is not None and self._A_full.shape[1] == V2.shape[0]:
-            last = np.linalg.svd(self._A_full)[2][self._A_full.shape[0]:].T
+            last = pinv_rank(self._A_full)[2]            # N(A) of that tick (default floor: its own rank)
         if last is None:
             return np.zeros(V2.shape[0]), V2
         T, s, _ = np.linalg.svd(V2.dot(V2.T.dot(last)), full_matrices=False)
