@@ -125,5 +125,15 @@ def test_at_the_fold_with_the_row_dropped_the_crank_angle_still_gets_its_acceler
         acc = 0.3 + law.kd * (-0.4 - qd[0]) + float(np.atleast_1d(law.kp)[0]) * (FOLD - q[0])
         assert np.all(np.isfinite(tau))
         np.testing.assert_allclose(law.last["u_p"], [acc, 0.0], rtol=1e-9, atol=1e-9)
+    # after a tick with the row kept (at the swing's start) the law carries that tick's tangent into the lost-row
+    # pose instead; reset() forgets it, and the minimum-norm answer returns
+    law = row.make_law("qv", sysm, near, rank_atol=FOLD_ATOL)
+    start = np.array([FOLD + 0.4, -2 * (FOLD + 0.4)])
+    law.compute(State(t=0.0, q=start, qdot=np.zeros(2), lambda_meas=np.array([0.0])), ref)
+    law.compute(State(t=0.001, q=near, qdot=qd, lambda_meas=np.array([0.0])), ref)
+    carried = law.last["u_p"].copy()
+    law.reset()
+    law.compute(State(t=0.0, q=near, qdot=qd, lambda_meas=np.array([0.0])), ref)
+    assert np.abs(carried[1]) > 1e-3 and law.last["u_p"][1] == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(GainError):                 # a negative floor is refused where it enters
         row.make_law("qv", sysm, near, rank_atol=-1.0)

@@ -81,6 +81,11 @@ class ProjectionLawBase(ControlLaw):
         self._tick = load("qv_control.kernels.tick", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
 
+    def reset(self) -> None:
+        """As :meth:`ControlLaw.reset`, and forget the tangent carried through lost rows."""
+        super().reset()
+        self._A_full = self._T_lost = None
+
     def _compiled_tick(self, state: State, reference, force=None, mode: int | None = None):
         """(t, terms, ref, out, λ_meas) of :func:`qv_control.kernels.tick.projection_tick`, or None: the numpy
         path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
