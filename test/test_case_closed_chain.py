@@ -68,3 +68,72 @@ def test_baselines_are_reported(runs):
         f = runs[k]["figures"]
         assert list(f) == list(FIGURES)
         assert f["failed"] or np.isfinite(f["force_rms_error_rel"]), k
+
+
+#: the slider-crank's fold (rod folded onto the crank, the pin over the pivot: A = 0) and a rank floor at the
+#: model's scale there, 1 % of the crank length
+FOLD, FOLD_ATOL = math.pi / 2, 0.01 * row.L
+
+
+@pytest.fixture(scope="module")
+def unforced():
+    """The fold crossing with no force commanded: qv with the default rank floor and with FOLD_ATOL."""
+    return {at: row.run_swing("fold", "qv", FOLD, 0.4, 1.2, rank_atol=at, force=0.0) for at in (None, FOLD_ATOL)}
+
+
+def test_a_rank_floor_at_the_models_scale_keeps_the_motors_off_their_limits_at_the_fold(unforced):
+    """The crank swinging π/2 ± 0.4 rad with no force commanded, through the fold q₁ = π/2 where the guide row
+    A = ∂z_C/∂q vanishes (rank 1 → 0 → 1). Default floor: a⊥ = −A⁺Ȧq̇ ~ |Ȧq̇|/‖A‖ puts |τ| at the limit at
+    the crossing (measured: 2 ticks, ‖A‖ down to 4e-5 m); the floor at 1 % of the crank drops the row there:
+    peak |τ| 0.19 of the limit, the path (measured by the plant) 7 µm instead of 9 µm, the unforced guide's
+    peak |λ| 1.3 N instead of 10.2 N."""
+    sysm = row.system()
+    out = {}
+    for at, run in unforced.items():
+        a = run["arrays"]
+        nA = np.array([np.linalg.norm(sysm.constraint_rows(q)[1]) for q in a["q"]])
+        path = np.linalg.norm(a["pos"][:, [0]] - a["p_d"][:, [0]], axis=1)
+        out[at] = (float(a["ratio"].max()), float(np.sqrt(np.mean(path[a["t"] >= 0.5] ** 2))), float(nA.min()),
+                   float(np.max(np.abs(a["fn"]))))
+        print(f"\n[slider-crank fold, no force, rank_atol {at}] peak |τ|/limit {out[at][0]:.3f}, path RMS "
+              f"{1e6 * out[at][1]:.1f} µm, min ‖A‖ {out[at][2]:.1e} m, peak |λ| {out[at][3]:.2f} N")
+    assert out[None][2] < 1e-3                      # the fold was crossed (‖A‖ = 0.52 m at the start)
+    assert out[None][0] >= 0.99                     # the default floor: the demand at the motor limit
+    assert out[FOLD_ATOL][0] <= 0.3             # the model-scale floor: 0.19 measured
+    assert out[FOLD_ATOL][1] <= 2e-5            # and the crank keeps its path (7 µm measured)
+    assert out[FOLD_ATOL][3] <= 0.3 * out[None][3]   # the plant's unforced guide force: 1.3 N against 10.2 N
+
+
+def test_at_the_fold_with_the_row_dropped_the_crank_angle_still_gets_its_acceleration():
+    """Near the fold (‖A‖ < rank_atol) and at it (A = 0 to rounding, below the default floor) the row is dropped:
+    n − r = 2 free directions for one coordinate, Λ = V₂(JN)⁺, so J u_p = θ̈_d + G_D ė + G_P e (J = [1, 0],
+    J̇ = 0 for θ = q₁) and the second direction gets no acceleration."""
+    from qv_control.laws.base import GainError
+    from qv_dynamics.state import Reference, State
+
+    sysm = row.system()
+    qd = np.array([-0.5, 1.0])
+    ref = Reference(theta=np.array([FOLD]), theta_dot=np.array([-0.4]), theta_ddot=np.array([0.3]),
+                    lambda_=np.array([0.0]))
+    near = np.array([FOLD + 1e-3, -2 * FOLD - 2e-3])
+    exact = np.array([FOLD, -2 * FOLD])
+    for q, at in ((near, FOLD_ATOL), (exact, None)):
+        _, A = sysm.constraint_rows(q)
+        assert np.linalg.norm(A) < (FOLD_ATOL if at else 1e-9)
+        law = row.make_law("qv", sysm, q, rank_atol=at)
+        tau = law.compute(State(t=0.0, q=q, qdot=qd, lambda_meas=np.array([0.0])), ref)
+        acc = 0.3 + law.kd * (-0.4 - qd[0]) + float(np.atleast_1d(law.kp)[0]) * (FOLD - q[0])
+        assert np.all(np.isfinite(tau))
+        np.testing.assert_allclose(law.last["u_p"], [acc, 0.0], rtol=1e-9, atol=1e-9)
+    # after a tick with the row kept (at the swing's start) the law carries that tick's tangent into the lost-row
+    # pose instead; reset() forgets it, and the minimum-norm answer returns
+    law = row.make_law("qv", sysm, near, rank_atol=FOLD_ATOL)
+    start = np.array([FOLD + 0.4, -2 * (FOLD + 0.4)])
+    law.compute(State(t=0.0, q=start, qdot=np.zeros(2), lambda_meas=np.array([0.0])), ref)
+    law.compute(State(t=0.001, q=near, qdot=qd, lambda_meas=np.array([0.0])), ref)
+    carried = law.last["u_p"].copy()
+    law.reset()
+    law.compute(State(t=0.0, q=near, qdot=qd, lambda_meas=np.array([0.0])), ref)
+    assert np.abs(carried[1]) > 1e-3 and law.last["u_p"][1] == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(GainError):                 # a negative floor is refused where it enters
+        row.make_law("qv", sysm, near, rank_atol=-1.0)

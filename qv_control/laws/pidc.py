@@ -25,9 +25,9 @@ class PIDCLaw(ProjectionLawBase):
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, W=None, kappa: float | None = None,
                  translational: Sequence[str] = (), effort_limits="urdf", cond_max: float = 1e6,
-                 compiled: bool = True):
+                 compiled: bool = True, rank_atol: float | None = None):
         super().__init__(system, coordinates, kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max,
-                         compiled=compiled)
+                         compiled=compiled, rank_atol=rank_atol)
         n = system.nv
         if W is None and kappa is not None:
             mask = np.zeros(n, bool)

@@ -15,16 +15,18 @@ class PIDCForceLaw(ProjectionLawBase):
 
     ``kf`` (G_F, < 1 because the measured force is one sample old) and ``ki`` (G_I) act on
     e_f = Aᵀ(λ_d − λ_meas); without ``State.lambda_meas`` the force loop is open (F = F_d with an exact
-    model). With a measurement the force error obeys (G_F + 1)ė_f + G_I e_f = 0."""
+    model). With a measurement the force error obeys (G_F + 1)ė_f + G_I e_f = 0. ``rank_atol``: the absolute floor
+    of A's rank decision (:mod:`.projection_base`): near a pose where a row vanishes, that row is dropped rather
+    than its −A⁺Ȧq̇ demanded."""
 
     name = "pidc_force"
     _coupling = LazyKernel("coupled")
     tick_mode = 1
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, effort_limits="urdf",
-                 cond_max: float = 1e6, compiled: bool = True):
+                 cond_max: float = 1e6, compiled: bool = True, rank_atol: float | None = None):
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
-                         cond_max=cond_max, compiled=compiled)
+                         cond_max=cond_max, compiled=compiled, rank_atol=rank_atol)
 
     def _force_target(self, t, terms, ref, lam_meas) -> np.ndarray:
         """f_F = F_d + PI (eq. 51–52, before the projection (I−P)), F_d = Aᵀλ_d; sets ``last``'s entries."""

@@ -52,9 +52,9 @@ def crank(t: float, centre: float = 0.0, amp: float = THETA0) -> tuple[float, fl
     return (centre + amp * math.cos(w * s), -amp * w * math.sin(w * s), -amp * w * w * math.cos(w * s))
 
 
-def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0) -> Tick:
+def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0, force: float = FORCE) -> Tick:
     th, thd, thdd = crank(t, centre, amp)
-    lam = -FORCE * smooth_ramp(t, 0.0, T_RAMP)
+    lam = -force * smooth_ramp(t, 0.0, T_RAMP)
     x, xd = 2 * L * math.cos(th), -2 * L * math.sin(th) * thd
     xdd = -2 * L * (math.cos(th) * thd * thd + math.sin(th) * thdd)
     p_d = np.array([x, 0.0, 0.0])
@@ -67,11 +67,11 @@ def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0) -> Tick:
     return Tick(ref, lam, p_d)
 
 
-def make_law(kind: str, sysm, q0):
+def make_law(kind: str, sysm, q0, rank_atol: float | None = None):
     if kind == "qv":
         from qv_control.laws.pidc_force import PIDCForceLaw
 
-        return PIDCForceLaw(sysm, ["crank_joint"], kp=KP * KD, kd=KP + KD, kf=KF, ki=KI)
+        return PIDCForceLaw(sysm, ["crank_joint"], kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, rank_atol=rank_atol)
     if kind == "osc":
         from qv_control.laws.osc import OperationalSpaceLaw
 
@@ -90,8 +90,11 @@ def run(kind: str, duration: float | None = None) -> dict:
     return run_swing("closed_chain_force", kind, 0.0, THETA0, duration)
 
 
-def run_swing(name: str, kind: str, centre: float, amp: float, duration: float | None = None) -> dict:
-    """The row's scenario with the crank swinging centre + amp → centre − amp → centre + amp."""
+def run_swing(name: str, kind: str, centre: float, amp: float, duration: float | None = None,
+              rank_atol: float | None = None, force: float = FORCE) -> dict:
+    """The row's scenario with the crank swinging centre + amp → centre − amp → centre + amp, pressing ``force``
+    (the figures stay relative to FORCE; ``rank_atol``: qv's absolute floor of A's rank decision,
+    :mod:`qv_control.laws.projection_base`)."""
     from qv_dynamics.plants.mujoco_guide import MujocoGuidePlant
 
     sysm = system()
@@ -104,8 +107,8 @@ def run_swing(name: str, kind: str, centre: float, amp: float, duration: float |
         lam = plant.guide_force()
         return lam, lam, plant.pin_position(), [lam]
 
-    return run_row(name, kind, lambda: make_law(kind, sysm, q0), plant, lambda t: tick(t, kind, centre, amp),
-                   measure, duration, FORCE, T_RAMP, T_RAMP + T_HOLD)
+    return run_row(name, kind, lambda: make_law(kind, sysm, q0, rank_atol), plant,
+                   lambda t: tick(t, kind, centre, amp, force), measure, duration, FORCE, T_RAMP, T_RAMP + T_HOLD)
 
 
 __all__ = ["run", "run_swing", "tick", "crank", "make_law", "system"]
