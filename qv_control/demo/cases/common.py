@@ -38,6 +38,16 @@ class Tick:
     p_d: np.ndarray
 
 
+def cosine_stroke(s: float, x0: float, stroke: float, period: float) -> tuple[float, float, float]:
+    """x, ẋ, ẍ of x = x0 + ½·stroke·(1 − cos ωs), ω = 2π/period: out and back once a period, at rest at x0
+    for s ≤ 0."""
+    if s <= 0:
+        return x0, 0.0, 0.0
+    w = 2 * math.pi / period
+    return (x0 + 0.5 * stroke * (1 - math.cos(w * s)), 0.5 * stroke * w * math.sin(w * s),
+            0.5 * stroke * w * w * math.cos(w * s))
+
+
 def smooth_ramp(t: float, t0: float, T: float) -> float:
     """0 → 1 between t0 and t0 + T with zero slope at both ends (½ − ½cos)."""
     s = min(max((t - t0) / T, 0.0), 1.0)

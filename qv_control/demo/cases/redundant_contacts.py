@@ -18,13 +18,11 @@ plane: the static press splits 10 N into 3.33 N per contact to 1e-5 N open loop)
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, run_row, smooth_ramp
+from .common import Tick, cosine_stroke, run_row, smooth_ramp
 from .face import FACE, HALF, TABLE, face_pose, face_system
 
 FORCE = 10.0             # N total normal force
@@ -49,12 +47,8 @@ def split(F: float, M: float) -> np.ndarray:
 
 
 def path(t: float) -> tuple[float, float, float]:
-    s = t - T_RAMP - T_HOLD
-    if s <= 0:
-        return X0, 0.0, 0.0
-    w = 2 * math.pi / T_TRACE
-    return (X0 + 0.5 * STROKE * (1 - math.cos(w * s)), 0.5 * STROKE * w * math.sin(w * s),
-            0.5 * STROKE * w * w * math.cos(w * s))
+    """The tool's x, ẋ, ẍ: at rest until the ramp and hold end, then one cosine stroke a trace period."""
+    return cosine_stroke(t - T_RAMP - T_HOLD, X0, STROKE, T_TRACE)
 
 
 def tick(t: float, kind: str) -> Tick:

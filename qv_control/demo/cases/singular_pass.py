@@ -17,14 +17,12 @@ pressing (neither lifts off), the tip's path.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from scipy.optimize import least_squares
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, run_row, smooth_ramp
+from .common import Tick, cosine_stroke, run_row, smooth_ramp
 from .face import TABLE, face_pose, face_system, face_urdf
 
 FORCE = 10.0             # N total normal force (both prongs)
@@ -76,12 +74,8 @@ def fork_pose(system, x: float) -> np.ndarray:
 
 
 def path(t: float) -> tuple[float, float, float]:
-    s = t - T_RAMP - T_HOLD
-    if s <= 0:
-        return X0, 0.0, 0.0
-    w = 2 * math.pi / T_TRACE
-    return (X0 + 0.5 * STROKE * (1 - math.cos(w * s)), 0.5 * STROKE * w * math.sin(w * s),
-            0.5 * STROKE * w * w * math.cos(w * s))
+    """The tool's x, ẋ, ẍ: at rest until the ramp and hold end, then one cosine stroke a trace period."""
+    return cosine_stroke(t - T_RAMP - T_HOLD, X0, STROKE, T_TRACE)
 
 
 def tick(t: float, kind: str, force: float = FORCE) -> Tick:
