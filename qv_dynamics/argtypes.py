@@ -37,12 +37,16 @@ def nonnegative_float(text: str) -> float:
     return x
 
 
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0 (random seeds)."""
+def _int(text: str) -> int:
     try:
-        k = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0 (random seeds)."""
+    k = _int(text)
     if k < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
     return k
@@ -51,10 +55,7 @@ def nonnegative_int(text: str) -> int:
 def int_in(low: int, high: int):
     """An argparse type: an integer in [low, high]."""
     def parse(text: str) -> int:
-        try:
-            k = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        k = _int(text)
         if not low <= k <= high:
             raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {text}")
         return k
@@ -65,10 +66,7 @@ def int_in(low: int, high: int):
 
 def positive_int(text: str) -> int:
     """An integer ≥ 1 (decimation factors, counts)."""
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    k = _int(text)
     if k < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
     return k
