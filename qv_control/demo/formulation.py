@@ -27,16 +27,15 @@ COLUMNS = (("force RMS error %", "force_rms_error_rel", 100, "{:.3g}"),
            ("lift-offs", "contact_lost", 1, "{:d}"))
 COMMAND = ".venv/bin/python -m qv_control.cli formulation --write-table doc/results/generated/formulation.md"
 LEGEND = """\
-The laws: **qv** the projection laws (``pidc_force``; ``passive`` with a passive joint); **osc** operational-space
-control set up as whole-body OSC (:class:`~qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw`: the
-row's task coordinates, every contact row with its measured λ, the actuation selection, the projection laws'
-rank floor); **osc_tool** operational-space control of one tool frame
-(:class:`~qv_control.laws.osc.OperationalSpaceLaw`, fed the frame's measured wrench); **impedance** Cartesian
-impedance with a Jacobian-transpose force. Every law has the same model, closed-loop poles, force PI, effort limits
-and posture; the last column lists what else each needed on that scene: the keyword arguments its row builds it
-with (``SETUP`` in the row's module), and their number. MuJoCo measures every figure. Acceptance: force RMS error
-≤ 1 %, path RMS error ≤ 200 µm, no lift-off, not failed ("lost the task": path error above 10 mm or a contact
-off for more than 50 ms; "refused": the law raised)."""
+The laws: **qv** the projection laws (`pidc_force`; `passive` with a passive joint); **osc** operational-space
+control set up as whole-body OSC (`osc_constrained`: the row's task coordinates, every contact row with its
+measured λ, the actuation selection, the projection laws' rank decision); **osc_tool** operational-space control of
+one tool frame (`osc`, fed the frame's measured force or wrench); **impedance** Cartesian impedance with a
+Jacobian-transpose force. Every law has the same model, closed-loop poles, force PI, effort limits and posture; the
+last column lists what else each needed on that scene: the keyword arguments its row builds it with (`SETUP` in
+the row's module, `qv_control/demo/cases/`), and their number. MuJoCo measures every figure. Acceptance: force
+RMS error ≤ 1 %, path RMS error ≤ 200 µm, no lift-off, not failed ("lost the task": path error above 10 mm or a
+contact off for more than 50 ms)."""
 
 
 def run_rows(rows=ROWS, kinds=KINDS, log=print) -> dict:
