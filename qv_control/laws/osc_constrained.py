@@ -25,7 +25,11 @@ and c_p ← 0; δ lies in R(A_p) ⊥ 𝓔 = R(A) ∩ N(A_pᵀ) (:mod:`.internal_
 and the motion does not change (Aᵀδ is taken by the rigid rows). Π is the projector onto 𝓔 (onto R(A) when
 every joint is actuated): the PI acts on the force components the torques can command.
 
-``damping`` δ₀ > 0 replaces Λ_x by the damped inverse of :func:`qv_control.laws.osc.damped_inverse`.
+Rank loss, as the projection laws treat it (:mod:`.projection_base`, the same ``rank_atol`` and default): the rows
+whose σ falls below the floor leave the motion task, and while they are out the task takes, in their place, the
+rest N of N(Ā) beside the tangent T = orth(V₂V₂ᵀT_prev) carried from the last tick with every row, with the
+damping acceleration −G_D Nᵀq̇ (so the motion stays on the branch it came along); the force channel keeps every
+row. ``damping`` δ₀ > 0 replaces Λ_x by the damped inverse of :func:`qv_control.laws.osc.damped_inverse`.
 """
 from __future__ import annotations
 
@@ -107,7 +111,7 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
         tau0 = M.dot(self.kp_null * (self.q_null - q) - self.kd * qdot)        # posture, in the null space
         motion = J.T.dot(Lam.dot(a) - Jbar.T.dot(tau0)) + tau0
         base = terms.h - J.T.dot(Lam.dot(Jdqd))
-        force, Pi = None, None
+        force = None
         if m:
             Pi = self._commandable(A)
             corr = self._force_correction(t, Pi.dot(ref.lambda_), None if lam_meas is None else Pi.dot(lam_meas))
@@ -115,8 +119,7 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
             force = A.T.dot(f)
             self.last.update(f=f, force_feedback=corr is not None)
         if self._passive.any():
-            base, motion = self._actuation_consistent(A, base), self._actuation_consistent(A, motion)
-            force = None if force is None else self._actuation_consistent(A, force)
+            base, force, motion = self._actuation_consistent(A, base, force, motion)
         self.last.update(t=t, theta=kin.theta, theta_d=ref.theta, e_theta=-e, lambda_d=ref.lambda_, rank=r,
                          Lambda_x=Lam)
         return self._finish(base, force, motion)
@@ -169,14 +172,19 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
         E = internal_force_basis(A, self.mask).E
         return E.dot(E.T)
 
-    def _actuation_consistent(self, A: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """c + Aᵀδ, δ = −(A_pᵀ)⁺c_p (module doc), with the passive entries set to 0 (a residual c_p that no
-        contact force can take is dropped, as the plant drops it)."""
+    def _actuation_consistent(self, A: np.ndarray, *channels):
+        """Each channel c as c + Aᵀδ, δ = −(A_pᵀ)⁺c_p (module doc), with the passive entries set to 0 (a residual c_p
+        that no contact force can take is dropped, as the plant drops it; its largest entry in ``last``)."""
         p = self._passive
         Ap_pinv, _, _ = pinv_rank(A[:, p].T)
-        out = c - A.T.dot(Ap_pinv.dot(c[p]))
-        self.last["passive_residual"] = float(np.max(np.abs(out[p]))) if p.any() else 0.0
-        out[p] = 0.0
+        out, resid = [], 0.0
+        for c in channels:
+            if c is not None:
+                c = c - A.T.dot(Ap_pinv.dot(c[p]))
+                resid = max(resid, float(np.max(np.abs(c[p]))))
+                c[p] = 0.0
+            out.append(c)
+        self.last["passive_residual"] = resid
         return out
 
 
