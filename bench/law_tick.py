@@ -44,6 +44,8 @@ PARAMS = {  # gains of config/panda_table.yaml for the quasi-velocity laws; PIDC
     "pidc_force": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0),
     "passive": dict(kp=400.0, kd=40.0, actuated=JOINTS),
 }
+#: the whole-body operational-space law: the same coordinates and PIDC-type gains (numpy products, no compiled tick)
+COORD_BASELINES = {"osc_constrained": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0)}
 #: the tool-frame baselines (θ = tool position): the operational-space law with the table task's bandwidths and
 #: force PI (config/panda_table.yaml), the impedance baseline with the demo's gains (config/demo.yaml)
 TOOL = "panda_hand_tcp"
@@ -111,7 +113,8 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
     pin.initConstraintDynamics(model, pdata, cms, cds)
     prox = pin.ProximalSettings(1e-12, 0.0, 1)
     # every law of the registry that runs on the fixed-base Panda (the legged law: bench/legged.py)
-    laws = {name: make_law(name, system, coordinates=COORDS, **PARAMS[name]) for name in LAWS if name in PARAMS}
+    params = {**PARAMS, **COORD_BASELINES}
+    laws = {name: make_law(name, system, coordinates=COORDS, **params[name]) for name in LAWS if name in params}
     tool = tool_laws(system, states[0].q)
     missing = sorted(set(LAWS) - set(laws) - set(tool) - {"legged"})
     assert not missing, f"laws not benchmarked: {missing}"

@@ -13,11 +13,13 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
   Ṗ; by eq. 32 the term is μC_c q̇ = μMa⊥ — an acceleration needs M to be a force.) With an exact model
   F = u_F, hence (G_F + 1)ė_f + G_I e_f = 0 for the measured F.
 - Hybrid (eq. 54): f = h + μMa⊥ + (I + μ)PMu_p + u_F.
-- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``) (default ATOL). Near a pose where A
-  loses rank (a row vanishes, or rows become dependent), the normal acceleration a⊥ = −A⁺Ȧq̇ grows like
-  |Ȧq̇|/σ (for one row σ₁ = ‖A‖ itself, so no relative rule removes it). With an absolute ``rank_atol`` (in
-  A's units: m for a position row, chosen at the model's scale) the motion channel drops the rows whose σ is
-  below it: N(A) then has more dimensions than θ has coordinates, and the law moves along the tangent T
+- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``). Near a pose where A loses rank (a row
+  vanishes, or rows become dependent), the normal acceleration a⊥ = −A⁺Ȧq̇ grows like |Ȧq̇|/σ (for one row
+  σ₁ = ‖A‖ itself, so no relative rule removes it). ``rank_atol`` is absolute, in A's units (m for a position
+  row), and its default is at the model's scale: RANK_FLOOR_REL (1.5 %) of the model's reach ℓ (the longest
+  chain of joint and frame offsets from the root, :func:`model_reach`; ℓ = 1.5 m for the planar 3-link arm,
+  0.6 m for the slider-crank); ``rank_atol=0`` keeps the bare floor ATOL. The motion channel drops the rows
+  whose σ is below it: N(A) then has more dimensions than θ has coordinates, and the law moves along the tangent T
   carried over from the last tick with every row (T = orth(V₂V₂ᵀT_prev), transported tick by tick), Λ =
   T(JT)⁺, with the damping acceleration −G_D NNᵀq̇ along the rest N of N(A) in place of a⊥ (so the motion
   stays on the path it came along instead of taking another branch through the pose); P, A⁺ and the force
@@ -54,6 +56,38 @@ def _no_limits(n: int) -> np.ndarray:
     return x
 
 
+#: the default rank floor of the motion channel, relative to the model's reach (module doc): measured on the
+#: singular pass of qv_control.demo.cases (two contact rows becoming one, ℓ = 1.5 m), where the projection law
+#: keeps both prongs pressing for floors of 0.015-0.03 m (1.0-2.0 % of ℓ) and loses the task below 0.015 m
+RANK_FLOOR_REL = 0.015
+
+
+def model_reach(model) -> float:
+    """ℓ: the longest chain of offsets from the root, max over frames of Σ‖joint placement‖ + ‖frame placement‖
+    (m; independent of the configuration)."""
+    depth = [0.0] * model.njoints
+    for j in range(1, model.njoints):
+        depth[j] = depth[model.parents[j]] + float(np.linalg.norm(model.jointPlacements[j].translation))
+    return max([*depth, *(depth[f.parentJoint] + float(np.linalg.norm(f.placement.translation))
+                          for f in model.frames)])
+
+
+def default_rank_atol(system) -> float:
+    """RANK_FLOOR_REL·ℓ (at least ATOL): the default floor of A's rank decision (module doc)."""
+    return max(RANK_FLOOR_REL * model_reach(system.model), ATOL)
+
+
+def checked_rank_atol(system, rank_atol: float | None) -> float:
+    """The absolute floor of A's rank decision (module doc): ``rank_atol`` checked (finite, >= 0; at least
+    ATOL), or the model-scale default when None."""
+    if rank_atol is None:
+        return default_rank_atol(system)
+    rank_atol = float(rank_atol)
+    if not (np.isfinite(rank_atol) and rank_atol >= 0.0):
+        raise GainError(f"rank_atol: expected a finite value >= 0, got {rank_atol}")
+    return max(rank_atol, ATOL)
+
+
 class UncontrollableError(RankDeficiencyError):
     """The actuated joints cannot realise every admissible motion (eq. 58/64 violated)."""
 
@@ -62,7 +96,7 @@ class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
     uses_terms = True
-    #: absolute singular-value floor of A's rank decision (module doc); a law sets it by ``rank_atol=``
+    #: absolute singular-value floor of A's rank decision (module doc): ``rank_atol=``, default_rank_atol(system)
     rank_atol: float = ATOL
 
     #: the compiled tick's channels (qv_control.kernels.tick ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
@@ -72,11 +106,7 @@ class ProjectionLawBase(ControlLaw):
 
     def __init__(self, system, coordinates, rank_atol: float | None = None, **kw):
         super().__init__(system, coordinates, **kw)
-        if rank_atol is not None:
-            rank_atol = float(rank_atol)
-            if not (np.isfinite(rank_atol) and rank_atol >= 0.0):
-                raise GainError(f"rank_atol: expected a finite value >= 0, got {rank_atol}")
-            self.rank_atol = max(rank_atol, ATOL)
+        self.rank_atol = checked_rank_atol(system, rank_atol)
         # the whole tick after Pinocchio's passes in one call (qv_control.kernels.tick)
         self._tick = load("qv_control.kernels.tick", "projection_tick") \
             if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
