@@ -89,6 +89,8 @@ class SafeOutput:
             self.latch(q, lift, frame)
         q = np.asarray(q, float)
         v = np.zeros(self.model.nv) if qdot is None else np.asarray(qdot, float)
+        if v.shape != (self.model.nv,) or not np.all(np.isfinite(v)):
+            v = np.zeros(self.model.nv)      # an unusable velocity: the spring without damping
         e = pin.difference(self.model, q, self.q_h)
         tau = self.gravity(q) + self.M0 @ (self.w * self.w * e - 2 * self.zeta * self.w * v)
         return np.clip(tau, -self.limits, self.limits)
