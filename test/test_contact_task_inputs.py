@@ -97,8 +97,8 @@ def graph():
 
 def test_inputs_that_would_change_a_running_task_are_refused_and_counted(graph):
     """In contact at 10 N: lambda_desired [-20] (pressed 20 N, uncounted), [-40] on ~/lambda_desired (tripped the
-    force limit, then every state failed), theta_desired, law osc (failed every state) as parameters, and one
-    point on ~/reference (lifted the tool, 87 N m): each parameter set answers unsuccessful with the reason,
+    force limit, then every state failed), theta_desired, law osc (failed every state), task.force, law_params.kp
+    as parameters, and one point on ~/reference (lifted the tool, 87 N m): each parameter set answers unsuccessful,
     each message is dropped; /diagnostics counts them (inputs_refused, refused_<input>); the law never fails
     and the plant's force stays at 10 N ± 5 % for the next 0.5 s."""
     g = graph
@@ -113,6 +113,10 @@ def test_inputs_that_would_change_a_running_task_are_refused_and_counted(graph):
         g.until(fut.done, f"the answer to {p.name}")
         res = fut.result().results[0]
         assert not res.successful and "contact task owns" in res.reason, (p.name, res.reason)
+    for p in (Parameter("task.force", value=30.0), Parameter("law_params.kp", value=10.0)):
+        fut = params.set_parameters([p])     # read at start / not this node's: refused by the parameter services
+        g.until(fut.done, f"the answer to {p.name}")
+        assert not fut.result().results[0].successful, p.name
     lam = g.probe.create_publisher(Float64MultiArray, "/qv_controller/lambda_desired", 10)
     ref = g.probe.create_publisher(JointTrajectory, "/qv_controller/reference", 10)
     g.until(lambda: lam.get_subscription_count() >= 1 and ref.get_subscription_count() >= 1, "the input topics")
@@ -121,11 +125,9 @@ def test_inputs_that_would_change_a_running_task_are_refused_and_counted(graph):
     traj.points = [JointTrajectoryPoint(positions=[0.6] * len(traj.joint_names))]
     ref.publish(traj)
     t_in = g.plant.time
-    g.until(lambda: int(g.diag.get("inputs_refused", 0)) >= 5, "the refusals in /diagnostics")
-    assert {k: int(g.diag[k]) for k in ("refused_lambda_desired", "refused_theta_desired", "refused_law",
-                                        "refused_reference")} == {"refused_lambda_desired": 2,
-                                                                  "refused_theta_desired": 1, "refused_law": 1,
-                                                                  "refused_reference": 1}
+    g.until(lambda: int(g.diag.get("inputs_refused", 0)) >= 7, "the refusals in /diagnostics")
+    names = ("lambda_desired", "theta_desired", "law", "reference", "task.force", "law_params.kp")
+    assert {k: int(g.diag[f"refused_{k}"]) for k in names} == dict(zip(names, [2, 1, 1, 1, 1, 1]))
     g.run_to(t_in + 0.5)
     press = g.fn(t_in)
     assert g.task.phase == "contact" and g.ctrl.rejects["law"].total == 0 and g.ctrl.stats["safe_commands"] == 0

@@ -17,7 +17,9 @@ The node stays a generic core (watchdog, safe output, stamps, diagnostics); with
   ``theta_desired`` (parameters or the ``~/lambda_desired`` and ``~/reference`` topics), ``law`` and
   ``law_params.*`` — are refused while the node runs a task (the parameter set answers unsuccessful with the
   reason, a topic message is dropped), counted (``inputs_refused`` and ``refused_<input>``), logged once per
-  input: the task's law and reference are the only ones that reach the command;
+  input: the task's law and reference are the only ones that reach the command. The ``task.*`` parameters are
+  read at start (read-only: a set answers unsuccessful) and counted the same way; a task is changed by
+  starting the node with new ones, not by queuing changes into a running task;
 - the safe hold: the node sends its safe output (:mod:`qv_control.safe_output`: the damped joint hold about
   the pose latched at the hold, lifted by ``task.retract``) every state while the task holds, not the law;
   a law that fails to compute sends the task to its hold (reason "control law failed: ...");
@@ -81,6 +83,7 @@ class TaskLayer:
         for name, fn in (("start", self._start), ("touch_down", self._touch_down), ("lift_off", self._lift_off),
                          ("hold", self._hold), ("reset", self._reset)):
             node.create_service(Trigger, f"~/{name}", lambda req, res, fn=fn: self._serve(fn, res))
+        node.add_pre_set_parameters_callback(self._count_read_only)
 
     # -- outputs --------------------------------------------------------------------------------------------
     def _publish_phase(self) -> None:
@@ -108,6 +111,14 @@ class TaskLayer:
         if first:
             self.node.get_logger().warning(why + " [logged once per input]")
         return why
+
+    def _count_read_only(self, params):
+        """Pre-set callback: ``task.*`` (read at start: the parameter services refuse them as read-only) and
+        undeclared ``law_params.*`` never reach the on-set validation; they are counted here."""
+        for p in params:
+            if p.name.startswith("task.") or (p.name.startswith("law_params.") and not self.node.has_parameter(p.name)):
+                self.refuse_input(p.name)
+        return params
 
     def parameter_refusal(self, names) -> str | None:
         """The reason a parameter change touching an input the task owns is refused (counted), else None."""
