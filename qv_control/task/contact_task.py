@@ -8,7 +8,7 @@ Phases (``ContactTask.phase``)::
                                   ▼                    ▼  │ f_n > on
                                  hold               reacquire
 
-    any phase but done ──hold / force limit──▶ hold;   hold, done ──reset──▶ free
+    any phase but hold ──hold / force limit / failed law──▶ hold;   hold, done ──reset──▶ free
 
 - free: hold the start pose p₀ (free motion, the contact constraint inactive).
 - approach: descend along the surface normal with the planned profile (:mod:`.approach`); the touch-down
@@ -183,8 +183,8 @@ class ContactTask:
 
     def hold(self, t: float, reason: str) -> bool:
         """The safe hold (module doc): free motion above the last measured tool height, retracting."""
-        if self.phase in TERMINAL:
-            return self._answer(False, f"already {'holding' if self.phase == 'hold' else 'done'}")
+        if self.phase == "hold":
+            return self._answer(False, "already holding")
         self.p_hold = self.point(t)["p"].copy()
         if self.z_meas is not None and self.phase != "free":
             self.p_hold[2] = self.z_meas
