@@ -15,23 +15,23 @@ import pytest
 
 from qv_control.safe_output import SafeOutput
 from qv_control.task import ContactTask, ContactTaskConfig
-from qv_dynamics import ConstrainedSystem
 from qv_dynamics.errors import ModelError
 
 pytest.importorskip("mujoco")
 
 from task_loop import run_task  # noqa: E402
+from test_contact_task import FRAME, Q0  # noqa: E402
+
+from qv_control.demo.config import DemoConfig, make_system  # noqa: E402
 
 F = 10.0
 T = 3.0          # s: 0.84 s after the first touch (2.164 s), pressing and tracing
-Q0 = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
-FRAME = "panda_hand_tcp"
 
 
 @pytest.fixture(scope="module")
 def panda():
-    return ConstrainedSystem.from_urdf("panda", constraints=[
-        {"type": "point_contact", "frame": FRAME, "axes": ["z"], "name": "contact", "active": False}])
+    """The demo's Panda with the switchable table contact."""
+    return make_system(DemoConfig())
 
 
 def test_safe_output_against_pinocchio(panda):
