@@ -161,8 +161,11 @@ class ReferenceClock:
         self.max_step, self.lead = float(max_step), float(lead)
         self.g = 1.0
 
-    def advance(self, t: float, lead: float) -> float:
-        """One update at t with the reference leading the measured tool by ``lead`` (m, ≥ 0 ahead); τ."""
+    def advance(self, t: float, lead: float, max_step: float | None = None) -> float:
+        """One update at t with the reference leading the measured tool by ``lead`` (m, ≥ 0 ahead); τ.
+        ``max_step``: Δ_max from now on (the owner's choice from the update period; default: as built)."""
+        if max_step is not None:
+            self.max_step = float(max_step)
         self.g = min(1.0, max(0.0, 2.0 - 2.0 * lead / self.lead)) if self.lead > 0 else 1.0
         self.tau += self.g * min(max(0.0, t - self.t), self.max_step)
         self.t = max(self.t, float(t))

@@ -15,10 +15,10 @@ Phases (``ContactTask.phase``)::
   speed comes from the contact inertia Λ_c and the surface stiffness, and is the speed at the slow-down
   height whatever ``approach_speed`` says (a gap too short to reach the cruise speed and brake: a triangular
   profile). The profile is read on a :class:`~.approach.ReferenceClock`: it advances at most ``max_step`` s
-  per update and waits while it leads the measured tool height by ``approach_lead`` m, so a late state
-  (a descheduled controller) or a tool that does not follow never leaves the reference ahead of the tool
-  (the law would chase it with added speed). No contact within ``window`` s: the safe **hold** phase (the
-  reason logged and kept in ``reason``).
+  (or 3 update periods, for a controller slower than 600 Hz) per update and waits while it leads the
+  measured tool height by ``approach_lead`` m, so a late state (a descheduled controller) or a tool that
+  does not follow never leaves the reference ahead of the tool (the law would chase it with added speed).
+  No contact within ``window`` s: the safe **hold** phase (the reason logged and kept in ``reason``).
 - contact: at f_n > ``on`` the constraint is switched on (``system.set_active``; the law is rebuilt for the
   new set by :class:`~qv_control.task.switching.SwitchingLaw`: basis re-seeded, integrals carried), the
   commanded force ramps from the measured force f_n(t_c) to the profile F_d over ``ramp`` s
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from typing import Callable
 
 import numpy as np
@@ -93,6 +94,8 @@ class ContactTask:
         self.z_slow = cfg.surface_height + cfg.height_uncertainty + cfg.slow_gap
         self.events: list[dict] = []
         self.force_limit_trips = 0
+        self._periods: deque = deque(maxlen=15)    # the last update intervals (their median: the period)
+        self._t_last: float | None = None
         self.why = ""
         self._clear()
 
@@ -238,6 +241,12 @@ class ContactTask:
         return c.force_limit * self.force.max_over(tau - c.limit_window, tau)
 
     # -- the state machine ---------------------------------------------------------------------------------
+    def _max_step(self) -> float:
+        """Δ_max of the governed clock: ``max_step``, or 3 update periods (the median of the last 15
+        intervals: one late state does not move it) for a controller slower than 600 Hz."""
+        p = sorted(self._periods)
+        return max(self.cfg.max_step, 3.0 * p[len(p) // 2]) if p else self.cfg.max_step
+
     def _advance_clock(self, t: float, z: float) -> None:
         """The governed clock of the descent / lift (module doc): ℓ the lead of the reference over the
         measured height ``z`` along the motion, the reference kept within ``approach_lead`` of the tool."""
@@ -254,7 +263,7 @@ class ContactTask:
                                                self.cfg.approach_acc)
             self.clock = ReferenceClock(t, self.cfg.max_step, b)
             return
-        clock.advance(t, lead)
+        clock.advance(t, lead, self._max_step())
         if lead > b:           # the reference ahead of the tool by more than b: back to b ahead
             clock.clamp(high=prof.time_at(z - up * b))
         elif lead < -b and up > 0:      # the tool ahead: the reference on to b behind it
@@ -269,6 +278,9 @@ class ContactTask:
         ``fn_start``: the unfiltered reading when fn is low-passed (the ramp after a touch starts from it
         and the force limit acts on it: a filter must not delay the limit). Returns the phase."""
         c, ph = self.cfg, self.phase
+        if self._t_last is not None and t > self._t_last:
+            self._periods.append(t - self._t_last)
+        self._t_last = t
         z = self.point(t)["p"][2] if z is None else z
         self.z_meas = z
         if ph not in TERMINAL and ph != "free":
