@@ -18,7 +18,8 @@ Phases (``ContactTask.phase``)::
   (or 3 update periods, for a controller slower than 600 Hz) per update and waits while it leads the
   measured tool height by ``approach_lead`` m, so a late state (a descheduled controller) or a tool that
   does not follow never leaves the reference ahead of the tool (the law would chase it with added speed).
-  No contact within ``window`` s: the safe **hold** phase (the reason logged and kept in ``reason``).
+  No contact within ``window`` s of the descent (on its clock: late states do not use it up; at most twice
+  that on the states' clock): the safe **hold** phase (the reason logged and kept in ``reason``).
 - contact: at f_n > ``on`` the constraint is switched on (``system.set_active``; the law is rebuilt for the
   new set by :class:`~qv_control.task.switching.SwitchingLaw`: basis re-seeded, integrals carried), the
   commanded force ramps from the measured force f_n(t_c) to the profile F_d over ``ramp`` s
@@ -305,7 +306,8 @@ class ContactTask:
                 self.phase = "contact"
                 self.detector.reset()
                 self._switch(t, True, "contact made" if first else "contact regained", normal_force=round(fn, 3))
-            elif ph == "approach" and t - self.t_descent > c.approach_window:
+            elif ph == "approach" and (self.clock.tau - self.t_descent > c.approach_window
+                                       or t - self.t_descent > 2 * c.approach_window):
                 self.hold(t, f"no touch-down within the approach window of {c.approach_window} s")
         elif ph == "contact":
             releasing = self.releasing(t)
