@@ -50,7 +50,8 @@ TASK_PARAMS = (
     Param(P + "peak_ratio", 1.5, "touch-down peak the plan allows, × force", positive(P + "peak_ratio")),
     Param(P + "height_uncertainty", 0.005, "the surface may be this much higher than told [m]",
           non_negative(P + "height_uncertainty")),
-    Param(P + "approach_window", 3.0, "no touch-down this long after the descent starts -> safe hold [s]",
+    Param(P + "approach_window", 3.0, "no touch-down this long after the descent starts (on the descent's clock: "
+          "late states do not count; at most twice this on the states' clock) -> safe hold [s]",
           positive(P + "approach_window")),
     Param(P + "hold", 0.1, "wait at the start pose before the descent [s]", non_negative(P + "hold")),
     Param(P + "contact_on", 2.0, "normal force declaring contact [N]", positive(P + "contact_on")),
