@@ -20,8 +20,10 @@ Modes ``gravity`` (τ = g(q): the arm floats, it drifts under any model error an
 has) and ``zero`` (τ = 0) are kept for robots where a joint hold does not apply (a floating base standing on
 its legs); a contact task always uses ``hold``.
 
-On the stale-state path (the watchdog) the last received pose stands for q and the velocity is unknown
-(q̇ = 0): the hold is then a spring to q_h without damping, on top of gravity.
+On the stale-state path (the watchdog) the last received pose stands for q and the velocity is unknown: with
+q frozen the "spring" is a constant torque, so a pose latched there is not lifted (q_h = q₀: τ = g(q₀), what
+the arm needs to float where it was last seen; an open-loop lift would push it up for as long as the states
+stay away: 9 cm in 0.4 s on the demo's Panda). The first state with a velocity re-latches the pose, lifted.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ class SafeOutput:
         self.q0: np.ndarray | None = None
         self.q_h: np.ndarray | None = None
         self.M0: np.ndarray | None = None
+        self.blind = False          # latched without a velocity (the watchdog): not lifted
         self.latches = 0
 
     @property
@@ -72,6 +75,7 @@ class SafeOutput:
     def release(self) -> None:
         """Forget the latched pose (the law is back in control): the next safe tick latches anew."""
         self.q0 = self.q_h = self.M0 = None
+        self.blind = False
 
     def gravity(self, q) -> np.ndarray:
         return pin.computeGeneralizedGravity(self.model, self.data, np.asarray(q, float)).copy()
@@ -85,8 +89,9 @@ class SafeOutput:
             return self.gravity(q)
         if mode != "hold":
             raise ModelError(f"safe output mode must be one of {MODES}, got {mode!r}")
-        if not self.latched:
-            self.latch(q, lift, frame)
+        if not self.latched or (self.blind and qdot is not None):
+            self.latch(q, lift if qdot is not None else 0.0, frame)
+            self.blind = qdot is None
         q = np.asarray(q, float)
         v = np.zeros(self.model.nv) if qdot is None else np.asarray(qdot, float)
         if v.shape != (self.model.nv,) or not np.all(np.isfinite(v)):

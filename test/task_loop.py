@@ -6,6 +6,9 @@ tick, the node's safe output :class:`qv_control.safe_output.SafeOutput` instead 
   as a realtime plant does while the controller process is descheduled);
 - ``plant_hold``: s — with ``stall``, a plant-side command timeout: a command older than this is replaced by
   the plant's own brake (a stiff damped joint hold about the pose at the timeout, with MuJoCo's gravity);
+- ``blind``: (t0, t1) — as ``stall``, but once the node's watchdog timeout (0.1 s) has passed it sends the safe
+  output computed from the last state it had (that pose, no velocity), as the node does when the states stop
+  reaching it while the plant runs on;
 - ``ft_freeze``: (t0, t1) — the F/T reading the controller sees stays at its value at t0 (a paused stream);
 - ``lower``: (t, dz) — the table drops by dz at t (contact loss);
 - ``delay_steps``: each answer acts that many steps after the state it answers (a latency), held until then;
@@ -62,7 +65,7 @@ def _tick(task, tl, safe, t, plant, predictor, sent, echo, fail, fn_read):
 def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None, lower=None, predictor=None,
              task_kw: dict | None = None, cfg: DemoConfig | None = None, hold_at: float | None = None,
              echo: bool = True, delay_steps: int = 0, plant_hold: float | None = None, fail=None,
-             commands: dict | None = None) -> dict:
+             commands: dict | None = None, blind=None) -> dict:
     cfg = cfg or DemoConfig()
     cfg.phases_after_nominal = False
     sysm, q0, p0, R0 = initial_state(cfg)
@@ -94,7 +97,8 @@ def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None,
         if ft_freeze is not None and ft_freeze[0] <= t < ft_freeze[1]:
             fn_frozen = fn_read if fn_frozen is None else fn_frozen
             fn_read = fn_frozen
-        stalled = stall is not None and stall[0] <= t < stall[1]
+        watchdog = blind is not None and blind[0] <= t < blind[1]
+        stalled = watchdog or (stall is not None and stall[0] <= t < stall[1])
         if not stalled or tau is None:
             brake.q_b = None
             task.update(t, fn_read, plant.tool_position[2])
@@ -108,9 +112,13 @@ def run_task(kind: str = "qv", seconds: float = 1.0, stall=None, ft_freeze=None,
             answer = _tick(task, tl, safe, t, plant, predictor, sent, echo, fail, fn_read)
             queue.append(answer)
             sent = answer
-            t_sent = t
+            t_sent, q_sent = t, plant.q.copy()
         tau = queue.pop(0) if len(queue) > delay_steps else (tau if tau is not None else queue[0])
         held = tau if plant_hold is None or not stalled or t - t_sent < plant_hold else brake.torque()
+        if watchdog and t - t_sent >= 0.1:      # the node's watchdog: a task pressing goes to its hold
+            if sysm.constraint(task.cfg.contact).active:
+                task.hold(t_sent, "joint states stale in contact")
+            held = safe.torque("hold", q_sent, None, lift=task.cfg.retract, frame=tl.frame)
         plant.step(held, cfg.dt)
         rows["t"].append(plant.time)
         rows["fn"].append(plant.normal_force())

@@ -195,3 +195,48 @@ def test_force_limit_trips_the_hold_and_lifts_off(session):
                                                            "safe hold"]
     finally:
         retire(ex, node)
+
+
+def test_stale_joint_states_in_contact_send_the_task_to_its_hold(session):
+    """Pressing (contact switched on from the wrench), the joint states stop: the watchdog sends the safe output
+    and the task goes to its hold ("joint states stale ... in contact"; ~/phase says so); when the states return
+    the node keeps sending the safe output (the hold), not the law."""
+    ctx, ex, probe = session
+    node = ControllerNode("qv_task_stale", context=ctx, parameter_overrides=to_parameters(
+        {**params(approach_window=30.0, autostart=True, hold=0.0), "watchdog_timeout": 0.05, "watchdog_period": 0.01}))
+    ex.add_node(node)
+    system = node.system
+    R = system.frame_placement(np.asarray(Q0), FRAME).rotation
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    phases = []
+    probe.create_subscription(String, "/qv_task_stale/phase", lambda m: phases.append(m.data), latched)
+    pub_js = probe.create_publisher(JointState, "/joint_states", 10)
+    pub_ft = probe.create_publisher(WrenchStamped, "/qv_test/ft", 10)
+    layer = node.task_layer
+
+    def send(k: int) -> None:
+        stamp = rclpy.time.Time(seconds=0.001 * k).to_msg()
+        w = WrenchStamped()
+        w.header.stamp = stamp
+        w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = map(float, R.T @ np.array([0.0, 0.0, -5.0]))
+        pub_ft.publish(w)
+        spin_until(ex, lambda: layer.wrench_rx is not None, 1.0)
+        js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
+        js.header.stamp = stamp
+        pub_js.publish(js)
+        n0 = node.stats["commands"] + node.stats["safe_commands"]
+        spin_until(ex, lambda: node.stats["commands"] + node.stats["safe_commands"] > n0, 1.0)
+
+    try:
+        assert spin_until(ex, lambda: pub_js.get_subscription_count() >= 1 and pub_ft.get_subscription_count() >= 1)
+        for k in range(1, 11):
+            send(k)
+        assert layer.task.phase == "contact" and system.constraint("contact").active
+        assert spin_until(ex, lambda: layer.task.phase == "hold" and phases[-1:] == ["hold"], 5.0)
+        assert "joint states stale" in layer.task.reason and node.stats["watchdog_episodes"] >= 1
+        commands = node.stats["commands"]
+        for k in range(11, 16):
+            send(k)
+        assert node.stats["commands"] == commands and not system.constraint("contact").active
+    finally:
+        retire(ex, node)

@@ -169,3 +169,23 @@ def test_commands_answer_whether_they_acted(panda):
     assert task.reset(0.4, p0) and task.phase == "free" and task.homing is None
     assert task.start(0.5) and task.phase == "approach"
     panda.set_active("contact", False)
+
+
+@pytest.mark.parametrize("length", [0.2, 0.4])
+def test_a_watchdog_episode_neither_lifts_nor_strikes(length):
+    """The states stop reaching the controller (its watchdog sends the safe output from the last pose it had, with
+    no velocity) for 0.2 or 0.4 s in the approach, at the touch-down and while pressing. The blind output floats
+    the arm where it was (an open-loop lift of the latched pose pushed the tool 9 cm up in 0.4 s and the task
+    ended in a hold); pressing, the task goes to its hold, and when the states return the hold lifts off by the
+    retract (blind, pressing on resumed at 47 N). Peak ≤ 1.5 F + 1 N (measured ≤ 14.4 N)."""
+    for t0 in (0.8, 2.05, 2.15, 2.6):
+        r = run_task("qv", t0 + length + 1.0, blind=(t0, t0 + length))
+        t, z = r["t"], r["z"]
+        during = (t > t0) & (t < t0 + length)
+        assert float(r["fn"].max()) <= 1.5 * F + 1.0, t0
+        assert float(z[during].max() - z[np.searchsorted(t, t0)]) <= 5e-4, t0
+        if t0 == 2.6:
+            assert r["task"].phase == "hold" and "stale" in r["task"].reason
+            assert z[-1] - z[np.searchsorted(t, t0)] == pytest.approx(r["task"].cfg.retract, abs=3e-4)
+        else:
+            assert r["task"].phase in ("approach", "contact") and r["task"].reason is None, (t0, r["task"].reason)

@@ -344,6 +344,7 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
                 self.get_logger().warning(
                     f"watchdog: {self._stale_what()} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
                     f"publishing the safe output ({'hold' if self.task_layer else self.safe_mode}) until they resume")
+                self.stale_in_contact(age)
             self.publish_safe()
 
     def _stale_what(self) -> str:

@@ -12,8 +12,10 @@ normal at the tool frame: the press stops at the first safe state and the tool c
 task's hold (force limit, approach window, silent F/T, ``~/hold``, a failed law) sends it every state until
 ``~/reset``.
 
-It is sent on a stale /joint_states (the watchdog), on every state whose law fails to compute (counted in
-``law_failures``; with a task the task goes to its hold), and while a task holds. A λ_d whose size no longer
+It is sent on a stale /joint_states (the watchdog; with the last pose and no velocity it floats the arm
+where it was last seen, τ = g(q), and a task pressing on the surface goes to its hold), on every state whose
+law fails to compute (counted in ``law_failures``; with a task the task goes to its hold), and while a task
+holds. A λ_d whose size no longer
 matches the active constraint rows (they changed under it) is dropped and counted, never handed to the law.
 """
 from __future__ import annotations
@@ -45,8 +47,15 @@ class SafeHoldMixin:
     def law_failed(self, t: float, reason: str, qdot: np.ndarray | None) -> None:
         """A state the law could not answer (already counted): the task's hold, the safe output."""
         if self.task_layer is not None:
-            self.task_layer.law_failed(t, reason)
+            self.task_layer.safe_hold(t, f"control law failed: {reason}")
         self.publish_safe(qdot)
+
+    def stale_in_contact(self, age: float) -> None:
+        """The watchdog fired: a task pressing on the surface goes to its hold (it cannot press on blind; when
+        the states return, the hold lifts off from where the tool is)."""
+        layer = self.task_layer
+        if layer is not None and self.system.constraint(layer.contact).active:
+            layer.safe_hold(None, f"joint states stale for {age:.3f} s in contact")
 
     def law_ok(self) -> None:
         """The law answered: the next safe state latches its pose anew."""

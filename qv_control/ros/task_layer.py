@@ -172,9 +172,10 @@ class TaskLayer:
             self.lowpass, self._stale = None, False
         return ok, self.task.why
 
-    def law_failed(self, t: float, reason: str) -> None:
-        """The law could not compute: the task's safe hold (the node sends its safe output)."""
-        self.task.hold(t, f"control law failed: {reason}")
+    def safe_hold(self, t: float | None, reason: str) -> None:
+        """The task's safe hold from the node (a failed law, stale states in contact), the phase published;
+        the node sends its safe output."""
+        self.task.hold((self.t_now or 0.0) if t is None else t, reason)
         self._publish_phase()
 
     # -- per state --------------------------------------------------------------------------------------------
