@@ -21,6 +21,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
 from qv_control.task import TaskRefused  # noqa: E402
+from qv_dynamics.errors import ModelError  # noqa: E402
 from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 
@@ -240,3 +241,14 @@ def test_stale_joint_states_in_contact_send_the_task_to_its_hold(session):
         assert node.stats["commands"] == commands and not system.constraint("contact").active
     finally:
         retire(ex, node)
+
+
+@pytest.mark.parametrize("extra", [{"theta_desired": [0.5] * 8}, {"lambda_desired": [-20.0]},
+                                   {"reference.times": [0.0, 1.0], "reference.waypoints": [0.0] * 16}])
+def test_references_given_with_a_task_are_refused_at_start(extra):
+    """theta_desired at start replaced the task's motion from the first state on; with task.enabled it (and
+    lambda_desired, a reference spline) is refused at start, naming it."""
+    with ros_session(DOMAIN, "qv_test_task_refs") as (ctx, ex, probe):
+        with pytest.raises(ModelError, match="cannot be given with task.enabled"):
+            ControllerNode("qv_task_refs", context=ctx, parameter_overrides=to_parameters({**params(), **extra}),
+                           automatically_declare_parameters_from_overrides=False)

@@ -19,7 +19,9 @@ The node stays a generic core (watchdog, safe output, stamps, diagnostics); with
   reason, a topic message is dropped), counted (``inputs_refused`` and ``refused_<input>``), logged once per
   input: the task's law and reference are the only ones that reach the command. The ``task.*`` parameters are
   read at start (read-only: a set answers unsuccessful) and counted the same way; a task is changed by
-  starting the node with new ones, not by queuing changes into a running task;
+  starting the node with new ones, not by queuing changes into a running task; ``theta_desired``,
+  ``lambda_desired`` or a ``reference.*`` spline given at start with a task are refused at start (one line,
+  exit 2): they would replace the task's references from the first state on;
 - the safe hold: the node sends its safe output (:mod:`qv_control.safe_output`: the damped joint hold about
   the pose latched at the hold, lifted by ``task.retract``) every state while the task holds, not the law;
   a law that fails to compute sends the task to its hold (reason "control law failed: ...");
@@ -43,6 +45,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
+from qv_dynamics.errors import ModelError
+
 from ..task import LowPass
 
 #: inputs the task owns while it runs: parameter names (or their prefix) and topics
@@ -55,6 +59,11 @@ class TaskLayer:
     def __init__(self, node, task, task_law, frame: str, ft_filter_hz: float = 0.0, ft_timeout: float = 0.05,
                  autostart: bool = False):
         self.node, self.task, self.task_law = node, task, task_law
+        given = [n for n in ("theta_desired", "lambda_desired", "reference.times", "reference.waypoints")
+                 if node.get_parameter(n).value not in (None, [])]
+        if given:          # they would replace the task's motion or force from the first state on
+            raise ModelError(f"{', '.join(given)} cannot be given with task.enabled: the contact task sets the "
+                             "motion and force references (remove them from the parameters)")
         self.frame = frame
         self.fid = node.system.frame_id(frame)
         self.contact = task.cfg.contact
