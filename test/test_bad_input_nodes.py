@@ -163,6 +163,42 @@ def test_lambda_desired_labels_matched_by_row_and_unknown_row_refused(ros):
         retire(ex, node)
 
 
+def test_lambda_desired_of_a_constraint_set_that_changed_never_reaches_the_law(ros):
+    """λ_d = [] accepted while no constraint is active (0 rows), then the contact switched on (as a task's
+    touch-down does): the empty λ_d no longer fits the one active row; it is dropped and counted once, the law
+    computes with its own λ (without the check the impedance baseline raised IndexError on every state), and the
+    command equals the library law's on the same state."""
+    from qv_control.laws.impedance import ImpedanceForceBaseline
+
+    ctx, ex, probe = ros
+    system, _ = load_model_config("demo_model.yaml")
+    law = ImpedanceForceBaseline(system, frame="panda_hand_tcp", contact="contact")
+    joints = [f"panda_joint{i}" for i in range(1, 8)]
+    node = ControllerNode("qv_lam_set", context=ctx, system=system, law=law, parameter_overrides=[
+        Parameter("joints", value=joints), Parameter("controller_name", value="lam_set_ctrl"),
+        Parameter("watchdog_timeout", value=5.0)])
+    ex.add_node(node)
+    try:
+        lpub = probe.create_publisher(Float64MultiArray, "/qv_lam_set/lambda_desired", 10)
+        wire = Wire(probe, ex, "/joint_states", JointState, "/lam_set_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        assert spin_until(ex, lambda: lpub.get_subscription_count() >= 1)
+        lpub.publish(Float64MultiArray(data=[]))
+        assert spin_until(ex, lambda: node.lambda_d is not None) and node.lambda_d.size == 0
+        system.set_active("contact", True)
+        q = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
+        out = wire.send(joint_state(joints, q, [0.0] * 7, t=1.0), expect=1)
+        assert node.rejects["lambda_desired"].counts == {"size": 1} and node.lambda_d is None
+        assert node.rejects["law"].total == 0 and node.stats["commands"] == 1
+        wire.send(joint_state(joints, q, [0.0] * 7, t=1.001), expect=1)
+        assert node.rejects["lambda_desired"].counts == {"size": 1}        # counted once
+        ref = ImpedanceForceBaseline(system, frame="panda_hand_tcp", contact="contact")
+        np.testing.assert_allclose(out[-1].data, ref.compute(State(1.0, q, np.zeros(7)), Reference()), atol=1e-9)
+    finally:
+        system.set_active("contact", False)
+        retire(ex, node)
+
+
 def test_law_that_cannot_compute_is_an_error_state_in_diagnostics(ros):
     ctx, ex, probe = ros
     node = ControllerNode("qv_fail", context=ctx, parameter_overrides=arm_params(

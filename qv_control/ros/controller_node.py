@@ -21,12 +21,14 @@ Topics
       only while a subscriber is matched (each message costs the 1 kHz path a publish)
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
   task layer (optional, ``task.*`` parameters, :mod:`.task_layer`): services ``~/start``, ``~/touch_down``,
-      ``~/lift_off``, ``~/hold`` (std_srvs/Trigger); out ``~/phase``, ``~/active_constraints`` (std_msgs/String)
+      ``~/lift_off``, ``~/hold``, ``~/reset`` (std_srvs/Trigger); out ``~/phase``, ``~/active_constraints``
+      (std_msgs/String); while it runs, the inputs that would change its force, motion, law or reference
+      (λ_d, θ_d, ``~/reference``, ``law``, ``law_params.*``) are refused and counted
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
-the node publish the safe output (``safe_mode``: ``zero`` effort or ``gravity`` hold τ = g(q_last)) every
-``watchdog_period`` s, with one log line per episode; NaN/Inf or wrong-sized messages are dropped and
-counted; parameters are validated at start (unknown joint -> refused with the reason) and on change.
+the node publish the safe output (:mod:`.safe_hold`) every ``watchdog_period`` s, with one log line per
+episode; so does a law that fails to compute; NaN/Inf or wrong-sized messages are dropped and counted;
+parameters are validated at start (unknown joint -> refused with the reason) and on change.
 """
 from __future__ import annotations
 
@@ -71,13 +73,14 @@ from .params import (
     law_theta_names,
     make_predictor,
 )
+from .safe_hold import SafeHoldMixin
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
-class ControllerNode(ControllerParameters, Node):
+class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
     """Event-driven: one effort command per valid /joint_states message."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
@@ -185,6 +188,9 @@ class ControllerNode(ControllerParameters, Node):
 
     # ------------------------------------------------------------------ inputs
     def on_reference(self, msg: JointTrajectory) -> None:
+        if self.task_layer is not None:
+            self.task_layer.refuse_input("reference")
+            return
         try:
             now = self.get_clock().now().nanoseconds * 1e-9
             self.traj = JointTrajectoryReference(msg, self.theta_names, now)
@@ -193,6 +199,9 @@ class ControllerNode(ControllerParameters, Node):
             self.rejects["reference"].reject(reject_kind(exc), str(exc))
 
     def on_lambda_desired(self, msg: Float64MultiArray) -> None:
+        if self.task_layer is not None:
+            self.task_layer.refuse_input("lambda_desired")
+            return
         try:
             self.lambda_d = lambda_desired_from_message(msg, self.system.row_labels)
             self.rejects["lambda_desired"].ok()
@@ -218,7 +227,7 @@ class ControllerNode(ControllerParameters, Node):
             ref = Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=ref.lambda_)
         elif self.theta_d is not None:
             ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
-        if self.lambda_d is not None:
+        if self.lambda_d is not None and self.lambda_d_fits():
             ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
         return ref
 
@@ -289,9 +298,9 @@ class ControllerNode(ControllerParameters, Node):
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
-        t0, c0, st = time.perf_counter(), time.thread_time(), self.stats
+        t0, c0, st, v_meas = time.perf_counter(), time.thread_time(), self.stats, qdot
         if self.task_layer is not None and not self.task_layer.step(t, q):
-            self.publish_safe()
+            self.publish_safe(qdot)
             return
         try:
             if self.observer is not None:
@@ -306,9 +315,10 @@ class ControllerNode(ControllerParameters, Node):
                 raise QVError(f"law returned {tau.shape} / non-finite torque")
         except Exception as exc:  # noqa: BLE001 - never crash the node (SPEC §6): count, log once, safe output
             self.rejects["law"].reject(reject_kind(exc), str(exc))
-            self.publish_safe()
+            self.law_failed(t, str(exc), v_meas)
             return
         self.rejects["law"].ok()
+        self.law_ok()
         self._tau_sent = tau
         dt = 1e3 * (time.perf_counter() - t0)
         # wall time and this thread's CPU time: their difference is time the thread was descheduled
@@ -325,18 +335,6 @@ class ControllerNode(ControllerParameters, Node):
         self._answered, self.last_rx = (t, now), time.monotonic()  # watchdog age from the end of a long compute
 
     # ------------------------------------------------------------------ safety
-    def safe_torque(self) -> np.ndarray:
-        if self.safe_mode == "gravity" and self.q_last is not None:
-            import pinocchio as pin
-
-            return pin.computeGeneralizedGravity(self.system.model, self.system.data, self.q_last).copy()
-        return np.zeros(self.system.nv)
-
-    def publish_safe(self) -> None:
-        self.stats["safe_commands"] += 1
-        self._tau_sent = self.safe_torque()
-        self.pub_cmd.publish(self.cmd_map.to_message(self._tau_sent))
-
     def on_watchdog(self) -> None:
         age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state
         if age > self.watchdog_timeout:
@@ -345,7 +343,8 @@ class ControllerNode(ControllerParameters, Node):
                 self.stats["watchdog_episodes"] += 1
                 self.get_logger().warning(
                     f"watchdog: {self._stale_what()} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
-                    f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
+                    f"publishing the safe output ({'hold' if self.task_layer else self.safe_mode}) until they resume")
+                self.stale_in_contact(age)
             self.publish_safe()
 
     def _stale_what(self) -> str:
