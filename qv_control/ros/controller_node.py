@@ -39,7 +39,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -62,6 +62,7 @@ from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wre
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
+from .lifecycle import ManagedController
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
@@ -77,15 +78,17 @@ from .trajectory import JointTrajectoryReference
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
-class ControllerNode(ControllerParameters, Node):
-    """Event-driven: one effort command per valid /joint_states message."""
+class ControllerNode(ControllerParameters, ManagedController, LifecycleNode):
+    """Event-driven: one effort command per valid /joint_states message while active (:mod:`.lifecycle`)."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
                  **node_kwargs):
         """``system``/``law`` may be passed in-process (bringup, tests); otherwise they are built from the
         parameters ``model_config``/``robot_description`` and ``law`` + ``law_params.*``. ``reference`` is an
         optional callable t -> Reference used until a reference topic message arrives. ``task``: a
-        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters."""
+        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters.
+        Unless ``managed``, the node configures here (a bad configuration raises) and activates at its first
+        valid state (:mod:`.lifecycle`)."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
         declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
@@ -93,6 +96,11 @@ class ControllerNode(ControllerParameters, Node):
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
         self._law_param_names = self._declare_law_params(overrides)
+        self.task_layer = None
+        self._init_lifecycle({"system": system, "law": law, "reference": reference, "task": task})
+
+    def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
+        """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
         odom_topic = gp("odom_topic").value
         if system is None:
@@ -220,7 +228,7 @@ class ControllerNode(ControllerParameters, Node):
             ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
         if self.lambda_d is not None:
             ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
-        return ref
+        return self.blended(t, ref)
 
     def measured_lambda(self, q: np.ndarray) -> np.ndarray | None:
         """λ_meas (all active rows) from the latest wrenches, rotated with the frame orientations at q;
@@ -284,12 +292,15 @@ class ControllerNode(ControllerParameters, Node):
             self.stats["duplicates"] += 1
             return
         self.q_last = q
+        if not self.active and not self.on_inactive_state(t):   # inactive: kept, not answered (.lifecycle)
+            return
         if self.stale:
             self.stale = False
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
         t0, c0, st = time.perf_counter(), time.thread_time(), self.stats
+        self.on_active_state(t, q)   # the move's anchor, the steady loop, the task's start (.lifecycle)
         if self.task_layer is not None and not self.task_layer.step(t, q):
             self.publish_safe()
             return
@@ -338,6 +349,8 @@ class ControllerNode(ControllerParameters, Node):
         self.pub_cmd.publish(self.cmd_map.to_message(self._tau_sent))
 
     def on_watchdog(self) -> None:
+        if not self.active:   # inactive: nothing is published (.lifecycle)
+            return
         age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state
         if age > self.watchdog_timeout:
             if not self.stale:
@@ -367,6 +380,7 @@ class ControllerNode(ControllerParameters, Node):
                   int(getattr(self.predictor, "stopped", False)),
                   # the stamp the reference's time counts from (its first state), to the ns: logs align on it
                   "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
+        values.update(self.lifecycle_values())
         if self.task_layer is not None:
             values.update(self.task_layer.diagnostics())
         values.update(self.law.counters() if callable(getattr(self.law, "counters", None)) else {})  # λ_d projected
@@ -378,6 +392,7 @@ class ControllerNode(ControllerParameters, Node):
         level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
                                           or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
         text = f"stale: {self._stale_what()}" if self.stale else "ok"
+        level, text = self.lifecycle_status(level, text)
         if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
             level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
