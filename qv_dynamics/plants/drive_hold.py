@@ -6,16 +6,20 @@ A torque-controlled arm does not run a held torque open loop for ever: Franka's 
 by default), Rethink's arms fall back to position control and hold the pose. ros2_control's topic-based
 effort path has no such timeout of its own (the forward command controller and the simulated hardware
 interfaces keep writing the last value), so the plant nodes model the drive's: after ``command_timeout``
-s without a command each actuated joint holds the position it had then, with damping, on a gravity model
-(as a position-holding drive on its own model, or a brake):
+s without a command the actuated joints hold the positions they had then, with damping, on the robot's
+model (as a joint impedance controller in the drives, or a brake):
 
-    τ_i = g_i(q) + K_p,i (q_h,i − q_i) − K_d,i q̇_i,    K_p,i = ω² M_ii(q_h),  K_d,i = 2ω M_ii(q_h)
+    τ_a = g_a(q) + M_aa(q_h) (ω² (q_h ⊖ q)_a − 2ω q̇_a)
 
-(critically damped at the bandwidth ω for a joint whose inertia is the diagonal entry M_ii; q_h − q is
-``pin.difference``, so continuous joints and a free-flyer root are handled; the base of a floating-base
-robot is not actuated: its rows stay zero). The hold is clipped to the effort limits. A joint moving at
-q̇₀ when the hold engages stops within |q̇₀|/(ω e) of where it was (the largest excursion of a critically
-damped joint), which bounds what a held command can do to the time ``command_timeout``.
+(a the actuated velocity indices, M_aa their block of the mass matrix at the held pose q_h, ⊖ =
+``pin.difference``, so continuous joints and a free-flyer root are handled; the base of a floating-base robot
+is not actuated: its rows stay zero). With the full block M_aa, not its diagonal, every joint of a fixed-base
+arm is critically damped at the bandwidth ω (up to the Coriolis terms and the change of M along the way): a
+diagonal gain leaves a light wrist joint, whose inertia with the others free is far below its diagonal
+entry, with a damping that a 1 kHz explicit loop makes unstable. The hold is clipped to the effort limits.
+A joint moving at q̇₀ when the hold engages stops within |q̇₀|/(ω e) of where it was (the largest
+excursion x(t) = q̇₀ t e^{−ωt} of a critically damped joint), which bounds what a held command can do to the
+time ``command_timeout``.
 """
 from __future__ import annotations
 
@@ -48,18 +52,18 @@ class DriveHold:
         self.omega = check_bandwidth(bandwidth)
         self.limits = np.asarray(system.effort_limits(), float)
         self.q_hold: np.ndarray | None = None
-        self.kp = self.kd = np.zeros(len(self.v_index))
+        self.M = np.zeros((len(self.v_index), len(self.v_index)))
 
     @property
     def engaged(self) -> bool:
         return self.q_hold is not None
 
     def engage(self, q) -> None:
-        """Hold the pose ``q`` (the gains from the joint inertias there)."""
+        """Hold the pose ``q`` (the inertia block M_aa there)."""
         q = np.asarray(q, float).copy()
         M = pin.crba(self.model, self.data, q)
-        m = np.diag(M)[self.v_index]
-        self.kp, self.kd = self.omega ** 2 * m, 2.0 * self.omega * m
+        M = np.triu(M) + np.triu(M, 1).T            # crba fills the upper triangle
+        self.M = M[np.ix_(self.v_index, self.v_index)]
         self.q_hold = q
 
     def release(self) -> None:
@@ -74,7 +78,8 @@ class DriveHold:
         err = pin.difference(self.model, q, self.q_hold)
         ix = self.v_index
         tau = np.zeros(self.model.nv)
-        tau[ix] = g[ix] + self.kp * err[ix] - self.kd * qdot[ix]
+        w = self.omega
+        tau[ix] = g[ix] + self.M @ (w * w * err[ix] - 2.0 * w * qdot[ix])
         return np.clip(tau, -self.limits, self.limits)
 
 

@@ -196,8 +196,8 @@ PLANT = MODEL_IO + (
           "pose with damping until commands resume (counted: command_timeout_episodes); as a robot's drives "
           "(Franka: 20 missed 1 kHz commands, UR: 20 ms) with room for a shared, non-real-time machine; in "
           "(0, 1] s", bounded("command_timeout", 0.0, 1.0, low_open=True)),
-    Param("hold_bandwidth", 40.0, "bandwidth ω [rad/s] of the drives' hold: K_p = ω² M_ii, K_d = 2ω M_ii per "
-          "joint on a gravity model (qv_dynamics.plants.drive_hold); in (0, 500]", check_bandwidth),
+    Param("hold_bandwidth", 40.0, "bandwidth ω [rad/s] of the drives' hold, critically damped on the robot's "
+          "model: τ = g + M(ω² Δq − 2ω q̇) (qv_dynamics.plants.drive_hold); in (0, 500]", check_bandwidth),
 )
 
 SIM_NODE = PLANT + (

@@ -136,9 +136,13 @@ class PlantNodeMixin:
                                                message, self.system.name, values))
 
     def hold_values(self) -> dict:
-        """The drives' hold in /diagnostics: timeout episodes, holding now, plant time held in all [s]."""
-        return {"command_timeout_episodes": self.hold_episodes, "holding": int(self.holding),
-                "hold_s": self.hold_steps * self.dt}
+        """The drives' hold in /diagnostics: timeout episodes, holding now, plant time held in all [s]; a
+        plant that tracks its contact force adds its peak since the start (``contact_peak``, N)."""
+        out = {"command_timeout_episodes": self.hold_episodes, "holding": int(self.holding),
+               "hold_s": self.hold_steps * self.dt}
+        if getattr(self, "contact_peak", None) is not None:
+            out["contact_force_peak_n"] = self.contact_peak
+        return out
 
     def _subscribe_commands(self, topic: str) -> None:
         """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
