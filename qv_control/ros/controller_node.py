@@ -35,7 +35,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
@@ -47,7 +47,7 @@ from trajectory_msgs.msg import JointTrajectory
 from qv_dynamics.errors import ModelError, QVError
 from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.ros.free_body import FreeBodySync
-from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
+from qv_dynamics.ros.health import EpisodeCounter, reject_kind
 from qv_dynamics.ros.messages import (
     JointLayout,
     joint_state_to_arrays,
@@ -62,6 +62,7 @@ from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wre
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
+from .controller_report import ControllerReport
 from .lifecycle import ManagedController
 from .outputs import CommandOutput
 from .params import (
@@ -78,7 +79,7 @@ from .trajectory import JointTrajectoryReference
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
-class ControllerNode(ControllerParameters, ManagedController, LifecycleNode):
+class ControllerNode(ControllerParameters, ControllerReport, ManagedController, LifecycleNode):
     """Event-driven: one effort command per valid /joint_states message while active (:mod:`.lifecycle`)."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
@@ -367,40 +368,6 @@ class ControllerNode(ControllerParameters, ManagedController, LifecycleNode):
         if sync.failing:
             return f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
         return "no valid joint_states"
-
-    def publish_diagnostics(self) -> None:
-        st = self.stats
-        values = {"commands": st["commands"], "duplicate_states": st["duplicates"], "stale": int(self.stale),
-                  "safe_commands": st["safe_commands"], "watchdog_episodes": st["watchdog_episodes"],
-                  "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
-                  "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
-                  "commands_acted_at_once": getattr(self.predictor, "at_once", 0), "latency_prediction_stopped":
-                  int(getattr(self.predictor, "stopped", False)),
-                  # the stamp the reference's time counts from (its first state), to the ns: logs align on it
-                  "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
-        values.update(self.lifecycle_values())
-        if self.task_layer is not None:
-            values.update(self.task_layer.diagnostics())
-        values.update(self.law.counters() if callable(getattr(self.law, "counters", None)) else {})  # λ_d projected
-        law = self.rejects["law"]
-        values["law_failures"] = law.total
-        for k, c in self.rejects.items():
-            for kind, n in c.counts.items():
-                values[f"rejected_{k}_{kind}"] = n
-        level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
-                                          or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
-        text = f"stale: {self._stale_what()}" if self.stale else "ok"
-        level, text = self.lifecycle_status(level, text)
-        if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
-            level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
-                                               text, self.system.name, values))
-        st["compute_ms_max"] = 0.0
-
-    def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:
-        return self.rejects[topic].total if kind is None else self.rejects[topic].counts.get(kind, 0)
 
 
 def main(argv: list[str] | None = None) -> int:
