@@ -152,7 +152,7 @@ def _summary(watch, c, system, procs, alive, codes, t0) -> dict:
                spawner=_first(procs["qv_spawner"], "is active"),
                dynamics_after_real_time=_first(procs["qv_dynamics"], "model '") - real_time,
                early_gap_ms=1e3 * float(np.diff(early).max()) if early.size > 1 else float("nan"),
-               steady_after_s=float(watch.diag.get("steady_at_s", "nan")) - (watch.js[0][0] if watch.js else 0.0))
+               steady_after_s=float(watch.diag.get("steady_at_s", "nan")))   # plant time: 0 at its first command
     return out
 
 

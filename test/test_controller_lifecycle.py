@@ -177,7 +177,8 @@ def test_activation_refused_far_from_the_start_pose_and_without_a_state(ros):
 def test_unmanaged_task_starts_after_the_steady_loop(ros):
     """managed false: configured at construction, activated by the first state; the task (autostart) starts
     only once start_steady_states consecutive states came on time: a late state (10 periods) restarts the
-    count, and the approach starts at the state that completes it."""
+    count, and the approach starts at the state that completes it. Deactivated on request, the node stays
+    inactive until activated on request."""
     ctx, ex, probe = ros
     node = ControllerNode("qv_life_steady", context=ctx, parameter_overrides=params(
         "qv_life_steady", managed=False, start_steady_states=50, **{"task.autostart": True}))
@@ -207,6 +208,15 @@ def test_unmanaged_task_starts_after_the_steady_loop(ros):
         send(1)
         assert node.steady_loop.steady and node.task_layer.task.phase == "approach"
         assert spin_until(ex, lambda: phases and phases[-1] == "approach")
+        # deactivated on request, it stays inactive (no self-activation at the next states); the task holds
+        n = len(c.cmds)
+        assert c.transition(DEACTIVATE) and spin_until(ex, lambda: len(c.cmds) == n + 1)   # the safe output
+        assert node.task_layer.task.phase == "hold" and node.task_layer.task.reason == "controller deactivated"
+        feed_inactive(c, node, Q0, 5)
+        assert c.state() == "inactive" and not node.active
+        assert c.transition(ACTIVATE)
+        send(1)
+        assert len(c.cmds) == n + 2                # nothing between the safe output and the re-activation
     finally:
         probe.destroy_subscription(sub)
         retire(ex, node)

@@ -57,7 +57,7 @@ from qv_dynamics.ros.messages import (
     wrench_to_array,
 )
 from qv_dynamics.ros.odometry import odometry_to_base
-from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.params import declare, load_model_config, validate
 from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
@@ -103,6 +103,7 @@ class ControllerNode(ControllerParameters, ControllerReport, ManagedController, 
     def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
         """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
+        validate(CONTROLLER_NODE, {p.name: gp(p.name).value for p in CONTROLLER_NODE})  # as set while unconfigured
         odom_topic = gp("odom_topic").value
         if system is None:
             system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,

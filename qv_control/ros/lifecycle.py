@@ -30,7 +30,7 @@ node (``~/change_state``, ``~/get_state``, lifecycle_msgs).
 
 ``managed`` (default false) lets the node configure itself in its constructor (a bad configuration raises,
 as before) and activate itself at the first valid state it receives (an activation refused is retried at
-each later state): a node started alone or in-process (``qv bringup``, the demos, the tests) has no
+each later state, until it is deactivated on request): a node started alone or in-process (``qv bringup``, the demos, the tests) has no
 lifecycle manager. The launch files set it true and drive the transitions with ``qv_spawner``, as
 controller_manager's spawner does.
 """
@@ -47,6 +47,7 @@ from qv_dynamics.state import Reference
 
 MOVE_SPEED = 0.1       # m/s or rad/s: peak speed of the move from the found pose to the start pose
 MOVE_TIME_MIN = 0.2    # s: shortest move
+REFUSAL_REPORT = 1.0   # s: a changed refusal is logged and reported at most this often
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 LIFECYCLE_PARAMS = (
@@ -170,6 +171,7 @@ class ManagedController:
         self._configured_entities: list = []
         self._configure_error: Exception | None = None
         self.activation_refused, self._refusal_final, self._blend = "", False, None
+        self._refusal_reported = -float("inf")
         self.steady_loop = SteadyLoop(self.get_parameter("start_steady_states").value,
                                       self.get_parameter("start_steady_gap").value)
         self.lifecycle_stats = {"activations": 0, "activations_refused": 0, "deactivations": 0,
@@ -223,11 +225,16 @@ class ManagedController:
     def on_activate(self, state) -> TransitionCallbackReturn:
         reason, final = self._activation_check()
         if reason:
-            if reason != self.activation_refused:
-                self.get_logger().warning(f"activation refused: {reason}")
+            # a lifecycle manager reads the reason in /diagnostics at once; a node that activates itself retries
+            # at every state: its changed reasons are logged and reported at most every REFUSAL_REPORT s
+            now, changed = time.monotonic(), reason != self.activation_refused
             self.activation_refused, self._refusal_final = reason, final
+            if self._managed or (changed and now - self._refusal_reported >= REFUSAL_REPORT):
+                if changed:
+                    self.get_logger().warning(f"activation refused: {reason}")
+                self._refusal_reported = now
+                self.publish_diagnostics()
             self.lifecycle_stats["activations_refused"] += 1
-            self.publish_diagnostics()
             return FAILURE
         self.activation_refused, self._refusal_final = "", False
         if self.lifecycle_stats["activations"] and callable(getattr(self.law, "reset", None)):
@@ -243,6 +250,7 @@ class ManagedController:
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
         self._go_inactive("controller deactivated")
+        self._managed = True        # deactivated on request: it stays inactive until activated on request
         return SUCCESS
 
     def on_cleanup(self, state) -> TransitionCallbackReturn:
