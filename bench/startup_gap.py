@@ -11,6 +11,7 @@ largest normal force on the tool (MuJoCo's contact force, every control period) 
 ros2_control's forward controller and the simulated hardware interfaces do), and the force limit.
 
     PYTHONPATH=. .venv/bin/python bench/startup_gap.py [--config config/demo_mujoco.yaml] [--gap 50 100 200 320]
+        [--at 0.002] [--in-contact]     # the stall --at s after the first touch instead
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
-def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int) -> tuple[float, float]:
+def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int,
+        contact: bool = False) -> tuple[float, float]:
     """(peak normal force [N], the descent's start [s]) of one lock-step run with one stall (module doc)."""
     import rclpy
     from rclpy.context import Context
@@ -44,8 +46,10 @@ def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int) -
         def on_command(self, msg) -> None:
             super().on_command(msg)
             task = self.task
-            if not self.stalled and task is not None and task.phase == "approach" \
-                    and self.t >= task.t_descent + task.cfg.hold + at:
+            if task is None or self.stalled:
+                return
+            if (not contact and task.phase == "approach" and self.t >= task.t_descent + task.cfg.hold + at) or \
+                    (contact and task.t_contact is not None and self.t >= task.t_contact + at):
                 self.stalled = True
                 self._advance(int(round(gap_ms * 1e-3 / self.dt)))
                 self.publish_state()
@@ -70,8 +74,8 @@ def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int) -
             ex.spin_once(timeout_sec=0.01)
         plant.publish_state()
         end = time.monotonic() + 120.0
-        while time.monotonic() < end and (task.t_contact is None or plant.t < task.t_contact + 0.3) \
-                and task.phase != "hold" and plant.t < 8.0:
+        while time.monotonic() < end and (task.t_contact is None or plant.t < task.t_contact + 0.3 + contact * (
+                at + 1e-3 * gap_ms + 0.5)) and task.phase != "hold" and plant.t < 8.0:
             ex.spin_once(timeout_sec=0.1)
         ex.shutdown()
         return plant.contact_peak, task.t_descent + task.cfg.hold
@@ -86,18 +90,20 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=str(ROOT / "config" / "demo_mujoco.yaml"))
     ap.add_argument("--gap", type=float, nargs="+", default=[50.0, 100.0, 200.0, 320.0], help="stall lengths [ms]")
     ap.add_argument("--at", type=float, default=0.002, help="the stall's start after the descent's start [s]")
+    ap.add_argument("--in-contact", action="store_true", help="--at counts from the first touch instead")
     ap.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0") or 0))
     args = ap.parse_args(argv)
     from qv_control.ros.bringup import load_params_file
 
     c = load_params_file(args.config)["qv_controller"]
     limit = float(c.get("task.force_limit", 3.0)) * float(c.get("task.force", 10.0))
-    print(f"{args.config}: one stall {1e3 * args.at:.0f} ms into the descent; force limit {limit:.0f} N; "
+    where = "after the first touch" if args.in_contact else "into the descent"
+    print(f"{args.config}: one stall {1e3 * args.at:.0f} ms {where}; force limit {limit:.0f} N; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"{'stall [ms]':>12s}{'drives hold at 50 ms [N]':>28s}{'command held [N]':>20s}")
     for gap in args.gap:
-        hold, _ = run(args.config, gap, args.at, 0.05, args.domain)
-        held, _ = run(args.config, gap, args.at, 1.0, args.domain)
+        hold, _ = run(args.config, gap, args.at, 0.05, args.domain, args.in_contact)
+        held, _ = run(args.config, gap, args.at, 1.0, args.domain, args.in_contact)
         print(f"{gap:12.0f}{hold:28.1f}{held:20.1f}", flush=True)
     return 0
 

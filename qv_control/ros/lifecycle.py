@@ -31,8 +31,8 @@ node (``~/change_state``, ``~/get_state``, lifecycle_msgs).
 ``managed`` (default false) lets the node configure itself in its constructor (a bad configuration raises,
 as before) and activate itself at the first valid state it receives (an activation refused is retried at
 each later state, until it is deactivated on request): a node started alone or in-process (``qv bringup``,
-the demos, the tests) has no lifecycle manager. The launch files set it true and drive the transitions with ``qv_spawner``, as
-controller_manager's spawner does.
+the demos, the tests) has no lifecycle manager. The launch files set it true and drive the transitions with
+``qv_spawner``, as controller_manager's spawner does.
 """
 from __future__ import annotations
 
