@@ -156,42 +156,58 @@ def _summary(watch, c, system, procs, alive, codes, t0) -> dict:
     return out
 
 
-def run_lockstep(config: str, seconds: float, domain_id: int) -> dict:
-    """The same parameters in one process, the plant in lock-step (one period per command)."""
-    import rclpy
-    from rclpy.context import Context
-
+def lockstep_nodes(ctx, P: dict, plant_cls=None, command_delay: float = 0.0, **plant_params) -> tuple:
+    """(plant, controller, executor) of the parameters ``P`` in one process, the plant in lock-step (one period
+    per command; ``plant_params`` over its parameters), each command acting from the state it answers
+    (``command_delay`` 0: no latency compensation); the plant's first state is out once the controller reads
+    its F/T topic."""
     from qv_control.ros.bringup import to_parameters
     from qv_control.ros.controller_node import ControllerNode
     from qv_dynamics.ros.mujoco_node import MujocoNode
     from qv_dynamics.ros.runner import make_executor
+
+    plant = (plant_cls or MujocoNode)("qv_mujoco", context=ctx, parameter_overrides=to_parameters(
+        dict(P["qv_mujoco"], mode="lockstep", lockstep_resend=0.05, **plant_params)))
+    ctrl = ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(
+        dict(P["qv_controller"], use_sim_time=True, watchdog_timeout=5.0, command_delay=command_delay,
+             **{"task.ft_timeout": 5.0})))
+    ex = make_executor(ctx)
+    for n in (plant, ctrl):
+        ex.add_node(n)
+    return plant, ctrl, ex
+
+
+def kick(ex, plant) -> None:
+    """The lock-step plant's first state, once the controller reads its F/T topic (a handshake, 5 s at most)."""
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end and plant.pub_wrench.get_subscription_count() < 1:
+        ex.spin_once(timeout_sec=0.01)
+    plant.publish_state()
+
+
+def run_lockstep(config: str, seconds: float, domain_id: int) -> dict:
+    """The same parameters in one process, the plant in lock-step (one period per command)."""
+    import rclpy
+    from rclpy.context import Context
 
     P, c, system = setup(config)
     ctx = Context()
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
     nodes = []
     try:
-        plant = MujocoNode("qv_mujoco", context=ctx, parameter_overrides=to_parameters(
-            dict(P["qv_mujoco"], mode="lockstep", lockstep_resend=0.05)))
-        nodes.append(plant)
-        nodes.append(ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(
-            dict(c, use_sim_time=True, watchdog_timeout=5.0, command_delay=0.0, **{"task.ft_timeout": 5.0}))))
+        plant, ctrl, ex = lockstep_nodes(ctx, P)
+        nodes += [plant, ctrl]
         mon = rclpy.create_node("contact_task_watch", context=ctx)
         nodes.append(mon)
         watch = Watch(mon, WRENCH)
-        ex = make_executor(ctx)
-        for n in nodes:
-            ex.add_node(n)
-        end = time.monotonic() + 5.0
-        while time.monotonic() < end and plant.pub_wrench.get_subscription_count() < 1:
-            ex.spin_once(timeout_sec=0.01)
-        plant.publish_state()
+        ex.add_node(mon)
+        kick(ex, plant)
         end = time.monotonic() + 40 * seconds
         while plant.plant.time < seconds and time.monotonic() < end:
             ex.spin_once(timeout_sec=0.1)
         for _ in range(50):
             ex.spin_once(timeout_sec=0.01)
-        diag = {k: str(v) for k, v in nodes[1].task_layer.diagnostics().items()}
+        diag = {k: str(v) for k, v in ctrl.task_layer.diagnostics().items()}
         ex.shutdown()
     finally:
         for n in nodes:

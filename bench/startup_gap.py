@@ -7,7 +7,7 @@ The start of the descent is where the realtime runs on a loaded machine struck t
 above it): the command answering a state of the descent's first 5 ms carries the profile's acceleration
 (2 m/s²); held open loop for 100 ms it takes the tool 1 cm down at 0.2 m/s. Printed per gap: the table's
 largest normal force on the tool (MuJoCo's contact force, every control period) with the drives' hold after
-``command_timeout`` (the plant's default, 50 ms) and without it (1 s: the command held throughout, as
+``command_timeout`` (the plant's default, 20 ms) and without it (1 s: the command held throughout, as
 ros2_control's forward controller and the simulated hardware interfaces do), and the force limit.
 
     PYTHONPATH=. .venv/bin/python bench/startup_gap.py [--config config/demo_mujoco.yaml] [--gap 50 100 200 320]
@@ -23,19 +23,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
 def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int,
-        contact: bool = False) -> tuple[float, float]:
+        contact: bool = False, command_delay: float = 0.0) -> tuple[float, float]:
     """(peak normal force [N], the descent's start [s]) of one lock-step run with one stall (module doc)."""
     import rclpy
+    from contact_task import kick, lockstep_nodes
     from rclpy.context import Context
 
-    from qv_control.ros.bringup import load_params_file, to_parameters
-    from qv_control.ros.controller_node import ControllerNode
+    from qv_control.ros.bringup import load_params_file
     from qv_dynamics.ros.mujoco_node import MujocoNode
-    from qv_dynamics.ros.runner import make_executor
 
     class StallingPlant(MujocoNode):
         """The plant of one run: after its step for the first command answering a state ``at`` s into the
@@ -59,20 +59,10 @@ def run(config: str, gap_ms: float, at: float, timeout: float, domain_id: int,
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
     nodes = []
     try:
-        plant = StallingPlant("qv_mujoco", context=ctx, parameter_overrides=to_parameters(
-            dict(P["qv_mujoco"], mode="lockstep", lockstep_resend=0.05, command_timeout=timeout)))
-        ctrl = ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(
-            dict(P["qv_controller"], use_sim_time=True, watchdog_timeout=5.0, command_delay=0.0,
-                 **{"task.ft_timeout": 5.0})))
+        plant, ctrl, ex = lockstep_nodes(ctx, P, StallingPlant, command_delay, command_timeout=timeout)
         nodes += [plant, ctrl]
         task = plant.task = ctrl.task_layer.task
-        ex = make_executor(ctx)
-        for n in nodes:
-            ex.add_node(n)
-        end = time.monotonic() + 5.0
-        while time.monotonic() < end and plant.pub_wrench.get_subscription_count() < 1:
-            ex.spin_once(timeout_sec=0.01)
-        plant.publish_state()
+        kick(ex, plant)
         end = time.monotonic() + 120.0
         while time.monotonic() < end and (task.t_contact is None or plant.t < task.t_contact + 0.3 + contact * (
                 at + 1e-3 * gap_ms + 0.5)) and task.phase != "hold" and plant.t < 8.0:
@@ -91,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gap", type=float, nargs="+", default=[50.0, 100.0, 200.0, 320.0], help="stall lengths [ms]")
     ap.add_argument("--at", type=float, default=0.002, help="the stall's start after the descent's start [s]")
     ap.add_argument("--in-contact", action="store_true", help="--at counts from the first touch instead")
+    ap.add_argument("--command-delay", type=float, default=0.0, help="the controller's command_delay (-1: as "
+                    "deployed, one measured period while the plant does not report the command as applied)")
     ap.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0") or 0))
     args = ap.parse_args(argv)
     from qv_control.ros.bringup import load_params_file
@@ -100,10 +92,10 @@ def main(argv=None) -> int:
     where = "after the first touch" if args.in_contact else "into the descent"
     print(f"{args.config}: one stall {1e3 * args.at:.0f} ms {where}; force limit {limit:.0f} N; "
           f"load {os.getloadavg()[0]:.1f}")
-    print(f"{'stall [ms]':>12s}{'drives hold at 50 ms [N]':>28s}{'command held [N]':>20s}")
+    print(f"{'stall [ms]':>12s}{'drives hold at 20 ms [N]':>28s}{'command held [N]':>20s}")
     for gap in args.gap:
-        hold, _ = run(args.config, gap, args.at, 0.05, args.domain, args.in_contact)
-        held, _ = run(args.config, gap, args.at, 1.0, args.domain, args.in_contact)
+        hold, _ = run(args.config, gap, args.at, 0.02, args.domain, args.in_contact, args.command_delay)
+        held, _ = run(args.config, gap, args.at, 1.0, args.domain, args.in_contact, args.command_delay)
         print(f"{gap:12.0f}{hold:28.1f}{held:20.1f}", flush=True)
     return 0
 
