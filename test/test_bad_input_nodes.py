@@ -269,19 +269,24 @@ def test_old_and_future_stamps_dropped_and_counted_dynamics(ros):
 
 
 def test_force_integral_uses_bounded_non_negative_dt():
-    """A stamp far ahead must not freeze the integral for good: dt is clipped to [0, max_dt] and the
-    integrator follows the stamps again afterwards (reference: the integral of a constant error)."""
+    """A stamp far ahead must not freeze the integral for good, nor integrate the gap: dt is clipped to
+    [0, min(max_dt, 2 sample periods)] (the period: the smallest step seen) and the integrator follows the
+    stamps again afterwards (reference: the integral of a constant error)."""
     pi = ForcePI(kf=0.0, ki=1.0, max_dt=0.1)
     e = np.array([2.0])
     pi.update(0.0, e)
     pi.update(0.01, e)
     np.testing.assert_allclose(pi.z, [0.02], rtol=1e-12)
-    pi.update(1e9, e)  # a corrupted stamp: at most max_dt of integration
-    np.testing.assert_allclose(pi.z, [0.02 + 0.2], rtol=1e-12)
+    pi.update(1e9, e)  # a corrupted stamp (or a stall): at most two periods of integration
+    np.testing.assert_allclose(pi.z, [0.02 + 2 * 0.02], rtol=1e-12)
     pi.update(0.02, e)  # back to the true time: dt < 0 integrates nothing
-    np.testing.assert_allclose(pi.z, [0.22], rtol=1e-12)
+    np.testing.assert_allclose(pi.z, [0.06], rtol=1e-12)
     pi.update(0.03, e)  # and integrates again
-    np.testing.assert_allclose(pi.z, [0.24], rtol=1e-12)
+    np.testing.assert_allclose(pi.z, [0.08], rtol=1e-12)
+    slow = ForcePI(kf=0.0, ki=1.0, max_dt=0.1)   # a slow loop: max_dt bounds before two periods do
+    for t in (0.0, 0.08, 1e9):
+        slow.update(t, e)
+    np.testing.assert_allclose(slow.z, [2.0 * (0.08 + 0.1)], rtol=1e-12)
 
 
 def test_normal_rate_estimate_recovers_after_a_future_stamp():

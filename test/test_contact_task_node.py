@@ -123,8 +123,8 @@ def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
 
 def test_no_touch_down_within_the_window_ends_in_a_safe_hold(session):
     ctx, ex, probe = session
-    node = ControllerNode("qv_task_window", context=ctx, parameter_overrides=to_parameters(
-        params(approach_window=0.05, autostart=True, hold=0.0)))
+    node = ControllerNode("qv_task_window", context=ctx, parameter_overrides=to_parameters(  # start at once
+        dict(params(approach_window=0.05, autostart=True, hold=0.0), start_steady_states=1)))
     ex.add_node(node)
     pub_js = probe.create_publisher(JointState, "/joint_states", 10)
     try:
@@ -181,8 +181,8 @@ def test_force_limit_trips_the_hold_and_lifts_off(session):
     the task to its safe hold, constraint off, counted in the diagnostics values; the held reference lifts the
     tool task.retract above its measured height (forward kinematics at the state's q)."""
     ctx, ex, probe = session
-    node = ControllerNode("qv_task_limit", context=ctx, parameter_overrides=to_parameters(
-        params(approach_window=30.0, autostart=True, hold=0.0)))
+    node = ControllerNode("qv_task_limit", context=ctx, parameter_overrides=to_parameters(  # start at once
+        dict(params(approach_window=30.0, autostart=True, hold=0.0), start_steady_states=1)))
     ex.add_node(node)
     system = node.system
     z0 = system.frame_placement(np.asarray(Q0), FRAME).translation[2]

@@ -80,13 +80,21 @@ def tool_and_contact(system, frame: str, contact: str | None) -> int:
     return fid
 
 
+GAP_PERIODS = 2.0   # a sample after a gap integrates the force error over at most this many sample periods
+
+
 class ForcePI:
     """PI on a measured force: correction = k_f·e + k_i·∫e dt, e = desired − measured (eq. 52).
 
     The measurement reaches the law one sample late (it is the force produced by the previous command),
     so the algebraic force loop e_k = −k_f e_{k−1} + … is stable only for k_f < 1 (checked). The integral
-    is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, max_dt) and frozen while the
-    limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes.
+    is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, min(max_dt, GAP_PERIODS·T))
+    (T the smallest step seen: the sample period) and frozen while the limiter scales the force channel
+    (anti-windup). It resets when the number of constraint rows changes. A late sample integrates at most
+    GAP_PERIODS periods: the error in a gap was not observed, and the plant held the previous command (or its
+    drives held the pose and the force fell) meanwhile; integrating the error found after a 100 ms stall as
+    if it had lasted the whole gap added k_i·e·0.1 s = 30 N to a 10 N press (k_i = 30 /s) and struck the
+    table at 25–49 N on resume (``bench/startup_gap.py --in-contact``; 12–16 N with the cap).
 
     Because the reading is one sample old, :meth:`error` compares it with the desired value *of the previous
     sample* (the command it was produced under), not with the new one: after a step of the desired force
@@ -103,6 +111,7 @@ class ForcePI:
     def reset(self) -> None:
         self.z: np.ndarray | None = None
         self.t_prev: float | None = None
+        self.period = math.inf          # the smallest positive step between samples seen
         self._target = PreviousTarget()
 
     def error(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
@@ -127,7 +136,10 @@ class ForcePI:
         if self.t_prev is not None and not freeze:
             # bounded, non-negative step: a stamp that goes back integrates nothing, a gap (or a stamp far
             # ahead) at most max_dt; t_prev always follows the stamps, so one bad stamp cannot freeze it
-            dt = min(max(t - self.t_prev, 0.0), self.max_dt)
+            step = t - self.t_prev
+            if 0.0 < step < self.period:
+                self.period = step
+            dt = min(max(step, 0.0), self.max_dt, GAP_PERIODS * self.period)
             if dt > 0.0:
                 self.z = self.z + dt * error
         self.t_prev = t

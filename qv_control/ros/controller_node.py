@@ -37,11 +37,11 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -49,7 +49,7 @@ from trajectory_msgs.msg import JointTrajectory
 from qv_dynamics.errors import ModelError, QVError
 from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.ros.free_body import FreeBodySync
-from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
+from qv_dynamics.ros.health import EpisodeCounter, reject_kind
 from qv_dynamics.ros.messages import (
     JointLayout,
     joint_state_to_arrays,
@@ -59,11 +59,13 @@ from qv_dynamics.ros.messages import (
     wrench_to_array,
 )
 from qv_dynamics.ros.odometry import odometry_to_base
-from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.params import declare, load_model_config, validate
 from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
+from .controller_report import ControllerReport
+from .lifecycle import ManagedController
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
@@ -80,15 +82,17 @@ from .trajectory import JointTrajectoryReference
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
-class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
-    """Event-driven: one effort command per valid /joint_states message."""
+class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, ManagedController, LifecycleNode):
+    """Event-driven: one effort command per valid /joint_states message while active (:mod:`.lifecycle`)."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
                  **node_kwargs):
         """``system``/``law`` may be passed in-process (bringup, tests); otherwise they are built from the
         parameters ``model_config``/``robot_description`` and ``law`` + ``law_params.*``. ``reference`` is an
         optional callable t -> Reference used until a reference topic message arrives. ``task``: a
-        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters."""
+        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters.
+        Unless ``managed``, the node configures here (a bad configuration raises) and activates at its first
+        valid state (:mod:`.lifecycle`)."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
         declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
@@ -96,7 +100,13 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
         self._law_param_names = self._declare_law_params(overrides)
+        self.task_layer = None
+        self._init_lifecycle({"system": system, "law": law, "reference": reference, "task": task})
+
+    def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
+        """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
+        validate(CONTROLLER_NODE, {p.name: gp(p.name).value for p in CONTROLLER_NODE})  # as set while unconfigured
         odom_topic = gp("odom_topic").value
         if system is None:
             system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
@@ -229,7 +239,7 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
             ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
         if self.lambda_d is not None and self.lambda_d_fits():
             ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
-        return ref
+        return self.blended(t, ref)
 
     def measured_lambda(self, q: np.ndarray) -> np.ndarray | None:
         """λ_meas (all active rows) from the latest wrenches, rotated with the frame orientations at q;
@@ -293,12 +303,15 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
             self.stats["duplicates"] += 1
             return
         self.q_last = q
+        if not self.active and not self.on_inactive_state(t):   # inactive: kept, not answered (.lifecycle)
+            return
         if self.stale:
             self.stale = False
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
         t0, c0, st, v_meas = time.perf_counter(), time.thread_time(), self.stats, qdot
+        self.on_active_state(t, q)   # the move's anchor, the steady loop, the task's start (.lifecycle)
         if self.task_layer is not None and not self.task_layer.step(t, q):
             self.publish_safe(qdot)
             return
@@ -336,6 +349,8 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
 
     # ------------------------------------------------------------------ safety
     def on_watchdog(self) -> None:
+        if not self.active:   # inactive: nothing is published (.lifecycle)
+            return
         age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state
         if age > self.watchdog_timeout:
             if not self.stale:
@@ -353,38 +368,6 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, Node):
         if sync.failing:
             return f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
         return "no valid joint_states"
-
-    def publish_diagnostics(self) -> None:
-        st = self.stats
-        values = {"commands": st["commands"], "duplicate_states": st["duplicates"], "stale": int(self.stale),
-                  "safe_commands": st["safe_commands"], "watchdog_episodes": st["watchdog_episodes"],
-                  "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
-                  "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
-                  "commands_acted_at_once": getattr(self.predictor, "at_once", 0), "latency_prediction_stopped":
-                  int(getattr(self.predictor, "stopped", False)),
-                  # the stamp the reference's time counts from (its first state), to the ns: logs align on it
-                  "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
-        if self.task_layer is not None:
-            values.update(self.task_layer.diagnostics())
-        values.update(self.law.counters() if callable(getattr(self.law, "counters", None)) else {})  # λ_d projected
-        law = self.rejects["law"]
-        values["law_failures"] = law.total
-        for k, c in self.rejects.items():
-            for kind, n in c.counts.items():
-                values[f"rejected_{k}_{kind}"] = n
-        level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
-                                          or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
-        text = f"stale: {self._stale_what()}" if self.stale else "ok"
-        if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
-            level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
-                                               text, self.system.name, values))
-        st["compute_ms_max"] = 0.0
-
-    def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:
-        return self.rejects[topic].total if kind is None else self.rejects[topic].counts.get(kind, 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ from qv_dynamics.ros.params import (
 from ..latency import AUTO, MAX_HORIZON, StatePredictor
 from ..laws.registry import LAWS, make_law
 from ..safe_output import MODES
+from .lifecycle import LIFECYCLE_PARAMS
 from .sizes import labelled_vector
 from .task_params import TASK_PARAMS
 
@@ -121,7 +122,7 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           finite_list("reference.waypoints")),
     Param("reference.kind", "quintic", "spline reference: quintic or cubic", one_of("reference.kind",
                                                                                      ("quintic", "cubic"))),
-) + TASK_PARAMS
+) + LIFECYCLE_PARAMS + TASK_PARAMS
 
 
 def make_predictor(system, command_delay: float):

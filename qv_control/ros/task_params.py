@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.errors import ModelError
-from qv_dynamics.ros.params import Param, finite_list, non_negative, one_of, positive
+from qv_dynamics.ros.params import Param, bounded, finite_list, non_negative, one_of, positive
 
 from ..task import KINDS, ContactTask, ContactTaskConfig, TaskLaw, TaskLawSettings, check_task, contact_inertia
 from ..task import touch_speed as plan_touch_speed
@@ -34,7 +34,11 @@ TASK_PARAMS = (
     Param(P + "redundancy_joint", "", "joint added to θ of the qv law (7-DoF arms; empty for 6-DoF)"),
     Param(P + "start_q", None, "configuration the task starts from (targets and Λ_c are checked there)",
           finite_list(P + "start_q")),
-    Param(P + "autostart", False, "start the timed task at the first state (else ~/start or ~/touch_down)"),
+    Param(P + "autostart", False, "start the timed task once the loop runs steadily after activation "
+          "(start_steady_states; else ~/start or ~/touch_down)"),
+    Param(P + "start_tolerance", 0.1, "activation is refused when the measured pose is further than this from "
+          "start_q at any joint [rad]; within it the node moves to start_q first (qv_control.ros.lifecycle); in "
+          "(0, 1]", bounded(P + "start_tolerance", 0.0, 1.0, unit="rad", low_open=True)),
     Param(P + "surface_height", 0.0, "z of the tool point at touch-down, as believed [m]"),
     Param(P + "force", 10.0, "commanded normal force [N]", positive(P + "force")),
     Param(P + "force_steps", None, "force steps after the first touch: flat [τ1, F1, τ2, F2, ...] [s, N]",
