@@ -210,7 +210,8 @@ def test_stale_joint_states_in_contact_send_the_task_to_its_hold(session):
     the node keeps sending the safe output (the hold), not the law."""
     ctx, ex, probe = session
     node = ControllerNode("qv_task_stale", context=ctx, parameter_overrides=to_parameters(
-        {**params(approach_window=30.0, autostart=True, hold=0.0), "watchdog_timeout": 0.05, "watchdog_period": 0.01}))
+        {**params(approach_window=30.0, autostart=True, hold=0.0), "watchdog_timeout": 0.05, "watchdog_period": 0.01,
+             "start_steady_states": 1}))
     ex.add_node(node)
     system = node.system
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
