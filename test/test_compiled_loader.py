@@ -50,7 +50,7 @@ law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_jo
                kd=40.0)
 print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels.laws", "tracking") is None,
       law.coords._kernel is None, load("qv_control.kernels.tick", "projection_tick") is None,
-      load("qv_control.kernels.quasi_tick", "quasi_tick") is None)
+      load("qv_control.kernels.quasi_tick", "quasi_law_tick") is None)
 for m in sorted(STATUS):
     print(m, STATUS[m])
 """

@@ -10,13 +10,15 @@ reference it must equal; the test pairing them:
 - ``coordinates``: :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``;
   test_law_compiled.py
 - ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
-- ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
+- ``quasi_tick``: a quasi-velocity law's whole tick (``compute`` with ``compiled=False``); test_law_compiled.py
+- ``limiter``: :func:`qv_control.saturation.saturate`; test_law_compiled.py
 
-``layout`` sizes the ticks' output buffers (plain Python, used by the laws at construction).
+``layout`` names the blocks of the whole-tick kernels' packed arguments (plain Python, used by the laws at
+construction); ``blocks`` reads them and does what every tick does before its law (the checks, the terms).
 """
 
 #: modules of the room that are support, not kernels (no numpy reference of their own)
-SUPPORT = ("layout",)
+SUPPORT = ("layout", "blocks")
 
 #: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
 KERNEL_MODULES = ("qv_control.kernels.coordinates", "qv_control.kernels.laws", "qv_control.kernels.quasi_tick",
@@ -29,4 +31,5 @@ PAIRS = {
                                        "test_law_compiled.py"),
     "qv_control.kernels.tick": ("qv_control.laws.projection_base.ProjectionLawBase", "test_law_compiled.py"),
     "qv_control.kernels.quasi_tick": ("qv_control.laws.quasi_base.QuasiLawBase", "test_law_compiled.py"),
+    "qv_control.kernels.limiter": ("qv_control.saturation.saturate", "test_law_compiled.py"),
 }

@@ -22,8 +22,8 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mv
-from qv_dynamics.kernels.sim_linalg import chol_solve, jacobi, lu_apply, lu_factor, lu_solve
+from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
+from qv_dynamics.kernels.sim_linalg import chol_solve, jacobi, lu_apply_into, lu_factor, lu_solve
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
@@ -87,6 +87,20 @@ def reduced_jacobian(Qi, V, r, J, D) -> float:
 
 
 @njit(cache=True)
+def reduced_checked(Qi, V, r, J, D, U, cond_max) -> float:
+    """D = JQ⁻ᵀV₂ into ``D`` and NaN when cond(D) ≤ ``cond_max`` is certified (:func:`cond_certified`), else
+    cond(D) by Jacobi (:func:`_cond`; the caller compares it with ``cond_max``)."""
+    n = V.shape[0]
+    k = D.shape[0]
+    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
+    LU = np.empty((k, k))
+    piv = np.empty(k, np.int64)
+    if lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max):
+        return np.nan
+    return _cond(D, U)
+
+
+@njit(cache=True)
 def reduced_core(Qi, V, r, J, D, U) -> float:
     """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi from the rotation U, :func:`_cond`)."""
     n = V.shape[0]
@@ -99,61 +113,149 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
              normal, out) -> int:
     """:func:`tracking_core` as one compiled entry point (cold-started Jacobi)."""
     return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
-                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]))
+                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]), True)
+
+
+@njit(cache=True)
+def _triangular_inverse_norm(LU, unit) -> float:
+    """‖T⁻¹‖_F² of the triangle of an LU factor: the unit lower one (``unit``) or the upper one."""
+    k = LU.shape[0]
+    x = np.empty(k)
+    w = 0.0
+    for j in range(k):            # column j of T⁻¹ by substitution (k³/6 multiply-adds in all)
+        if unit:
+            for i in range(j, k):
+                s = 1.0 if i == j else 0.0
+                for t in range(j, i):
+                    s -= LU[i, t] * x[t]
+                x[i] = s
+                w += s * s
+        else:
+            for i in range(j, -1, -1):
+                s = 1.0 if i == j else 0.0
+                for t in range(i + 1, j + 1):
+                    s -= LU[i, t] * x[t]
+                x[i] = s / LU[i, i]
+                w += x[i] * x[i]
+    return w
+
+
+@njit(cache=True)
+def cond_certified(D, LU, piv, cond_max) -> bool:
+    """Whether cond₂(D) ≤ ``cond_max`` is certified by ‖D‖_F‖L⁻¹‖_F‖U⁻¹‖_F ≥ ‖D‖₂‖D⁻¹‖₂ (D = PLU: ‖D⁻¹‖ ≤
+    ‖U⁻¹‖‖L⁻¹‖), the triangles' inverses by substitution (k³/3 multiply-adds, k divisions) instead of the
+    sweeps of a Jacobi SVD; when the bound exceeds ``cond_max`` the caller forms cond(D) itself."""
+    k = D.shape[0]
+    d = 0.0
+    for i in range(k):
+        for j in range(k):
+            d += D[i, j] * D[i, j]
+    return d * _triangular_inverse_norm(LU, True) * _triangular_inverse_norm(LU, False) <= cond_max * cond_max
+
+
+@njit(cache=True)
+def _normal_terms(Qi, Qd, V, W1, Lam, G, J, Ad, v, LU, piv, out, wk) -> None:
+    """v_n = V₁ᵀv, Gv_n = D⁻¹JQ⁻ᵀV₁v_n into ``out`` rows 4, 3 and Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Q⁻¹(Ȧᵀz − Q̇Λᵀz)),
+    z = W₁ᵀv_n, into ``wk[0]`` (first k entries; ``wk``: 5 rows of n scratch)."""
+    n = V.shape[0]
+    r = W1.shape[0]
+    k = n - r
+    V1, V2 = V[:, :r], V[:, r:]
+    v_n, z = out[4, :r], wk[4, :r]
+    mtv_into(V1, v, v_n)
+    V1vn, t1, t2 = wk[1], wk[2], wk[3]
+    mv_into(V1, v_n, V1vn)
+    mtv_into(Qi, V1vn, t1)                      # Q⁻ᵀV₁v_n
+    gvn = out[3, :k]
+    mv_into(J, t1, gvn)
+    lu_apply_into(LU, piv, gvn, gvn)
+    mtv_into(W1, v_n, z)
+    mtv_into(Lam, z, t1)                        # Λᵀz
+    mv_into(Qd, t1, t2)                         # Q̇Λᵀz
+    mtv_into(Ad, z, t1)                         # Ȧᵀz
+    for i in range(n):
+        t1[i] -= t2[i]
+    mv_into(Qi, t1, t2)
+    mv_into(G, V1vn, t1)
+    for i in range(n):
+        t1[i] += t2[i]
+    mtv_into(V2, t1, wk[0, :k])
 
 
 @njit(cache=True)
 def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
-                  normal, out, U) -> int:
+                  normal, out, U, exact) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
     θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
     ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
-    entries), [cond(D)], D (k rows)."""
+    entries), [cond(D)], D (k rows). ``exact`` False: cond(D) only certified below ``cond_max``
+    (:func:`cond_certified`; the Jacobi value when the bound does not, NaN in out[6, 0] otherwise); ``Gv`` with
+    no rows: Γ_v v_r formed as V₂ᵀΓ(V₂v_r)."""
     n = V.shape[0]
     r = W1.shape[0]
     k = n - r
     N = np.empty((n, k))
     D = out[7:7 + k, :k]
     _reduced(Qi, V, r, J, N, D)
-    out[6, 0] = cond = _cond(D, U)
-    if not cond <= cond_max:
-        return 0
-    e = out[5, :k]
-    s_d = np.empty(k)
-    sd_dot = np.empty(k)
-    for i in range(k):
-        e[i] = th[i] - th_d[i]
-        s_d[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
-        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
-    V1 = V[:, :r]
-    V2 = V[:, r:]
     LU = np.empty((k, k))
     piv = np.empty(k, np.int64)
-    lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
-    sigma = lu_apply(LU, piv, s_d)
-    eps = vr - sigma
-    u_v = np.zeros(k)
+    if exact or not (lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max)):
+        out[6, 0] = cond = _cond(D, U)
+        if not cond <= cond_max:
+            return 0
+        lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
+    else:
+        out[6, 0] = np.nan
+    wk = np.empty((9, n))
+    e, u_v, eps, sigma, sd_dot = out[5, :k], out[0, :k], out[1, :k], out[2, :k], wk[5, :k]
+    for i in range(k):
+        e[i] = th[i] - th_d[i]
+        sigma[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
+        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
+    lu_apply_into(LU, piv, sigma, sigma)
+    for i in range(k):
+        eps[i] = vr[i] - sigma[i]
+    V1 = V[:, :r]
+    V2 = V[:, r:]
     if normal and r:
-        v_n = mv(V1.T, v)
-        out[4, :r] = v_n
-        V1vn = mv(V1, v_n)
-        gvn = lu_apply(LU, piv, mv(J, mv(Qi.T, V1vn)))
-        out[3, :k] = gvn
-        z = mv(W1.T, v_n)
-        u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
-        eps += gvn
+        _normal_terms(Qi, Qd, V, W1, Lam, G, J, Ad, v, LU, piv, out, wk)
+        for i in range(k):
+            eps[i] += out[3, i]
+            u_v[i] = wk[0, i]
     else:
         out[3, :k] = 0.0
-    w = mv(N, sigma)
-    y = mv(Qd.T, w)
-    a = -y
+        u_v[:] = 0.0
+    w, y, a, b = wk[6], wk[7], wk[8], wk[1]
+    mv_into(N, sigma, w)
+    mtv_into(Qd, w, y)
+    for i in range(n):
+        a[i] = -y[i]
     if r:
-        a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
-    Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
-    u_v += lu_apply(LU, piv, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
-    out[0, :k] = u_v
-    out[1, :k] = eps
-    out[2, :k] = sigma
+        c, d = wk[2, :r], wk[3, :r]
+        mv_into(Ad, w, c)
+        mv_into(Lam, y, d)
+        for i in range(r):
+            c[i] -= d[i]
+        mv_into(W1, c, d)
+        mv_into(V1, d, b)
+        for i in range(n):
+            a[i] -= b[i]
+    mtv_into(Qi, a, b)                          # Q⁻ᵀa
+    dds, t = wk[2, :k], wk[3, :k]
+    mv_into(Jd, w, dds)
+    mv_into(J, b, t)
+    for i in range(k):
+        sd_dot[i] -= dds[i] + t[i]              # ṡ_d − Ḋσ
+    lu_apply_into(LU, piv, sd_dot, sd_dot)
+    gv = wk[4, :k]
+    if Gv.shape[0] == k:
+        mv_into(Gv, vr, gv)
+    else:
+        mv_into(V2, vr, w)
+        mv_into(G, w, y)
+        mtv_into(V2, y, gv)
+    for i in range(k):
+        u_v[i] += (sd_dot[i] + gv[i]) - kd * eps[i]
     return 1
 
 

@@ -38,26 +38,9 @@ from .coordinates import evaluate_into
 from .laws import coupled_core, pidc_core
 from .layout import TICK_ROWS as ROWS
 from .layout import tick_rows as rows
+from .limiter import peak_ratio
 
 _M = "float64[:, :]"
-
-
-@njit(cache=True)
-def peak_ratio(tau, limits) -> float:
-    """max |τ_i|/L_i over the finite L_i, inf at a NaN or a zero limit (as :func:`~qv_control.saturation.saturate`
-    computes the peak ratio)."""
-    peak = 0.0
-    for i in range(tau.shape[0]):
-        li = limits[i]
-        if li == 0.0:
-            return np.inf
-        if li < np.inf:
-            x = abs(tau[i]) / li
-            if not x <= peak:
-                peak = x if x == x else np.inf
-                if peak == np.inf:
-                    break
-    return peak
 
 
 @njit(cache=True)

@@ -17,6 +17,7 @@ import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 from qv_dynamics.kernels.loader import load
+from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
@@ -24,6 +25,7 @@ from ..coordinates import MinimalCoordinates, as_coordinates
 from ..references import ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .integral import PreviousTarget
+from .packed import Setting
 
 _F64 = np.dtype(np.float64)
 
@@ -93,6 +95,11 @@ class ForcePI:
     the feedforward delivers the step and the PI does not add k_f·(step) on top of it (measured before this:
     21.2 % overshoot for one sample, 12 → 20 N with k_f = 0.5, k_i = 30)."""
 
+    kf = Setting()
+    ki = Setting()
+    max_dt = Setting()
+    enabled = Setting()
+
     def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
         self.kf = scalar_gain("kf (force proportional gain)", kf, positive=False, upper=1.0)
         self.ki = scalar_gain("ki (force integral gain)", ki, positive=False)
@@ -134,6 +141,51 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
+def evaluated(reference, state):
+    """A callable reference evaluated at the state's time (when that is a finite number; else left as it is, for
+    the numpy path to refuse); anything else as it is."""
+    if isinstance(reference, Reference) or not callable(reference):
+        return reference
+    try:
+        t = float(state.t)
+    except (TypeError, ValueError):
+        return reference
+    return reference(t) if math.isfinite(t) else reference
+
+
+def export_pi(pi: ForcePI, ct) -> None:
+    """The compiled tick's force-PI state (:mod:`qv_control.kernels.quasi_tick`) into ``pi``."""
+    from ..kernels import layout as L
+
+    st = ct.state
+    pi.z = ct.vector(L.F_PIZ).copy() if st[L.S_PI_Z] else None
+    pi.t_prev = None if math.isnan(st[L.S_PI_T]) else float(st[L.S_PI_T])
+    ht = st[L.S_HIST_T]
+    pi._target._hist = None if math.isnan(ht) else (
+        float(ht), ct.vector(L.F_PID).copy(), ct.vector(L.F_PIDP).copy() if st[L.S_HIST_PREV] else None)
+
+
+def import_pi(pi: ForcePI, ct) -> None:
+    """``pi``'s state into the compiled tick (the target history and ∫e only when they have its m rows)."""
+    from ..kernels import layout as L
+
+    st, m = ct.state, ct.m
+    ok = pi.z is not None and pi.z.shape == (m,)
+    st[L.S_PI_Z] = ok
+    if ok:
+        ct.vector(L.F_PIZ)[:] = pi.z
+    st[L.S_PI_T] = np.nan if pi.t_prev is None or not ok else pi.t_prev
+    h = pi._target._hist
+    if h is None or h[1].shape != (m,):
+        st[L.S_HIST_T], st[L.S_HIST_PREV] = np.nan, 0.0
+        return
+    st[L.S_HIST_T] = h[0]
+    ct.vector(L.F_PID)[:] = h[1]
+    st[L.S_HIST_PREV] = h[2] is not None
+    if h[2] is not None:
+        ct.vector(L.F_PIDP)[:] = h[2]
+
+
 class LazyKernel:
     """A kernel of ``qv_control.kernels.laws`` that only a law's numpy-side path calls (the first sample's and the
     fallbacks' products), loaded at its first use (:func:`qv_dynamics.kernels.loader.load`) rather than when the law is
@@ -162,6 +214,16 @@ class ControlLaw(ABC):
     name = "base"
     #: the law takes a tick's terms through :meth:`_terms` (or a decomposition through the sampler)
     uses_terms: bool = False
+    # gains and limits read by the compiled tick (qv_control.laws.packed: assigning one repacks it)
+    kp = Setting()
+    kd = Setting()
+    cond_max = Setting()
+    limits = Setting()
+    #: the whole-tick kernel (``module.name``) of the law, or None
+    tick_kernel: str | None = None
+    _ct = None          # the law's CompiledTick (qv_control.laws.packed), or None: the numpy path every tick
+    _last_from = None   # the CompiledTick whose diagnostics ``last`` shows when read
+    _sat_from = None    # the same for ``saturation``
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
@@ -177,7 +239,7 @@ class ControlLaw(ABC):
         self.limits = resolve_limits(system, effort_limits)
         self.cond_max = scalar_gain("cond_max", cond_max)
         self.saturation = SaturationStatus()
-        self.last: dict = {}
+        self.last = {}
         # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call, for the
         # laws that take their terms from ``system.evaluate`` (uses_terms)
         self._sampler = QuasiSampler(system) if self.compiled and self.uses_terms else None
@@ -187,6 +249,75 @@ class ControlLaw(ABC):
         self._unit_parts = [(lo, hi) for _, lo, hi in system.unit_norm_parts()]  # quaternions inside the tree
         self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
         self._cond_calls = 0
+
+    # ------------------------------------------------------------------ the compiled tick
+    @property
+    def last(self) -> dict:
+        """Diagnostics of the last call (θ, θ_d, errors, ε, cond(D), ...): formed from the compiled tick's
+        diagnostics block when read."""
+        if self._last_from is not None:
+            self._last, self._last_from = self._last_from.diagnostics(), None
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        self._last, self._last_from = value, None
+
+    @property
+    def saturation(self) -> SaturationStatus:
+        """What the limiter did in the last call."""
+        if self._sat_from is not None:
+            self._saturation, self._sat_from = self._sat_from.saturation(), None
+        return self._saturation
+
+    @saturation.setter
+    def saturation(self, value: SaturationStatus) -> None:
+        self._saturation, self._sat_from = value, None
+
+    def _start_compiled_tick(self) -> None:
+        """Build the law's compiled tick (:class:`qv_control.laws.packed.CompiledTick`) when its kernel loads and
+        Pinocchio's Data has the layout its views need; packed at the first numpy-path tick."""
+        if not self.compiled or self.tick_kernel is None:
+            return
+        from .packed import CompiledTick, data_views
+
+        module, name = self.tick_kernel.rsplit(".", 1)
+        kernel = load(module, name)
+        views = data_views(self.system) if kernel is not None else None
+        if views is not None:
+            self._ct = CompiledTick(self, kernel, views)
+
+    def _tick_mode(self) -> int:
+        """The kernel's law mode (I_SIZES)."""
+        return 0
+
+    def _tolerances(self) -> tuple[float, float]:
+        """(rtol, atol) of the rank decision."""
+        return RTOL, ATOL
+
+    def _extra_frames(self) -> tuple:
+        """Frame ids the kernel needs besides the coordinates' and the constraints'."""
+        return ()
+
+    def _pack(self, packer, plan) -> None:
+        """The law's own blocks (parameters beyond the common ones)."""
+
+    def _export_state(self, tick) -> None:
+        """The compiled tick's state into the law's Python objects (before a numpy-path tick)."""
+
+    def _import_state(self, tick) -> bool:
+        """The law's Python objects into the compiled tick's state (after a numpy-path tick); False: the next tick
+        takes the numpy path too."""
+        return False
+
+    def _diagnostics(self, tick) -> dict:
+        """``last`` of a compiled tick."""
+        return {}
+
+    def _own_state(self) -> None:
+        """The Python objects hold the state from now on (a method changing it outside a tick)."""
+        if self._ct is not None:
+            self._ct.hand_over()
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _terms(self, q: np.ndarray, qdot: np.ndarray):
@@ -198,6 +329,7 @@ class ControlLaw(ABC):
 
     def reset(self) -> None:
         """Forget the latched hold target, the force integral and the basis history."""
+        self._own_state()
         self._theta_hold = None
         self.force_pi.reset()
         self.saturation = SaturationStatus()

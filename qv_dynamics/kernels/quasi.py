@@ -40,7 +40,7 @@ from numba import njit
 from .crb import mass_gravity
 from .frame import constraint_rows
 from .loader import kernel
-from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mmt, mv, singular_values
+from .quasi_linalg import SMALL_PRODUCT, cholesky_inverse, dot, full_rank, mm, mmt, mv, singular_values
 
 OK, FALLBACK = 0, 1
 NS_START, NS_MAX_ITER = 0.5, 8  # as qv_dynamics.quasi_basis.near_polar
@@ -125,10 +125,55 @@ def _row_space(Lam, Zt, R, Ri, rtol, atol) -> bool:
 
 
 @njit(cache=True)
+def _one_row(Lam, Vp, atol, R, V, W1):
+    """:func:`_basis` for one row in closed form (:func:`qv_dynamics.quasi_basis._aligned_one_row`): σ = ‖Λ‖,
+    z = Λᵀ/σ, V₁ = ±z, W₁ = ±1/σ, V₂ = Y + (γ/β²)(Yb)bᵀ with b = V₂_prevᵀz, Y = V₂_prev − zbᵀ, β² = bᵀb,
+    γ = (1 − β²)^-½ − 1 (the polar factor of Y, as Newton–Schulz converges to)."""
+    n = Lam.shape[1]
+    k = n - 1
+    lam = Lam[0]
+    sig = math.sqrt(dot(lam, lam))
+    Y = np.empty((n, k))
+    if not sig > atol:
+        return False, Y
+    z = lam / sig
+    x = 0.0
+    for i in range(n):
+        x += z[i] * Vp[i, 0]
+    if not abs(x) > 1.0 - NS_START:
+        return False, Y
+    sgn = 1.0 if x > 0.0 else -1.0
+    b = np.zeros(k)
+    for i in range(n):
+        zi = z[i]
+        for j in range(k):
+            b[j] += zi * Vp[i, 1 + j]
+    b2 = dot(b, b)
+    if not b2 < NS_START:
+        return False, Y
+    ratio = math.expm1(-0.5 * math.log1p(-b2)) / b2 if b2 > 0.0 else 0.5
+    for i in range(n):
+        V[i, 0] = sgn * z[i]
+        yb = 0.0
+        for j in range(k):
+            Y[i, j] = Vp[i, 1 + j] - z[i] * b[j]
+            yb += Y[i, j] * b[j]
+        yb *= ratio
+        for j in range(k):
+            Y[i, j] += yb * b[j]
+            V[i, 1 + j] = Y[i, j]
+    R[0, 0] = sig
+    W1[0, 0] = sgn / sig
+    return True, Y
+
+
+@njit(cache=True)
 def _basis(Lam, Vp, rtol, atol, R, V, W1):
     """V = [V₁ V₂] aligned to Vp (module doc), W₁ = (R⁻¹P₁)ᵀ, Λᵀ = ZR. Returns (ok, V₂ as a contiguous copy);
     not ok when the numpy path decides."""
     m, n = Lam.shape
+    if m == 1 and n > 1:
+        return _one_row(Lam, Vp, atol, R, V, W1)
     Y = np.ascontiguousarray(Vp[:, m:])
     if m:
         Zt = np.empty((m, n))
@@ -153,12 +198,47 @@ def _basis(Lam, Vp, rtol, atol, R, V, W1):
 
 
 @njit(cache=True)
+def _sandwich(Qi, C, W, X) -> None:
+    """X = Q⁻¹CQ⁻ᵀ in loops over the triangle of Q⁻¹ (for a small n; W = Q⁻¹C scratch)."""
+    n = Qi.shape[0]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(i + 1):
+                s += Qi[i, t] * C[t, j]
+            W[i, j] = s
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(j + 1):
+                s += W[i, t] * Qi[j, t]
+            X[i, j] = s
+
+
+@njit(cache=True)
+def _lower_product(Q, L, Qd) -> None:
+    """Qd = QL of two lower-triangular matrices, in loops (for a small n)."""
+    n = Q.shape[0]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(j, i + 1):
+                s += Q[i, t] * L[t, j]
+            Qd[i, j] = s
+
+
+@njit(cache=True)
 def _gamma(Q, Qi, C, G, Qd):
-    """X = Q⁻¹CQ⁻ᵀ, L = Φ(X + Xᵀ) (returned), Γ = X − Lᵀ into G, Q̇ = QL into Qd."""
+    """X = Q⁻¹CQ⁻ᵀ, L = Φ(X + Xᵀ) (returned), Γ = X − Lᵀ into G, Q̇ = QL into Qd; for a small n in loops over the
+    triangles of Q⁻¹, L and Q (n³/2 + n³/2 + n³/6 multiply-adds), above in BLAS."""
     n = Q.shape[0]
     W, X = np.empty((n, n)), np.empty((n, n))
-    mmt(False, False, 1.0, Qi, C, 0.0, W)
-    mmt(False, True, 1.0, W, Qi, 0.0, X)                    # Q⁻¹CQ⁻ᵀ
+    small = n * n * n < SMALL_PRODUCT
+    if small:
+        _sandwich(Qi, C, W, X)
+    else:
+        mmt(False, False, 1.0, Qi, C, 0.0, W)
+        mmt(False, True, 1.0, W, Qi, 0.0, X)                    # Q⁻¹CQ⁻ᵀ
     L = np.zeros((n, n))
     for i in range(n):
         for j in range(i):
@@ -167,7 +247,10 @@ def _gamma(Q, Qi, C, G, Qd):
     for i in range(n):
         for j in range(n):
             G[i, j] = X[i, j] - L[j, i]
-    mmt(False, False, 1.0, Q, L, 0.0, Qd)
+    if small:
+        _lower_product(Q, L, Qd)
+    else:
+        mmt(False, False, 1.0, Q, L, 0.0, Qd)
     return L
 
 
@@ -210,12 +293,18 @@ def _forces(Q, Qi, V, W1, Gv, g, tau, vec, n, m) -> None:
 
 @kernel(_SIG)
 def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int:
+    """:func:`decompose_core` as one compiled entry point."""
+    return decompose_core(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec, True)
+
+
+@njit(cache=True)
+def decompose_core(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec, full) -> int:
     """One steady-state sample. In: M, C (n × n), A (m × n), Ȧq̇, q̇, Vp = [V₁ V₂]_prev (n × n, rank m), Up (m × m:
     the previous sample's U of ``singular_values``, or I), g, τ (empty: no forces). Out, by rows of ``out``
     ((6n + 4m) × n): Q, Q⁻¹, Q̇, Γ, V = [V₁ V₂], Γ_v (top-left (n − m)²), Λ (m rows), W₁, R and U (m rows
     each, first m columns); ``vec`` (6n + 2m): v, v_r (n − m),
     Γ_ξv_r (m), u, [u_ξ; u_v], ξ (m), λ (m), Aᵀλ (n), v̇_r (n − m) (these six when τ is given), σ(Λ) = σ(R)
-    (m, descending)."""
+    (m, descending). ``full`` False (a law's tick): neither Γ_v nor σ(Λ) (the law forms Γ_v v_r itself)."""
     n = M.shape[0]
     Q, Qi, Qd, G = out[:n], out[n:2 * n], out[2 * n:3 * n], out[3 * n:4 * n]
     V, Gv_, Lam = out[4 * n:5 * n], out[5 * n:6 * n], out[6 * n:6 * n + m]
@@ -236,7 +325,9 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
         return FALLBACK
     L = _gamma(Q, Qi, C, G, Qd)
     k = n - m
-    if k:
+    if k and not full:
+        vec[n:2 * n - m] = mv(V2.T, v)
+    elif k:
         GV2 = np.empty((n, k))
         mmt(False, False, 1.0, G, V2, 0.0, GV2)
         mmt(True, False, 1.0, V2, GV2, 0.0, Gv_[:k, :k])     # Γ_v = V₂ᵀΓV₂
@@ -254,7 +345,7 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
             vec[2 * n - m + a] = s                            # Γ_ξv_r = W₁(...) − V₁ᵀΓv
     if tau.shape[0] == n:
         _forces(Q, Qi, V, W1, Gv_[:k, :k], g, tau, vec, n, m)
-    if m:
+    if m and full:
         U = out[6 * n + 3 * m:6 * n + 4 * m, :m]
         U[:] = Up
         singular_values(R, U, vec[6 * n + m:6 * n + 2 * m])
@@ -311,8 +402,8 @@ def sample(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp
     n = qdot.shape[0]
     m = rplan.shape[0]
     _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
-    status = decompose(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol, atol,
-                       out, vec)
+    status = decompose_core(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol,
+                            atol, out, vec, True)
     e = 0.0
     for i in range(n):
         e += vec[i] * vec[i]
