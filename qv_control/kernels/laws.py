@@ -23,35 +23,12 @@ from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
-from qv_dynamics.kernels.sim_linalg import chol_solve, jacobi, lu_apply_into, lu_factor, lu_solve
+from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor, lu_solve
+
+from .conditioning import _reduced, cond_certified, cond_jacobi, reduced_core
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
-
-
-@njit(cache=True)
-def _cond(D, U) -> float:
-    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
-    (:func:`~qv_dynamics.kernels.sim_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
-    orthogonal U (k × k) of the previous call (the identity: a cold start) and updated in place (D = U·rows), so
-    that a D that moved little since needs about one sweep. The caller resets U to the identity now and then
-    (its orthogonality drifts by rounding)."""
-    k = D.shape[0]
-    B = np.empty((k, D.shape[1]))
-    for i in range(k):
-        for j in range(D.shape[1]):
-            s = 0.0
-            for t in range(k):
-                s += U[t, i] * D[t, j]
-            B[i, j] = s
-    jacobi(B, U)
-    hi, lo = 0.0, np.inf
-    for i in range(k):
-        s = 0.0
-        for t in range(B.shape[1]):
-            s += B[i, t] * B[i, t]
-        hi, lo = max(hi, s), min(lo, s)
-    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
 
 
 @njit(cache=True)
@@ -62,50 +39,10 @@ def _solve(D, b):
     return x
 
 
-@njit(cache=True)
-def _reduced(Qi, V, r, J, N, D) -> None:
-    """N = Q⁻ᵀV₂ and D = JN (eq. 34), V₂ = the columns of V from r on, Q⁻¹ lower triangular."""
-    n, k = N.shape
-    for i in range(n):
-        for j in range(k):
-            s = 0.0
-            for t in range(i, n):  # (Q⁻ᵀ)_it = Q⁻¹_ti, zero for t < i
-                s += Qi[t, i] * V[t, r + j]
-            N[i, j] = s
-    for i in range(D.shape[0]):
-        for j in range(k):
-            s = 0.0
-            for t in range(n):
-                s += J[i, t] * N[t, j]
-            D[i, j] = s
-
-
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
 def reduced_jacobian(Qi, V, r, J, D) -> float:
     """:func:`reduced_core` as one compiled entry point (cold-started Jacobi)."""
     return reduced_core(Qi, V, r, J, D, np.eye(D.shape[0]))
-
-
-@njit(cache=True)
-def reduced_checked(Qi, V, r, J, D, U, cond_max) -> float:
-    """D = JQ⁻ᵀV₂ into ``D`` and NaN when cond(D) ≤ ``cond_max`` is certified (:func:`cond_certified`), else
-    cond(D) by Jacobi (:func:`_cond`; the caller compares it with ``cond_max``)."""
-    n = V.shape[0]
-    k = D.shape[0]
-    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
-    LU = np.empty((k, k))
-    piv = np.empty(k, np.int64)
-    if lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max):
-        return np.nan
-    return _cond(D, U)
-
-
-@njit(cache=True)
-def reduced_core(Qi, V, r, J, D, U) -> float:
-    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi from the rotation U, :func:`_cond`)."""
-    n = V.shape[0]
-    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
-    return _cond(D, U)
 
 
 @kernel(_SIG)
@@ -114,43 +51,6 @@ def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, 
     """:func:`tracking_core` as one compiled entry point (cold-started Jacobi)."""
     return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
                          cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]), True)
-
-
-@njit(cache=True)
-def _triangular_inverse_norm(LU, unit) -> float:
-    """‖T⁻¹‖_F² of the triangle of an LU factor: the unit lower one (``unit``) or the upper one."""
-    k = LU.shape[0]
-    x = np.empty(k)
-    w = 0.0
-    for j in range(k):            # column j of T⁻¹ by substitution (k³/6 multiply-adds in all)
-        if unit:
-            for i in range(j, k):
-                s = 1.0 if i == j else 0.0
-                for t in range(j, i):
-                    s -= LU[i, t] * x[t]
-                x[i] = s
-                w += s * s
-        else:
-            for i in range(j, -1, -1):
-                s = 1.0 if i == j else 0.0
-                for t in range(i + 1, j + 1):
-                    s -= LU[i, t] * x[t]
-                x[i] = s / LU[i, i]
-                w += x[i] * x[i]
-    return w
-
-
-@njit(cache=True)
-def cond_certified(D, LU, piv, cond_max) -> bool:
-    """Whether cond₂(D) ≤ ``cond_max`` is certified by ‖D‖_F‖L⁻¹‖_F‖U⁻¹‖_F ≥ ‖D‖₂‖D⁻¹‖₂ (D = PLU: ‖D⁻¹‖ ≤
-    ‖U⁻¹‖‖L⁻¹‖), the triangles' inverses by substitution (k³/3 multiply-adds, k divisions) instead of the
-    sweeps of a Jacobi SVD; when the bound exceeds ``cond_max`` the caller forms cond(D) itself."""
-    k = D.shape[0]
-    d = 0.0
-    for i in range(k):
-        for j in range(k):
-            d += D[i, j] * D[i, j]
-    return d * _triangular_inverse_norm(LU, True) * _triangular_inverse_norm(LU, False) <= cond_max * cond_max
 
 
 @njit(cache=True)
@@ -200,7 +100,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
     LU = np.empty((k, k))
     piv = np.empty(k, np.int64)
     if exact or not (lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max)):
-        out[6, 0] = cond = _cond(D, U)
+        out[6, 0] = cond = cond_jacobi(D, U)
         if not cond <= cond_max:
             return 0
         lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
@@ -260,7 +160,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
 
 
 @njit(cache=True)
-def _householder(At, Qf, R) -> None:
+def householder(At, Qf, R) -> None:
     """Aᵀ = Q_f[:, :m]R with Q_f (n × n) orthogonal (Householder QR, the full factor accumulated)."""
     n, m = At.shape
     X = At.copy()
@@ -302,21 +202,40 @@ def _householder(At, Qf, R) -> None:
       "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     """:func:`pidc_core` as one compiled entry point (cold-started Jacobi)."""
-    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]))
+    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]), True, np.inf)
 
 
 @njit(cache=True)
-def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
+def _projectors(Qf, Ri, P, ApT) -> None:
+    """P = NNᵀ (N = the last n − m columns of Q_f) and (A⁺)ᵀ = R⁻¹Zᵀ (Z = the first m: A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)."""
+    n, m = Qf.shape[0], Ri.shape[0]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(m, n):
+                s += Qf[i, t] * Qf[j, t]
+            P[i, j] = s
+    for i in range(m):
+        for j in range(n):
+            s = 0.0
+            for t in range(i, m):
+                s += Ri[i, t] * Qf[j, t]
+            ApT[i, j] = s
+
+
+@njit(cache=True)
+def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U, exact, cond_max) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
     decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
     u_p = a⊥ + N D⁻¹(acc − J̇q̇ − Ja⊥) with acc = θ̈_d + G_D ė + G_P e. Out: ``mats`` rows P (n), A⁺ᵀ (m),
-    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]."""
+    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]. ``exact`` False: cond(D) ≤
+    ``cond_max`` only certified (:func:`cond_certified`, NaN in vecs[2, 0]; the Jacobi value when not)."""
     m, n = A.shape
     k = n - m
     Qf = np.empty((n, n))
     R = np.zeros((m, m))
-    _householder(np.ascontiguousarray(A.T), Qf, R)
+    householder(np.ascontiguousarray(A.T), Qf, R)
     af = 0.0
     for i in range(m):
         for j in range(n):
@@ -324,25 +243,41 @@ def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
     Ri = np.zeros((m, m))
     if not full_rank(R, Ri, math.sqrt(af), rtol, atol):
         return 0
-    Z = np.ascontiguousarray(Qf[:, :m])
-    N = np.ascontiguousarray(Qf[:, m:])
-    P = mats[:n]
-    P[:] = N.dot(N.T)
+    _projectors(Qf, Ri, mats[:n], mats[n:n + m])
     ApT = mats[n:n + m]
-    ApT[:] = Ri.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ (A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)
     a_perp = vecs[1]
     a_perp[:] = 0.0
     for i in range(m):
         for j in range(n):
             a_perp[j] -= ApT[i, j] * ad[i]
-    Jc = np.ascontiguousarray(J)
-    D = Jc.dot(N)
-    mats[n + m:n + m + k, :k] = D
-    vecs[2, 0] = cond = _cond(D, U)
-    if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
-        return 1
-    x = _solve(D, acc - Jdq - Jc.dot(a_perp))
-    vecs[0] = a_perp + N.dot(x)
+    D = mats[n + m:n + m + k, :k]
+    b = np.empty(k)
+    for i in range(k):
+        s = acc[i] - Jdq[i]
+        for t in range(n):
+            s -= J[i, t] * a_perp[t]
+        b[i] = s
+        for j in range(k):
+            s = 0.0
+            for t in range(n):
+                s += J[i, t] * Qf[t, m + j]
+            D[i, j] = s                          # D = JN
+    LU = np.empty((k, k))
+    piv = np.empty(k, np.int64)
+    if exact or not (lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max)):
+        vecs[2, 0] = cond = cond_jacobi(D, U)
+        if not cond <= cond_max or not cond < np.inf:  # the caller raises (its message names the coordinates)
+            return 1
+        lu_factor(D, LU, piv)
+    else:
+        vecs[2, 0] = np.nan
+    lu_apply_into(LU, piv, b, b)
+    u_p = vecs[0]
+    for i in range(n):
+        s = a_perp[i]
+        for j in range(k):
+            s += Qf[i, m + j] * b[j]
+        u_p[i] = s
     return 1
 
 
@@ -423,7 +358,7 @@ def warm() -> None:
     v7 = np.ones(7)
     osc(2.0 * np.eye(7), np.eye(6, 7), v7, v7, v7, np.ones(6), np.ones(6), np.ones(6), 1.0, 1.0, np.empty((9, 7)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
-    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
+    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((4, 2)),
          np.empty((3, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)

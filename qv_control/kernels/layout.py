@@ -18,7 +18,7 @@ I_RPLAN = 4      # m × 3: constraint rows (slot of frame A, slot of frame B or 
 I_FJOINT = 5     # slots × 1: each slot's parent joint
 I_FID = 6        # slots × 1: each slot's frame id (the placements written back into data.oMf)
 I_QUAT = 7       # parts × 2: unit-norm parts of q (quaternions inside the tree), [lo, hi)
-I_MASK = 8       # n × 1: 1 on the actuated velocities (projection laws)
+I_PAS = 8        # the passive velocities (projection laws)
 I_FEET = 9       # feet × 1: each foot's first constraint row (legged)
 # ---- float blocks
 F_PAR = 10       # scalar parameters (P_* below)
@@ -47,7 +47,11 @@ F_TAUI = 32      # n: τ_I of the last tick
 F_DIAG = 33      # rows × width: the last tick's diagnostics (D_* rows)
 F_QP = 34        # the foot-force QP's parameters and workspace (legged)
 F_DMAT = 35      # k × k: D of the last tick (its cond(D) formed when read)
-NBLOCK = 36
+F_KI6 = 36       # 6: the legged law's base integral gains k_i
+F_FRICTION = 37  # 2 × n: the legged law's joint damping d and Coulomb friction f_c
+F_FMAX = 38      # feet: the normal-force caps of the stance feet (inf: none), set by the law per tick
+F_AFULL = 39     # m × n: A of the last tick (the projection laws' carried tangent starts from it)
+NBLOCK = 40
 
 # ---- I_SIZES entries
 SZ_N, SZ_NQ, SZ_M, SZ_K, SZ_SLOTS, SZ_MODE, SZ_JOINTS, SZ_WIDTH = range(8)
@@ -55,18 +59,20 @@ SZ_N, SZ_NQ, SZ_M, SZ_K, SZ_SLOTS, SZ_MODE, SZ_JOINTS, SZ_WIDTH = range(8)
 # ---- F_PAR entries
 (P_KD, P_COND_MAX, P_RTOL, P_ATOL, P_KF, P_KI, P_PI_DT, P_FORCE, P_COMPENSATE, P_NORMAL, P_NORMAL_RATE,
  P_RATE_DT, P_KI_MOTION, P_INT_LIMIT, P_INT_DT, P_HAS_LIMITS, P_PI_ON, P_ICHECK_RTOL, P_ICHECK_ATOL,
- P_TOL) = range(20)
-NPAR = 24
+ P_TOL, P_IRTOL, P_IATOL, P_NONINT, P_IKF, P_IKI, P_IMAX, P_IDT, P_FRICTION_V, P_QP_MU, P_QP_MU_IN, P_QP_FMIN,
+ P_QP_WT, P_QP_WN, P_QP_EPS, P_QP_SLACK, P_HAS_FRICTION, P_KI_LIMIT) = range(37)
+NPAR = 40
 
 # ---- F_ST entries (NaN: "none" for the stamps)
 (S_PI_T, S_PI_Z, S_HIST_T, S_HIST_PREV, S_INT_T, S_INT_Z, S_E_T, S_GVN_T, S_GRATE, S_PHASE0, S_PHASE1, S_BIAS,
- S_HOLD, S_FORCE_FROZEN, S_MOTION_FROZEN, S_COND_CALLS, S_TAUI, S_TICKS, S_LIVE) = range(19)
+ S_HOLD, S_FORCE_FROZEN, S_MOTION_FROZEN, S_COND_CALLS, S_TAUI, S_TICKS, S_LIVE, S_PROJECTED, S_OFF_MAX,
+ S_QP_SOLVES, S_QP_INFEASIBLE) = range(23)
 NSTATE = 24
 
 # ---- F_DIAG rows (width max(n, m, k, 8))
 (D_BASE, D_FORCE, D_MOTION, D_UV, D_EPS, D_E, D_THETA, D_UXI, D_XID, D_GVN, D_RATE, D_VN, D_SCALARS, D_VR,
- D_THETA_D, D_LAMBDA_D, D_UP, D_LAMBDA_M, D_Z, D_Z_D, D_AUX) = range(21)
-NDIAG = 21
+ D_THETA_D, D_LAMBDA_D, D_UP, D_LAMBDA_M, D_Z, D_Z_D, D_AUX, D_INTERNAL, D_LAMBDA_CMD, D_KIZ) = range(24)
+NDIAG = 24
 # ---- D_SCALARS entries: the limiter's (active, α, β, clipped, peak) at DS_ACTIVE..DS_PEAK
 (DS_COND, DS_V, DS_FEEDBACK, DS_T, DS_ACTIVE, DS_MOTION_SCALE, DS_FORCE_SCALE, DS_CLIPPED, DS_PEAK, DS_DIM,
  DS_FEASIBLE, DS_SLACK, DS_RESID, DS_RANK) = range(14)

@@ -22,8 +22,6 @@ beyond its chart, no hold target yet).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
@@ -34,8 +32,10 @@ from qv_dynamics.kernels.sim_linalg import lu_solve
 
 from . import layout as L
 from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .conditioning import reduced_checked
 from .coordinates import coordinates_core
-from .laws import reduced_checked, tracking_core
+from .integrals import bounded_step, pi_commit, pi_step
+from .laws import tracking_core
 from .limiter import saturate
 
 _NO_TAU = np.zeros(0)
@@ -54,51 +54,6 @@ def cond_rotation(st, U) -> None:
         U[:] = 0.0
         for i in range(U.shape[0]):
             U[i, i] = 1.0
-
-
-@njit(cache=True)
-def pi_step(st, par, z, d_t, d_p, t, lam_d, lam, out):
-    """The force PI of :class:`qv_control.laws.base.ForcePI` (its PreviousTarget, then its update) with the state
-    in ``st``, ``z``, ``d_t``, ``d_p`` left unchanged: returns (target case: 0 kept, 1 first, 2 advanced; the new
-    ∫e; its stamp; whether it exists); ``out`` receives k_f e + k_i∫e (PI on)."""
-    m = lam_d.shape[0]
-    ht = st[L.S_HIST_T]
-    case = 1 if ht != ht else 2 if t > ht else 0
-    prev, has_prev = (d_t, True) if case == 2 else (d_p, case == 0 and st[L.S_HIST_PREV] != 0.0)
-    e = np.empty(m)
-    for i in range(m):
-        e[i] = (prev[i] if has_prev else lam_d[i]) - lam[i]
-    zn = np.zeros(m)
-    pt, zv = st[L.S_PI_T], st[L.S_PI_Z]
-    if par[L.P_PI_ON] != 0.0:
-        if zv != 0.0:
-            zn[:] = z
-        else:
-            pt = np.nan
-        if pt == pt and st[L.S_FORCE_FROZEN] == 0.0:
-            dt = min(max(t - pt, 0.0), par[L.P_PI_DT])
-            if dt > 0.0:
-                for i in range(m):
-                    zn[i] = zn[i] + dt * e[i]
-        pt, zv = t, 1.0
-        for i in range(m):
-            out[i] = par[L.P_KF] * e[i] + par[L.P_KI] * zn[i]
-    return case, zn, pt, zv
-
-
-@njit(cache=True)
-def pi_commit(st, z, d_t, d_p, case, zn, pt, zv, lam_d, t) -> None:
-    """Write what :func:`pi_step` returned into the state."""
-    if case == 2:
-        d_p[:] = d_t
-        st[L.S_HIST_PREV] = 1.0
-    elif case == 1:
-        st[L.S_HIST_PREV] = 0.0
-    if case:
-        d_t[:] = lam_d
-        st[L.S_HIST_T] = t
-    st[L.S_PI_T], st[L.S_PI_Z] = pt, zv
-    z[:] = zn
 
 
 @njit(cache=True)
@@ -160,7 +115,7 @@ def _rate_mode(st, par, t, normal) -> int:
 def _integral(I, F, st, par, t, D, e, eps, kp):
     """k_I z of the motion integral (module doc) and the state it leaves: (k_I z, z, integral t, e stamp)."""
     k = e.shape[0]
-    e_prev, z0 = fv(I, F, L.F_EP), fv(I, F, L.F_IZ)
+    e_prev = fv(I, F, L.F_EP)
     et = st[L.S_E_T]
     eps_i = eps.copy()
     if et == et and 0.0 < t - et <= par[L.P_INT_DT]:
@@ -169,21 +124,10 @@ def _integral(I, F, st, par, t, D, e, eps, kp):
             b[i] = (e[i] - e_prev[i]) / (t - et) + kp[i] * e[i]
         lu_solve(np.ascontiguousarray(D), b, eps_i)
     et_new = t if (et != et or t > et) else et
-    z = z0.copy() if st[L.S_INT_Z] != 0.0 else np.zeros(k)
-    it = st[L.S_INT_T] if st[L.S_INT_Z] != 0.0 else np.nan
-    gain = par[L.P_KI_MOTION]
-    if it == it and st[L.S_MOTION_FROZEN] == 0.0:
-        dt = t - it
-        if 0.0 < dt <= par[L.P_INT_DT]:
-            s = 0.0
-            for i in range(k):
-                z[i] = z[i] + dt * eps_i[i]
-                s += z[i] * z[i]
-            nrm = gain * math.sqrt(s)
-            if nrm > par[L.P_INT_LIMIT]:
-                z *= par[L.P_INT_LIMIT] / nrm
-    it_new = t if (it != it or t > it) else it
-    return gain * z, z, it_new, et_new
+    z = np.empty(k)
+    it_new = bounded_step(fv(I, F, L.F_IZ), st[L.S_INT_Z] != 0.0, st[L.S_INT_T], t, eps_i, par[L.P_KI_MOTION],
+                          par[L.P_INT_LIMIT], par[L.P_INT_DT], st[L.S_MOTION_FROZEN] != 0.0, z)
+    return par[L.P_KI_MOTION] * z, z, it_new, et_new
 
 
 @njit(cache=True)
@@ -380,10 +324,10 @@ def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, 
     force_on = par[L.P_FORCE] != 0.0 and r > 0
     u_xi, xi_d, corr = np.zeros(r), np.zeros(r), np.zeros(m)
     fb, measured = False, force_on and lam is not None
-    case, zf, pt, zv = 0, corr, 0.0, 0.0
+    case, zf, pt, zv = 0, np.empty(m), 0.0, 0.0
     if measured:
-        case, zf, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t,
-                                   lam_d, lam, corr)
+        case, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, lam_d, lam,
+                               corr, zf)
         fb = par[L.P_PI_ON] != 0.0
     V, Lam = out[4 * n:5 * n], out[6 * n:6 * n + m]
     if force_on:
@@ -397,7 +341,8 @@ def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, 
              sc[L.DS_ACTIVE:L.DS_PEAK + 1])
     # ---- the tick is served: commit the state
     if measured:
-        pi_commit(st, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), case, zf, pt, zv, lam_d, t)
+        pi_commit(st, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), case, zf, pt, zv, lam_d, t,
+                  par[L.P_PI_ON] != 0.0)
     if mode == 0:
         _tau_int(out[:n], V, Lam, r, k, zm, fv(I, F, L.F_PIZ), st[L.S_PI_Z] != 0.0, par[L.P_KI],
                  par[L.P_FORCE] != 0.0, fv(I, F, L.F_TAUI))

@@ -141,51 +141,6 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
-def evaluated(reference, state):
-    """A callable reference evaluated at the state's time (when that is a finite number; else left as it is, for
-    the numpy path to refuse); anything else as it is."""
-    if isinstance(reference, Reference) or not callable(reference):
-        return reference
-    try:
-        t = float(state.t)
-    except (TypeError, ValueError):
-        return reference
-    return reference(t) if math.isfinite(t) else reference
-
-
-def export_pi(pi: ForcePI, ct) -> None:
-    """The compiled tick's force-PI state (:mod:`qv_control.kernels.quasi_tick`) into ``pi``."""
-    from ..kernels import layout as L
-
-    st = ct.state
-    pi.z = ct.vector(L.F_PIZ).copy() if st[L.S_PI_Z] else None
-    pi.t_prev = None if math.isnan(st[L.S_PI_T]) else float(st[L.S_PI_T])
-    ht = st[L.S_HIST_T]
-    pi._target._hist = None if math.isnan(ht) else (
-        float(ht), ct.vector(L.F_PID).copy(), ct.vector(L.F_PIDP).copy() if st[L.S_HIST_PREV] else None)
-
-
-def import_pi(pi: ForcePI, ct) -> None:
-    """``pi``'s state into the compiled tick (the target history and ∫e only when they have its m rows)."""
-    from ..kernels import layout as L
-
-    st, m = ct.state, ct.m
-    ok = pi.z is not None and pi.z.shape == (m,)
-    st[L.S_PI_Z] = ok
-    if ok:
-        ct.vector(L.F_PIZ)[:] = pi.z
-    st[L.S_PI_T] = np.nan if pi.t_prev is None or not ok else pi.t_prev
-    h = pi._target._hist
-    if h is None or h[1].shape != (m,):
-        st[L.S_HIST_T], st[L.S_HIST_PREV] = np.nan, 0.0
-        return
-    st[L.S_HIST_T] = h[0]
-    ct.vector(L.F_PID)[:] = h[1]
-    st[L.S_HIST_PREV] = h[2] is not None
-    if h[2] is not None:
-        ct.vector(L.F_PIDP)[:] = h[2]
-
-
 class LazyKernel:
     """A kernel of ``qv_control.kernels.laws`` that only a law's numpy-side path calls (the first sample's and the
     fallbacks' products), loaded at its first use (:func:`qv_dynamics.kernels.loader.load`) rather than when the law is
@@ -247,8 +202,6 @@ class ControlLaw(ABC):
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
         self._unit_parts = [(lo, hi) for _, lo, hi in system.unit_norm_parts()]  # quaternions inside the tree
-        self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
-        self._cond_calls = 0
 
     # ------------------------------------------------------------------ the compiled tick
     @property
@@ -301,6 +254,10 @@ class ControlLaw(ABC):
 
     def _pack(self, packer, plan) -> None:
         """The law's own blocks (parameters beyond the common ones)."""
+
+    def _pi_size(self, n: int, m: int) -> int:
+        """Entries of the force PI's state (λ-space: m)."""
+        return m
 
     def _export_state(self, tick) -> None:
         """The compiled tick's state into the law's Python objects (before a numpy-path tick)."""
@@ -396,16 +353,6 @@ class ControlLaw(ABC):
         if self._theta_hold is None:  # (numpy path: no coordinates kernel to load for this one sample)
             return self.coords.evaluate(q, qdot, data=self.system.data, compiled=False).theta
         return self._theta_hold
-
-    def _cond_rotation(self) -> np.ndarray:
-        """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
-        (:func:`qv_control.kernels.laws._cond`): kept between samples, so that a slowly moving D needs about one
-        sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
-        drifts its orthogonality)."""
-        self._cond_calls += 1
-        if self._cond_U is None or not self._cond_calls & 1023:
-            self._cond_U = np.eye(self.k)
-        return self._cond_U
 
     def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)

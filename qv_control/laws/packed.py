@@ -16,6 +16,7 @@ again after each rare event. A tick is then Pinocchio's Coriolis pass and the ke
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 import pinocchio as pin
@@ -175,6 +176,20 @@ def frame_plan(system, coords, extra_frames=()) -> dict | None:
             L.I_FID: fids, "m": cplan.m, "slots": len(fids), L.F_FPLACE: place, L.F_RREF: Rref}
 
 
+def evaluated(reference, state):
+    """A callable reference evaluated at the state's time (when that is a finite number; else left as it is, for
+    the numpy path to refuse); anything else as it is."""
+    from qv_dynamics.state import Reference
+
+    if isinstance(reference, Reference) or not callable(reference):
+        return reference
+    try:
+        t = float(state.t)
+    except (TypeError, ValueError):
+        return reference
+    return reference(t) if math.isfinite(t) else reference
+
+
 def _no_nan(x) -> float:
     return np.nan if x is None else float(x)
 
@@ -186,6 +201,7 @@ class CompiledTick:
 
     def __init__(self, law, kernel, views):
         self.law, self.kernel, self.views = law, kernel, views
+        self.source = law   # the law whose coordinates, gains and tolerances are packed (the legged law: its stance's)
         self.system = law.system
         self.model, self.data = self.system.model, self.system.data
         self.n = self.system.nv
@@ -197,16 +213,16 @@ class CompiledTick:
     def pack(self) -> bool:
         """Build I and F for the current constraint plan, gains and coordinates' references; False: the plan is
         not one the kernel serves (the numpy path serves every tick until it changes)."""
-        law, system = self.law, self.system
-        self.plan_key, self.epoch, self.ref_version = system._plan_key, EPOCH[0], law.coords._ref_version
-        plan = frame_plan(system, law.coords, law._extra_frames())
+        law, src, system = self.law, self.source, self.system
+        self.plan_key, self.epoch, self.ref_version = system._plan_key, EPOCH[0], src.coords._ref_version
+        plan = frame_plan(system, src.coords, law._extra_frames())
         self.live = False
         if plan is None:
             self.I = None
             return False
         p = Packer()
         model = self.model
-        n, m, k = system.nv, plan["m"], law.k
+        n, m, k = system.nv, plan["m"], src.k
         width = L.diag_width(n, m, k)
         p.ints(L.I_SIZES, [n, system.nq, m, k, plan["slots"], law._tick_mode(), model.njoints, width])
         p.ints(L.I_TREE, tree_of(model))
@@ -217,27 +233,34 @@ class CompiledTick:
         p.floats(L.F_RREF, plan[L.F_RREF])
         p.floats(L.F_ARM, np.array(model.armature, float))
         p.floats(L.F_GRAV, model.gravity.linear.copy())
-        p.floats(L.F_LO, law.coords._lo)
-        p.floats(L.F_HI, law.coords._hi)
+        p.floats(L.F_LO, src.coords._lo)
+        p.floats(L.F_HI, src.coords._hi)
         lim = law.limits
         p.floats(L.F_LIM, np.full(n, np.inf) if lim is None else lim)
-        p.floats(L.F_KP, law.kp)
+        p.floats(L.F_KP, src.kp)
         par = np.zeros(L.NPAR)
-        par[[L.P_KD, L.P_COND_MAX, L.P_RTOL, L.P_ATOL, L.P_HAS_LIMITS]] = law.kd, law.cond_max, *law._tolerances(), \
+        par[[L.P_KD, L.P_COND_MAX, L.P_RTOL, L.P_ATOL, L.P_HAS_LIMITS]] = src.kd, src.cond_max, *src._tolerances(), \
             lim is not None
-        pi = law.force_pi
+        pi = src.force_pi
         par[[L.P_KF, L.P_KI, L.P_PI_DT, L.P_PI_ON]] = pi.kf, pi.ki, pi.max_dt, pi.enabled
         p.floats(L.F_PAR, par)
         st = np.zeros(L.NSTATE)
         st[[L.S_PI_T, L.S_HIST_T, L.S_INT_T, L.S_E_T, L.S_GVN_T, L.S_PHASE0, L.S_PHASE1]] = np.nan
         p.floats(L.F_ST, st)
-        for h, size in ((L.F_PIZ, m), (L.F_PID, m), (L.F_PIDP, m), (L.F_IZ, k), (L.F_EP, k), (L.F_GVN, k),
+        pis = law._pi_size(n, m)
+        for h, size in ((L.F_PIZ, pis), (L.F_PID, pis), (L.F_PIDP, pis), (L.F_IZ, k), (L.F_EP, k), (L.F_GVN, k),
                         (L.F_GRATE, k), (L.F_BIAS, n), (L.F_HOLD, k), (L.F_TAUI, n)):
             p.floats(h, np.zeros(size))
         p.floats(L.F_VP, np.eye(n))
         p.floats(L.F_UP, np.eye(m))
         p.floats(L.F_UC, np.eye(k))
         p.floats(L.F_DMAT, np.zeros((k, k)))
+        p.floats(L.F_AFULL, np.zeros((m, n)))
+        for h in (L.F_KI6, L.F_FMAX):
+            p.floats(h, np.zeros(0))
+        p.floats(L.F_FRICTION, np.zeros((2, n)))
+        p.floats(L.F_QP, np.zeros((0, 27)))
+        p.ints(L.I_PAS, np.zeros(0))
         p.floats(L.F_DIAG, np.zeros((L.NDIAG, width)))
         law._pack(p, plan)
         self.I, self.F = p.build()
@@ -258,13 +281,17 @@ class CompiledTick:
     def stale(self) -> bool:
         """The packed plan or parameters no longer match the system, the gains or the coordinates' references."""
         return (self.system._plan_key is not self.plan_key or EPOCH[0] != self.epoch
-                or self.law.coords._ref_version != self.ref_version)
+                or self.source.coords._ref_version != self.ref_version)
 
     def hand_over(self) -> None:
         """Before a numpy-path tick: the state goes to the law's Python objects (when the arrays hold it)."""
+        self.sync()
+        self.live = False
+
+    def sync(self) -> None:
+        """The state into the law's Python objects, the arrays still holding it (counters move, not copied)."""
         if self.live and self.I is not None:
             self.law._export_state(self)
-        self.live = False
 
     def take_back(self) -> None:
         """After a numpy-path tick: pack again if stale, then take the state from the law's Python objects."""

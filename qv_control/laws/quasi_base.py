@@ -33,8 +33,9 @@ from qv_dynamics.state import Reference, State
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
 from ..references import CheckedReference
-from .base import ControlLaw, LazyKernel, evaluated, export_pi, import_pi
-from .packed import Setting
+from .base import ControlLaw, LazyKernel
+from .integral import export_pi, import_pi
+from .packed import Setting, evaluated
 
 _NONE = np.zeros(0)
 _STATE_FIELDS = [f.name for f in fields(QuasiState) if not f.name.startswith("_")]
@@ -127,7 +128,6 @@ class QuasiLawBase(ControlLaw):
         if st[L.S_HOLD]:
             self._theta_hold = ct.vector(L.F_HOLD).copy()
         export_pi(self.force_pi, ct)
-        self._cond_calls = int(st[L.S_COND_CALLS])
         m = ct.m
         V = ct.block(L.F_VP).copy()
         prev = QuasiState(**dict(dict.fromkeys(_STATE_FIELDS), V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False),
@@ -143,7 +143,6 @@ class QuasiLawBase(ControlLaw):
         ct.block(L.F_UP)[:] = prev._UR if prev._UR is not None else np.eye(m)
         ct.block(L.F_UC)[:] = np.eye(self.k)
         st[L.S_COND_CALLS] = 0.0
-        self._cond_U = None
         st[L.S_HOLD] = self._theta_hold is not None
         if self._theta_hold is not None:
             ct.vector(L.F_HOLD)[:] = self._theta_hold

@@ -118,7 +118,8 @@ class QuasiTrackingLaw(QuasiLawBase):
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (class docstring)."""
-        self._own_state()
+        if self._ct is not None:
+            self._ct.sync()
         self._tau_int()
         return self._carry.total
 
