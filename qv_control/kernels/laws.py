@@ -23,20 +23,12 @@ from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
-from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor, lu_solve
+from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor
 
 from .conditioning import _reduced, cond_certified, cond_jacobi, reduced_core
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
-
-
-@njit(cache=True)
-def _solve(D, b):
-    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.kernels.sim_linalg.lu_solve`; D checked first)."""
-    x = np.empty(b.shape[0])
-    lu_solve(D, b, x)
-    return x
 
 
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
@@ -290,14 +282,31 @@ def coupled(M, P, x, y, out) -> None:
 @njit(cache=True)
 def coupled_core(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
-    by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
+    by one LU factorization of M_c (p.d., not symmetric) and two solves; into ``out`` rows 0 and 1."""
     n = M.shape[0]
-    Pc = np.ascontiguousarray(P)
-    PM = Pc.dot(M)
-    Mc = M + PM - M.dot(Pc)
-    for row, b in ((0, x), (1, y)):
-        w = M.dot(_solve(Mc, b))
-        out[row, :n] = w - Pc.dot(w)
+    Mc = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            s = M[i, j]
+            for t in range(n):
+                s += P[i, t] * M[t, j] - M[i, t] * P[t, j]
+            Mc[i, j] = s
+    LU = np.empty((n, n))
+    piv = np.empty(n, np.int64)
+    lu_factor(Mc, LU, piv)
+    w, v = np.empty(n), np.empty(n)
+    for row in range(2):
+        lu_apply_into(LU, piv, x if row == 0 else y, v)
+        for i in range(n):
+            s = 0.0
+            for t in range(n):
+                s += M[i, t] * v[t]
+            w[i] = s
+        for i in range(n):
+            s = 0.0
+            for t in range(n):
+                s += P[i, t] * w[t]
+            out[row, i] = w[i] - s
 
 
 @njit(cache=True)
