@@ -18,19 +18,7 @@ from qv_dynamics.kernels.loader import STATUS, load
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import law_tick as lt  # noqa: E402  (the benchmark's scene, gains and closed-loop states)
-
-
-def numpy_ticks(law) -> list:
-    """A counter of the ticks the law's numpy path serves (its ``_compute`` wrapped on the instance): the others
-    went through the whole compiled tick."""
-    calls = [0]
-    inner = law._compute
-
-    def counted(*args, **kw):
-        calls[0] += 1
-        return inner(*args, **kw)
-    law._compute = counted
-    return calls
+from control_helpers import numpy_ticks  # noqa: E402
 
 
 @pytest.fixture(scope="module")

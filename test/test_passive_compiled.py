@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from control_helpers import numpy_ticks
 
 from qv_control.laws import make_law
 from qv_dynamics.kernels.loader import STATUS, load
@@ -18,17 +19,6 @@ from qv_dynamics.state import Reference, State
 def compiled():
     if load("qv_control.kernels.tick", "projection_law_tick") is None:
         pytest.skip(f"compiled kernels not available: {STATUS}")
-
-
-def _counted(law) -> list:
-    calls = [0]
-    inner = law._compute
-
-    def counted(*args, **kw):
-        calls[0] += 1
-        return inner(*args, **kw)
-    law._compute = counted
-    return calls
 
 
 def _bimanual(non_internal="raise", **extra):
@@ -67,7 +57,7 @@ def test_two_arms_compiled_equals_reference_on_a_closed_loop_and_random_states()
     from qv_dynamics import simulate
 
     system, q0, plan, fast, slow = _bimanual()
-    calls = _counted(fast)
+    calls = numpy_ticks(fast)
     tr = simulate(system, q0, np.zeros(system.nv), slow, t_final=0.05, dt=1e-3, reference=plan.reference)
     assert tr.ok, tr.error
     slow.reset()
@@ -117,7 +107,7 @@ def test_legged_compiled_equals_reference_standing_with_resets():
     """ANYmal C on four feet (hold-still plan), states perturbed 0.02 rad and 0.01 rad/s, a reset every 15 ticks:
     τ and the commanded λ within 1e-9; the QP's feasibility and the solve counts alike."""
     system, q0, (fast, slow) = _anymal()
-    calls = _counted(fast)
+    calls = numpy_ticks(fast)
     rng = np.random.default_rng(0)
     worst = 0.0
     for k in range(60):
@@ -161,7 +151,7 @@ def test_legged_compiled_equals_reference_through_a_step():
 
     spec = yaml.safe_load((Path(__file__).resolve().parent.parent / "config" / "anymal_model.yaml").read_text())["plan"]
     system, q0, (fast, slow) = _anymal(plan=spec)
-    calls = _counted(fast)
+    calls = numpy_ticks(fast)
     T = max(s.t_loaded for s in fast.plan.steps) + 0.05
     rng = np.random.default_rng(1)
     worst, n, infeasible = 0.0, 0, 0

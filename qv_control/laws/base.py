@@ -22,10 +22,10 @@ from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
-from ..references import ReferenceValues, validate_reference
+from ..references import CheckedReference, ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .integral import PreviousTarget
-from .packed import Setting
+from .packed import Setting, evaluated
 
 _F64 = np.dtype(np.float64)
 
@@ -239,6 +239,28 @@ class ControlLaw(ABC):
         views = data_views(self.system) if kernel is not None else None
         if views is not None:
             self._ct = CompiledTick(self, kernel, views)
+
+    def _compiled_compute(self, state: State, reference) -> np.ndarray:
+        """τ by the compiled tick, or by the numpy path :meth:`_compute` (no compiled tick, options it does not
+        serve, a callable reference that does not evaluate to a Reference, or a rare event) with the state handed
+        over and taken back around it."""
+        ct = self._ct
+        if ct is None or not self._compiled_case():
+            return self._compute(state, reference)
+        if reference is not None and type(reference) is not Reference and type(reference) is not CheckedReference:
+            reference = evaluated(reference, state)
+            if not isinstance(reference, Reference):
+                return ct.numpy_tick(self._compute, state, reference)
+        tau = ct.run(state, reference)
+        return tau if tau is not None else ct.numpy_tick(self._compute, state, reference)
+
+    def _compute(self, state: State, reference) -> np.ndarray:
+        """The numpy path of ``compute`` (a law with a compiled tick defines it)."""
+        raise NotImplementedError
+
+    def _compiled_case(self) -> bool:
+        """Whether the law's present options are the compiled tick's (else the numpy path serves every tick)."""
+        return True
 
     def _tick_mode(self) -> int:
         """The kernel's law mode (I_SIZES)."""

@@ -38,9 +38,7 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
-from ..references import CheckedReference
 from .base import ControlLaw, GainError, LazyKernel
-from .packed import evaluated
 
 
 class UncontrollableError(RankDeficiencyError):
@@ -76,21 +74,8 @@ class ProjectionLawBase(ControlLaw):
         self._A_full = self._T_lost = None
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        """τ of this state and reference: the compiled tick (:mod:`qv_control.kernels.tick`), or the numpy path
-        (:meth:`_compute`)."""
-        ct = self._ct
-        if ct is None or not self._compiled_case():
-            return self._compute(state, reference)
-        if reference is not None and type(reference) is not Reference and type(reference) is not CheckedReference:
-            reference = evaluated(reference, state)
-            if not isinstance(reference, Reference):
-                return ct.numpy_tick(self._compute, state, reference)
-        tau = ct.run(state, reference)
-        return tau if tau is not None else ct.numpy_tick(self._compute, state, reference)
-
-    def _compiled_case(self) -> bool:
-        """Whether the law's present options are the compiled tick's (else the numpy path serves every tick)."""
-        return True
+        """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
+        return self._compiled_compute(state, reference)
 
     # ------------------------------------------------------------------ the compiled tick's state
     def _tick_mode(self) -> int:

@@ -32,10 +32,9 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
-from ..references import CheckedReference
 from .base import ControlLaw, LazyKernel
 from .integral import export_pi, import_pi
-from .packed import Setting, evaluated
+from .packed import Setting
 
 _NONE = np.zeros(0)
 _STATE_FIELDS = [f.name for f in fields(QuasiState) if not f.name.startswith("_")]
@@ -87,15 +86,7 @@ class QuasiLawBase(ControlLaw):
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
-        ct = self._ct
-        if ct is None:
-            return self._compute(state, reference)
-        if reference is not None and type(reference) is not Reference and type(reference) is not CheckedReference:
-            reference = evaluated(reference, state)
-            if not isinstance(reference, Reference):
-                return ct.numpy_tick(self._compute, state, reference)
-        tau = ct.run(state, reference)
-        return tau if tau is not None else ct.numpy_tick(self._compute, state, reference)
+        return self._compiled_compute(state, reference)
 
     @property
     def _prev(self):
