@@ -95,3 +95,33 @@ def test_kernel_sources_cover_every_jitted_helper_and_a_newer_one_makes_the_cach
     if not cache_ready(*kernels):
         pytest.skip("numba's cache is not warmed here (scripts/setup.sh warms it)")
     assert not cache_ready(*kernels, newest_source=time.time() + 60.0)
+
+
+_FLUSH = """
+import os
+import numpy as np
+from qv_control.kernels import integrals
+from qv_dynamics.kernels.loader import flush_stale
+import importlib
+out = np.zeros(2)
+integrals.clipped_step(np.ones(2), True, 0.0, 0.001, np.ones(2), 0.1, False, out, np.inf)
+integrals.target_commit(2, np.zeros(2), np.zeros(2), np.ones(2))
+old, fresh = integrals.clipped_step._cache._cache_file, integrals.target_commit._cache._cache_file
+os.utime(old._index_path, (1.0, 1.0))   # written before every source it depends on
+print(bool(old._load_index()), bool(fresh._load_index()))
+flush_stale(importlib.import_module("qv_control.kernels.tick"))
+print(bool(old._load_index()), bool(fresh._load_index()))
+"""
+
+
+def test_a_stale_kernel_module_flushes_the_helpers_it_draws_from(tmp_path):
+    """numba keys every jitted function's cache on its own file: a helper whose file did not change but whose
+    callee's did would load machine code with the old callee inlined. When ``qv warm`` finds a kernel module's
+    cache stale it empties the cache of every jitted function of the module and of the modules it draws from:
+    here a helper of qv_control.kernels.integrals (drawn from by the projection tick), compiled into a cache of
+    its own and older than its sources, is emptied by flushing the tick; one written after them is kept."""
+    pytest.importorskip("numba")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", _FLUSH], env=env, capture_output=True, text=True, timeout=300,
+                         check=True).stdout.split()
+    assert out == ["True", "True", "False", "True"]

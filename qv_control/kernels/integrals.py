@@ -4,7 +4,8 @@ state in the tick's blocks (stamps NaN for "none") and written only when the tic
 
 - :func:`target_error`: e = d_{k−1} − measured (:class:`~qv_control.laws.integral.PreviousTarget`: the target of
   the previous stamp; d_k at the first one; a stamp that does not advance keeps the history);
-- :func:`clipped_step`: ForcePI's integral, z ← z + clip(t − t_prev, 0, max_dt)·e unless frozen, t_prev ← t;
+- :func:`clipped_step`: ForcePI's integral, z ← z + clip(t − t_prev, 0, min(max_dt, GAP_PERIODS·T))·e unless
+  frozen (T the smallest positive step seen: the sample period), t_prev ← t;
 - :func:`bounded_step`: :class:`~qv_control.laws.integral.BoundedIntegral`, a step only for 0 < t − t_prev ≤
   max_dt unless frozen, ‖gain·z‖ ≤ limit, t_prev follows the stamps forward only;
 - :func:`pi_step`, :func:`pi_commit`: the whole ForcePI with its state in a tick's blocks (:mod:`.layout`).
@@ -45,19 +46,23 @@ def target_commit(case, d_t, d_p, desired) -> None:
 
 
 @njit(cache=True)
-def clipped_step(z, valid, t_prev, t, e, max_dt, frozen, out) -> float:
-    """ForcePI's ∫e into ``out`` from (z if ``valid``, its stamp ``t_prev``); returns the new stamp (t)."""
+def clipped_step(z, valid, t_prev, t, e, max_dt, frozen, out, period):
+    """ForcePI's ∫e into ``out`` from (z if ``valid``, its stamp ``t_prev``) with the sample period ``period``
+    seen so far; returns the new stamp (t) and period."""
     if valid:
         out[:] = z
     else:
         out[:] = 0.0
         t_prev = np.nan
     if t_prev == t_prev and not frozen:
-        dt = min(max(t - t_prev, 0.0), max_dt)
+        step = t - t_prev
+        if 0.0 < step < period:
+            period = step
+        dt = min(max(step, 0.0), max_dt, L.GAP_PERIODS * period)
         if dt > 0.0:
             for i in range(out.shape[0]):
                 out[i] = out[i] + dt * e[i]
-    return t
+    return t, period
 
 
 @njit(cache=True)
@@ -90,8 +95,10 @@ def pi_step(st, par, z, d_t, d_p, t, desired, measured, out, zn):
     e = np.empty(desired.shape[0])
     case = target_error(st[L.S_HIST_T], st[L.S_HIST_PREV] != 0.0, d_t, d_p, t, desired, measured, e)
     pt, zv = st[L.S_PI_T], st[L.S_PI_Z]
+    st[L.S_PI_PERIOD_NEXT] = st[L.S_PI_PERIOD]   # a scratch slot: the period is committed with the tick
     if par[L.P_PI_ON] != 0.0:
-        pt = clipped_step(z, zv != 0.0, pt, t, e, par[L.P_PI_DT], st[L.S_FORCE_FROZEN] != 0.0, zn)
+        pt, st[L.S_PI_PERIOD_NEXT] = clipped_step(z, zv != 0.0, pt, t, e, par[L.P_PI_DT],
+                                                  st[L.S_FORCE_FROZEN] != 0.0, zn, st[L.S_PI_PERIOD])
         zv = 1.0
         for i in range(e.shape[0]):
             out[i] = par[L.P_KF] * e[i] + par[L.P_KI] * zn[i]
@@ -106,4 +113,5 @@ def pi_commit(st, z, d_t, d_p, case, zn, pt, zv, desired, t, pi_on) -> None:
         st[L.S_HIST_T], st[L.S_HIST_PREV] = t, 1.0 if case == 2 else 0.0
     if pi_on:
         z[:] = zn
+        st[L.S_PI_PERIOD] = st[L.S_PI_PERIOD_NEXT]
     st[L.S_PI_T], st[L.S_PI_Z] = pt, zv

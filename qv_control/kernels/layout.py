@@ -66,8 +66,10 @@ NPAR = 40
 # ---- F_ST entries (NaN: "none" for the stamps)
 (S_PI_T, S_PI_Z, S_HIST_T, S_HIST_PREV, S_INT_T, S_INT_Z, S_E_T, S_GVN_T, S_GRATE, S_PHASE0, S_PHASE1, S_BIAS,
  S_HOLD, S_FORCE_FROZEN, S_MOTION_FROZEN, S_COND_CALLS, S_TAUI, S_TICKS, S_LIVE, S_PROJECTED, S_OFF_MAX,
- S_QP_SOLVES, S_QP_INFEASIBLE) = range(23)
-NSTATE = 24
+ S_QP_SOLVES, S_QP_INFEASIBLE, S_PI_PERIOD, S_PI_PERIOD_NEXT) = range(25)
+NSTATE = 25
+#: a sample after a gap integrates the force error over at most this many sample periods (ForcePI, its kernel)
+GAP_PERIODS = 2.0
 
 # ---- F_DIAG rows (width max(n, m, k, 8))
 (D_BASE, D_FORCE, D_MOTION, D_UV, D_EPS, D_E, D_THETA, D_UXI, D_XID, D_GVN, D_RATE, D_VN, D_SCALARS, D_VR,

@@ -22,6 +22,7 @@ from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
+from ..kernels.layout import GAP_PERIODS
 from ..references import CheckedReference, ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .integral import PreviousTarget
@@ -82,7 +83,6 @@ def tool_and_contact(system, frame: str, contact: str | None) -> int:
     return fid
 
 
-GAP_PERIODS = 2.0   # a sample after a gap integrates the force error over at most this many sample periods
 
 
 class ForcePI:

@@ -77,6 +77,7 @@ def export_pi(pi, ct) -> None:
     st = ct.state
     pi.z = ct.vector(L.F_PIZ).copy() if st[L.S_PI_Z] else None
     pi.t_prev = None if math.isnan(st[L.S_PI_T]) else float(st[L.S_PI_T])
+    pi.period = float(st[L.S_PI_PERIOD])
     ht = st[L.S_HIST_T]
     pi._target._hist = None if math.isnan(ht) else (
         float(ht), ct.vector(L.F_PID).copy(), ct.vector(L.F_PIDP).copy() if st[L.S_HIST_PREV] else None)
@@ -92,6 +93,7 @@ def import_pi(pi, ct) -> None:
     if ok:
         ct.vector(L.F_PIZ)[:] = pi.z
     st[L.S_PI_T] = np.nan if pi.t_prev is None or not ok else pi.t_prev
+    st[L.S_PI_PERIOD] = pi.period
     h = pi._target._hist
     if h is None or h[1].shape != (m,):
         st[L.S_HIST_T], st[L.S_HIST_PREV] = np.nan, 0.0

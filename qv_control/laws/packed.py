@@ -246,6 +246,7 @@ class CompiledTick:
         p.floats(L.F_PAR, par)
         st = np.zeros(L.NSTATE)
         st[[L.S_PI_T, L.S_HIST_T, L.S_INT_T, L.S_E_T, L.S_GVN_T, L.S_PHASE0, L.S_PHASE1]] = np.nan
+        st[L.S_PI_PERIOD] = np.inf
         p.floats(L.F_ST, st)
         pis = law._pi_size(n, m)
         for h, size in ((L.F_PIZ, pis), (L.F_PID, pis), (L.F_PIDP, pis), (L.F_IZ, k), (L.F_EP, k), (L.F_GVN, k),
