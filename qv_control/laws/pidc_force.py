@@ -7,8 +7,8 @@ from qv_dynamics.projection import coupling
 from qv_dynamics.state import Reference, State
 
 from ..kernels import layout as L
-from .base import LazyKernel
 from .integral import export_pi, import_pi
+from .lazy_kernel import LazyKernel
 from .projection_base import ProjectionLawBase
 
 

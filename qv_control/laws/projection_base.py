@@ -40,7 +40,8 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
-from .base import ControlLaw, GainError, LazyKernel
+from .base import ControlLaw, GainError
+from .lazy_kernel import LazyKernel
 
 #: the default rank floor of the motion channel, relative to the model's reach (module doc): measured on the
 #: singular pass of qv_control.demo.cases (two contact rows becoming one, ℓ = 1.5 m), where the projection law

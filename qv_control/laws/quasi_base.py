@@ -32,8 +32,9 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
-from .base import ControlLaw, LazyKernel
+from .base import ControlLaw
 from .integral import export_pi, import_pi
+from .lazy_kernel import LazyKernel
 from .packed import Setting
 
 _NONE = np.zeros(0)

@@ -11,9 +11,10 @@ from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
-from .base import LazyKernel, scalar_gain
+from .base import scalar_gain
 from .carry import IntegralCarry
 from .integral import BoundedIntegral
+from .lazy_kernel import LazyKernel
 from .packed import Setting
 from .quasi_base import QuasiLawBase, normal_coupling
 
