@@ -56,12 +56,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "test"))
 from deployed_loop import cpu_seconds  # noqa: E402
 from echo_node import Echo  # noqa: E402
+from latency_inputs import InputMessages, Setup, setup, still_states  # noqa: E402
 from ros_helpers import stop_processes  # noqa: E402  (the tests' node-process helper)
 
 CONFIG = str(ROOT / "config" / "panda_table.yaml")
+SETUP: Setup | None = None  # the controller of CONFIG: its section, inputs, simulator (main)
 OVERRIDES: list[str] = []  # "node:param:=value" for the node processes (--set)
 PREFIX = {"qv_dynamics": OBSERVER_PREFIX, "qv_controller": ""}  # as the launch files start them (--*-prefix)
 PINGPONG_LOST = 0.1  # [s] a ping-pong state unanswered this long counts as lost
+
+
+def replayed_states(seconds: float):
+    """(system, t, q, q̇) the driver replays: a library closed-loop run where CONFIG has a simulator, else its
+    initial pose held still (bench/latency_inputs.py)."""
+    return arm_states(seconds) if SETUP.simulator else still_states(SETUP, seconds)
 
 
 def arm_states(seconds: float):
@@ -90,9 +98,10 @@ class Driver:
     of the command itself (``lat_cmd``; the stamped copy is published after it)."""
 
     def __init__(self, node, layout, t, q, qdot, stamped_topic="/qv_controller/command_stamped",
-                 topic="/effort_controller/commands"):
+                 topic="/effort_controller/commands", inputs: Setup | None = None):
         self.node, self.layout = node, layout
         self.msgs = [arrays_to_joint_state(sec_to_stamp(float(t[i])), layout, q[i], qdot[i]) for i in range(len(t))]
+        self.inputs = InputMessages(node, inputs, q, qdot) if inputs is not None else None  # odometry, wrenches
         self.pub = node.create_publisher(JointState, "/joint_states", 10)
         self.sub = node.create_subscription(JointState, stamped_topic, self.on_answer, 100)
         self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
@@ -139,7 +148,7 @@ class Driver:
     def on_diag(self, msg) -> None:
         for st in msg.status:
             if st.name.endswith(": controller"):
-                self.diag = (time.perf_counter(), {kv.key: float(kv.value) for kv in st.values})
+                self.diag = (time.perf_counter(), {kv.key: _number(kv.value) for kv in st.values})
             elif st.name.endswith(": constrained model"):
                 self.dyn_diag = {kv.key: kv.value for kv in st.values}
 
@@ -161,13 +170,24 @@ class Driver:
         # the state of the closed loop at the stamp's time: the node's reference counts from its first state
         # (stamp 1.0, seq 0), so state and reference stay on one timeline (replayed states that drift off it
         # are tracking errors the law saturates on: more work per state than the loop it stands for)
-        msg = self.msgs[self.seq % len(self.msgs)]
+        k = self.seq % len(self.msgs)
+        msg = self.msgs[k]
         msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * self.seq)  # unique stamp per publish
         self.seq += 1
+        if self.inputs is not None:   # the odometry and wrenches of the state, with its stamp, before it
+            self.inputs.publish(k, msg.header.stamp)
         now = time.perf_counter()
         self.sent[msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec] = now
         self.pub_times.append(now)
         self.pub.publish(msg)
+
+
+def _number(text: str):
+    """A diagnostics value as a float where it is a number (the lifecycle state, the task phase are words)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _stats(driver: "Driver", n_sent: int) -> dict:
@@ -196,6 +216,7 @@ def pooled(runs: list[dict]) -> dict:
            "command_rate_hz": float(np.mean([r["command_rate_hz"] for r in runs])),
            "gap_p99_ms": max(r["gap_p99_ms"] for r in runs), "driver_late": sum(r.get("driver_late", 0) for r in runs),
            "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs])),
+           "cpu_us_per_command": float(np.mean([r.get("cpu_us_per_command", np.nan) for r in runs])),
            "compute_ms_mean": float(np.mean([r.get("compute_ms_mean", np.nan) for r in runs])),
            "compute_cpu_ms_mean": float(np.mean([r.get("compute_cpu_ms_mean", np.nan) for r in runs])),
            "dynamics_diag": [d for r in runs for d in r.get("dynamics_diag", [])]}
@@ -260,7 +281,8 @@ def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if driver.pub.get_subscription_count() >= 1 and driver.sub.get_publisher_count() >= 1 \
-                and driver.cmd_sub.get_publisher_count() >= 1:
+                and driver.cmd_sub.get_publisher_count() >= 1 \
+                and (driver.inputs is None or driver.inputs.subscribers()):
             for _ in range(50):
                 ex.spin_once(timeout_sec=0.01)
             return
@@ -294,13 +316,15 @@ def _both(ex, driver: Driver, rate: float, seconds: float, proc=None, echo: bool
     d0 = driver.fresh_diag(ex) if proc is not None and not echo else None
     cpu0 = cpu_seconds({"p": proc})["p"] if proc is not None else 0.0
     out = run_stream(ex, driver, rate, seconds)
-    out["cpu_us_per_state"] = 1e6 * (cpu_seconds({"p": proc})["p"] - cpu0) / out["sent"] if proc else float("nan")
+    cpu = cpu_seconds({"p": proc})["p"] - cpu0 if proc is not None else float("nan")
+    out["cpu_us_per_state"] = 1e6 * cpu / out["sent"]
+    out["cpu_us_per_command"] = 1e6 * cpu / max(driver.commands, 1)   # (the echo: one per state)
     d1 = driver.fresh_diag(ex) if d0 is not None else None
     out["dynamics_diag"] = [driver.dyn_diag]  # its last report (counts since its start)
     if d1 is not None:  # the node's own law-compute figures over the stream: wall time and thread CPU time
-        n = d1["commands"] - d0["commands"]
-        for key in ("compute_ms_mean", "compute_cpu_ms_mean"):
-            out[key] = (d1[key] * d1["commands"] - d0[key] * d0["commands"]) / n if n else float("nan")
+        for key, count in (("compute_ms_mean", "commands"), ("compute_cpu_ms_mean", "compute_cpu_samples")):
+            n = d1.get(count, 0.0) - d0.get(count, 0.0)   # (the thread CPU time is sampled: its own count)
+            out[key] = (d1[key] * d1[count] - d0[key] * d0[count]) / n if n else float("nan")
     out["commands"] = driver.commands
     out["pingpong"] = pp
     return out
@@ -315,7 +339,8 @@ def driver_session(states, domain_id: int, make_nodes=lambda ctx: ()):
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
     nodes = list(make_nodes(ctx))
     drv_node = rclpy.create_node("driver", context=ctx)
-    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
+    driver = Driver(drv_node, JointLayout.from_system(system, floating=bool(SETUP.odom_topic)), t, q, qdot,
+                    stamped_topic=f"/{SETUP.section}/command_stamped", inputs=SETUP)
     ex = make_executor(ctx)
     for n in nodes + [drv_node]:
         ex.add_node(n)
@@ -329,10 +354,14 @@ def driver_session(states, domain_id: int, make_nodes=lambda ctx: ()):
 
 
 def latency_in_process(states, rate, seconds) -> dict:
-    P = load_params_file(CONFIG)["qv_controller"]
+    P = load_params_file(CONFIG)[SETUP.section]
+    if SETUP.section == "qv_legged_controller":
+        from qv_control.ros.legged_controller_node import LeggedControllerNode as Node
+    else:
+        Node = ControllerNode
 
     def nodes(ctx):
-        return [ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))]
+        return [Node(SETUP.section, context=ctx, parameter_overrides=to_parameters(P))]
 
     with driver_session(states, _domain(1), nodes) as (ex, driver, (ctrl,)):
         wait_graph(ex, driver)
@@ -343,7 +372,10 @@ def latency_in_process(states, rate, seconds) -> dict:
 
 def latency_echo(states, rate, seconds) -> dict:
     """Floor: the echo node (bench/echo_node.py) in the driver's process answers each JointState (no math)."""
-    with driver_session(states, _domain(2), lambda ctx: [Echo(context=ctx)]) as (ex, driver, _):
+    def echo(ctx):
+        return [Echo(context=ctx, inputs=SETUP.params, stamped=f"/{SETUP.section}/command_stamped")]
+
+    with driver_session(states, _domain(2), echo) as (ex, driver, _):
         wait_graph(ex, driver)
         return _both(ex, driver, rate, seconds)
 
@@ -357,12 +389,15 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
     def node(name: str, module: str) -> list:
         extra = [a for o in OVERRIDES if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
-        return [*shlex.split(PREFIX[name]), sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
-                "--params-file", CONFIG, *extra]
+        prefix = shlex.split(PREFIX.get(name, PREFIX["qv_controller"]))   # (a legged controller: the controller's)
+        return [*prefix, sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}", "--params-file", CONFIG,
+                *extra]
 
-    ctrl = node("qv_controller", "qv_control.ros.controller_node")  # the echo starts as the controller does
+    ctrl = node(SETUP.section, SETUP.module)  # the echo starts as the controller does, with the same inputs
     cmds = [[*shlex.split(PREFIX["qv_controller"]), sys.executable, str(ROOT / "bench" / "echo_node.py"),
+             "--config", CONFIG, "--section", SETUP.section, "--stamped", f"/{SETUP.section}/command_stamped",
              *echo_args]] if echo else [ctrl]
+    dynamics = dynamics and SETUP.dynamics   # (a file without a qv_dynamics section: the controller alone)
     if dynamics:
         cmds.append(node("qv_dynamics", "qv_dynamics.ros.dynamics_node"))
     procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
@@ -409,6 +444,22 @@ def _print_rows(rows, rate: float) -> None:
                      else ""))
 
 
+def _print_cpu_ratio(ctrl: dict, echo: dict) -> None:
+    """The node's CPU per command against the echo's (the same inputs, one output), whole and without the
+    law's compute (its thread CPU time, sampled by the node): what the node itself costs."""
+    c, e, law = ctrl["cpu_us_per_command"], echo["cpu_us_per_command"], 1e3 * ctrl["compute_cpu_ms_mean"]
+    print(f"process CPU per command ({_inputs_text()}): controller {c:.0f} µs, echo {e:.0f} µs: {c / e:.2f}x; "
+          f"without the law's compute ({law:.0f} µs) {c - law:.0f} µs: {(c - law) / e:.2f}x the echo "
+          f"(target <= 1.3x)")
+
+
+def _inputs_text() -> str:
+    n = 1 + bool(SETUP.odom_topic) + len(SETUP.wrench_topics)
+    return f"{n} input topic{'s' if n > 1 else ''}: /joint_states" + (f", {SETUP.odom_topic}" if SETUP.odom_topic
+                                                                        else "") + \
+        "".join(f", {t}" for t in SETUP.wrench_topics)
+
+
 def own_process_rows(states, rate: float, seconds: float, rounds: int, echo_messages: bool = False) -> list:
     """The controller and the echo node, each as its own process with the dynamics node beside it, measured
     in alternating rounds (echo, controller, echo, ...) so that both see the same machine load. The echo
@@ -450,11 +501,12 @@ def main(argv=None) -> int:
     if not parts <= set(PARTS):
         ap.error(f"--parts: unknown {sorted(parts - set(PARTS))}")
     globals()["CONFIG"] = str(Path(args.config).resolve())
+    globals()["SETUP"] = setup(CONFIG)
     print(f"qv_ros latency bench: law and robot from {Path(CONFIG).name}, "
           f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(make_executor(Context())).__name__}; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores; "
           f"process prefixes: dynamics node {args.dynamics_prefix!r}, controller/echo {args.controller_prefix!r}")
-    states = arm_states(min(4.0 * args.seconds + 5.0, 40.0))  # ping-pong + stream of one node on one timeline
+    states = replayed_states(min(4.0 * args.seconds + 5.0, 40.0))  # ping-pong + stream of one node on one timeline
     rows = []
     if "echo" in parts:
         rows.append(("echo (rclpy floor)", latency_echo(states, args.rate, args.seconds)))
@@ -484,6 +536,7 @@ def main(argv=None) -> int:
               f"{sp['compute_ms_mean']:.3f} ms, thread CPU {sp['compute_cpu_ms_mean']:.3f} ms per state "
               f"(the difference: descheduled inside the compute); process CPU per state: controller "
               f"{sp['cpu_us_per_state']:.0f} µs, echo {echo['cpu_us_per_state']:.0f} µs")
+        _print_cpu_ratio(sp, echo)
         keys = ("messages", "inputs_lost", "decimation", "process_cpu_share", "missed_deadlines")
         for d in sp["dynamics_diag"]:  # the observer beside the controller: what it evaluated, what it missed
             print("  dynamics node beside it (its last /diagnostics of the round): "
