@@ -13,9 +13,9 @@ times, alternating so both see the same load:
   no law) is started the same way: the floor of any rclpy node's first answer on this machine.
 
 Printed: min / median / max of each, the controller's over the echo's (median), and the load before and
-after. Every child inherits this environment: with ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__``
-in the tree the project's modules are compiled from source at every start (~0.2 s here; an installed package
-has its bytecode), which the line "bytecode" says.
+after. The children run with their bytecode cached (``PYTHONPYCACHEPREFIX``, written by one start of each that
+is not counted), as an installed package has it; ``--source`` keeps this environment's setting (with
+``PYTHONDONTWRITEBYTECODE=1`` the project's modules are compiled from source at every start, ~0.2 s here).
 
     PYTHONPATH=. .venv/bin/python bench/first_command.py [--config config/panda_table.yaml] [--runs 5]
 """
@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -98,7 +100,7 @@ def one_start(ex, listener: Listener, cmds: list[list[str]], topic: str, env: di
     node's log line ``sent_mark``, written in the callback that sends its first command), ``configured_s``
     (the controller's "configured" line), ``seen_s`` (its publisher in this process's graph)."""
     listener.first[topic] = None
-    marks = {"configured": None, sent_mark: None}
+    marks = {"configured (inactive)": None, sent_mark: None}
     t0 = time.monotonic()
     procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for c in cmds]
@@ -126,7 +128,8 @@ def one_start(ex, listener: Listener, cmds: list[list[str]], topic: str, env: di
     if first is None:
         tail = "".join(getattr(procs[0], "lines", [])[-5:])
         raise RuntimeError(f"no message on {topic} within {timeout} s (exit {procs[0].returncode}):\n{tail}")
-    return {"first_s": first - t0, "configured_s": marks["configured"], "seen_s": seen, "sent_s": marks[sent_mark]}
+    return {"first_s": first - t0, "configured_s": marks["configured (inactive)"], "seen_s": seen,
+            "sent_s": marks[sent_mark]}
 
 
 def _s(x: float | None) -> str:
@@ -139,6 +142,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="starts of each node (alternating)")
     ap.add_argument("--managed", action="store_true", help="managed:=true with qv_spawner (the launch files)")
     ap.add_argument("--timeout", type=float, default=60.0, help="longest wait for a first command [s]")
+    ap.add_argument("--source", action="store_true", help="the bytecode as this environment has it (default: cached, "
+                    "as an installed package has it)")
     args = ap.parse_args(argv)
     import rclpy
     from rclpy.context import Context
@@ -158,9 +163,15 @@ def main(argv=None) -> int:
     if args.managed:
         cmds = [ctrl_cmd + ["-p", "managed:=true"], [py, "-m", "qv_control.ros.spawner", ctrl]]
     echo_cmd = [[py, str(ROOT / "bench" / "echo_node.py"), "--commands", ECHO_TOPIC]]
-    bytecode = "compiled from source at each start (PYTHONDONTWRITEBYTECODE, no __pycache__)" \
-        if os.environ.get("PYTHONDONTWRITEBYTECODE") and not (ROOT / "qv_control" / "__pycache__").is_dir() \
-        else "cached where written"
+    if args.source:
+        bytecode = "as this environment has it" + (" (PYTHONDONTWRITEBYTECODE: the project's modules compiled from "
+                                                   "source at each start)" if os.environ.get("PYTHONDONTWRITEBYTECODE")
+                                                   else "")
+    else:   # as an installed package has it: the bytecode of every module written once (a start not counted)
+        cache = tempfile.mkdtemp(prefix="qv_first_command_pyc_")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = cache
+        bytecode = f"cached (PYTHONPYCACHEPREFIX={cache}, written by one start before the runs)"
     load0 = os.getloadavg()
     print(f"first command after the interpreter starts: {config.name}, {ctrl} "
           f"({'managed, with qv_spawner' if args.managed else 'unmanaged'}) beside {plant} (realtime); "
@@ -181,6 +192,9 @@ def main(argv=None) -> int:
             ex.spin_once(timeout_sec=0.01)
         if listener.states < 500:
             raise RuntimeError(f"{plant} did not stream joint states:\n{''.join(plant_proc.lines[-5:])}")
+        if not args.source:   # one start of each writes the bytecode (PYTHONPYCACHEPREFIX): not counted
+            one_start(ex, listener, echo_cmd, ECHO_TOPIC, env, args.timeout, ECHO_MARK)
+            one_start(ex, listener, cmds, BENCH_TOPIC, env, args.timeout, CONTROLLER_MARK)
         for k in range(args.runs):
             rows["echo"].append(one_start(ex, listener, echo_cmd, ECHO_TOPIC, env, args.timeout, ECHO_MARK))
             rows["controller"].append(one_start(ex, listener, cmds, BENCH_TOPIC, env, args.timeout, CONTROLLER_MARK))
@@ -189,6 +203,8 @@ def main(argv=None) -> int:
                   f"{_s(c['first_s'])} (its publisher seen here {_s(c['seen_s'])}); echo sent {_s(e['sent_s'])}, "
                   f"received {_s(e['first_s'])} (seen {_s(e['seen_s'])})")
     finally:
+        if not args.source:
+            shutil.rmtree(env["PYTHONPYCACHEPREFIX"], ignore_errors=True)
         plant_proc.send_signal(signal.SIGTERM)
         plant_proc.wait(timeout=10)
         ex.shutdown()

@@ -94,6 +94,26 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         self.task_layer = None
         self._init_lifecycle({"system": system, "law": law, "reference": reference, "task": task})
 
+    def prepare_configure(self) -> None:
+        """A managed node waiting for its configure (:mod:`.lifecycle`): the model and law built once from the
+        parameters as they are now and dropped, which loads numba and the law's compiled kernels into the
+        process (most of a configure's time, the same for any later parameters); configure then builds its own
+        from the parameters as they are when it runs. Nothing is created, refused or reported here: a model or
+        law that cannot be built is configure's to refuse."""
+        if any(self._injected_objects.get(k) is not None for k in ("system", "law")):
+            return                                  # in-process objects: nothing to load
+        gp, t0 = self.get_parameter, time.monotonic()
+        try:
+            self.system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
+                                               floating=bool(gp("odom_topic").value))
+            self._build_law()
+        except Exception:  # noqa: BLE001 - configure builds them again and says why they cannot be
+            return
+        finally:
+            self.__dict__.pop("system", None)
+        self.get_logger().info(f"unconfigured (managed): the law's compiled kernels loaded in "
+                               f"{time.monotonic() - t0:.2f} s; waiting for configure (~/change_state)")
+
     def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
         """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
@@ -132,7 +152,7 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         hz = float(gp("velocity_observer_hz").value)   # q̇ for the law: measured, or the model-based observer's
         self.observer = None
         if hz > 0:
-            from qv_dynamics.observer import VelocityObserver  # (its impact model imports scipy: only when used)
+            from qv_dynamics.observer import VelocityObserver  # (imported only when used)
 
             self.observer = VelocityObserver(system, hz)
         self._tau_sent = np.zeros(system.nv)             # the observer's input: the last command sent
