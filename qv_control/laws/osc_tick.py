@@ -1,0 +1,160 @@
+"""What the operational-space laws share around their compiled tick (:mod:`qv_control.kernels.osc`): the kernel's
+static inputs read from Pinocchio's ``Data`` (views held since construction), the packed state ``S``
+(:mod:`qv_control.kernels.osc_layout`) and its exchange with the objects the numpy path keeps (:class:`ForcePI`,
+:class:`IntegralCarry`, :class:`SaturationStatus`): a law whose tick the kernel declines (a factor not positive
+definite, a non-finite input, an input of another type or shape, a set-up the kernel does not serve) runs its numpy
+path for that sample from the same state, and hands the state back.
+
+Read lazily from ``S`` and the kernel's ``out``: ``law.saturation`` and ``law.last`` (built when first read after a
+compiled sample: a tick pays for no Python objects).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from qv_dynamics.kernels.loader import load
+from qv_dynamics.quasi_sampler import data_views
+
+from ..kernels import osc_layout as L
+from ..saturation import SaturationStatus
+from .base import GAP_PERIODS
+
+
+def kernel_inputs(system, name: str):
+    """(tick, views (Y, Cᵀ, J_w, J̇_w, oMf), tree, armature, g⃗) of the kernel ``name`` of
+    :mod:`qv_control.kernels.osc`, or None (numba missing, cache not warmed, ``Data`` not laid out as the views
+    need): the numpy path then serves every sample."""
+    tick = load("qv_control.kernels.osc", name)
+    views = None if tick is None else data_views(system.model, system.data)
+    if views is None:
+        return None
+    Y, tree, armature, grav, Ct, Jw, dJw, oMf = views
+    return tick, (Y, Ct, Jw, dJw, oMf), tree, armature, grav
+
+
+class PackedState:
+    """The packed state of an operational-space law (``self._S``, ``self._out``) with the numpy path's objects: the
+    force PI, the limiter's status and, in the tool-frame law, the carried integral torque. ``_packed``: S holds
+    the state (since a compiled sample); the objects are read back from it before a numpy sample or anything that
+    reads or changes them (:meth:`_to_objects`: reset, the carried torque), and written into it when a compiled
+    sample follows (:meth:`_from_objects`)."""
+
+    _packed = False
+    _stale = False        # ``last`` and ``saturation`` are to be read from S / out
+
+    def _init_packed(self, rows: int, width: int, out_rows: int) -> None:
+        self._S = np.zeros((rows, width))
+        self._out = np.zeros((out_rows, width))
+        self._S[L.VAR, L.PI_PERIOD] = math.inf
+        self._S[L.VAR, L.WAS_CONTACT] = -1.0
+        self._S[L.PAR, L.GAP] = GAP_PERIODS
+        self._sat = SaturationStatus()
+        self._last: dict = {}
+
+    # ------------------------------------------------------------------ lazily read diagnostics
+    @property
+    def saturation(self) -> SaturationStatus:
+        if self._stale:
+            self._unpack_last()
+        return self._sat
+
+    @saturation.setter
+    def saturation(self, status: SaturationStatus) -> None:
+        self._sat = status
+        V = self._S[L.VAR]
+        V[L.SAT_ACTIVE], V[L.SAT_MOTION], V[L.SAT_FORCE] = float(status.active), status.motion_scale, \
+            status.force_scale
+        V[L.SAT_CLIPPED], V[L.SAT_PEAK] = float(status.clipped), status.peak_ratio
+
+    @property
+    def last(self) -> dict:
+        if self._stale:
+            self._unpack_last()
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        self._last = value
+
+    def _unpack_last(self) -> None:
+        self._stale = False
+        V = self._S[L.VAR]
+        self._sat = SaturationStatus(bool(V[L.SAT_ACTIVE]), float(V[L.SAT_MOTION]), float(V[L.SAT_FORCE]),
+                                     bool(V[L.SAT_CLIPPED]), float(V[L.SAT_PEAK]))
+        self._last.update(self._diagnostics())
+        self._last["saturation"] = self._sat
+
+    def _diagnostics(self) -> dict:
+        """The law's ``last`` entries of the last compiled sample (from S and out)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the state's two homes
+    def _to_objects(self) -> None:
+        """S → the force PI's (and the law's) objects, before a numpy sample."""
+        if not self._packed:
+            return
+        self.saturation                      # (unpacks ``last`` and the status)
+        S, V = self._S, self._S[L.VAR]
+        pi = self.force_pi
+        zs, hs = int(V[L.PI_ZSIZE]), int(V[L.PI_SIZE])
+        pi.z = S[L.PI_Z, :zs].copy() if V[L.PI_Z_OK] else None
+        pi.t_prev = float(V[L.PI_T]) if V[L.PI_T_OK] else None
+        pi.period = float(V[L.PI_PERIOD])
+        pi._target._hist = (float(V[L.PI_H_T]), S[L.PI_D, :hs].copy(),
+                            S[L.PI_DPREV, :hs].copy() if V[L.PI_H_PREV] else None) if V[L.PI_H_OK] else None
+        self._law_to_objects()
+        self._packed = False
+
+    def _from_objects(self) -> None:
+        """The objects → S, after a numpy sample (the next compiled one continues from them)."""
+        S, V = self._S, self._S[L.VAR]
+        pi = self.force_pi
+        V[L.PI_Z_OK] = pi.z is not None
+        if pi.z is not None:
+            V[L.PI_ZSIZE] = pi.z.shape[0]
+            S[L.PI_Z, :pi.z.shape[0]] = pi.z
+        V[L.PI_T_OK] = pi.t_prev is not None
+        V[L.PI_T] = 0.0 if pi.t_prev is None else pi.t_prev
+        V[L.PI_PERIOD] = pi.period
+        h = pi._target._hist
+        V[L.PI_H_OK] = h is not None
+        if h is not None:
+            V[L.PI_H_T], V[L.PI_SIZE], V[L.PI_H_PREV] = h[0], h[1].shape[0], h[2] is not None
+            S[L.PI_D, :h[1].shape[0]] = h[1]
+            if h[2] is not None:
+                S[L.PI_DPREV, :h[2].shape[0]] = h[2]
+        self.saturation = self._sat
+        self._law_from_objects()
+        self._packed = True
+
+    def _law_to_objects(self) -> None:
+        """The law's own state, S → objects."""
+
+    def _law_from_objects(self) -> None:
+        """The law's own state, objects → S."""
+
+
+def carry_to_objects(S: np.ndarray, carry, n: int) -> None:
+    """S → :class:`~qv_control.laws.carry.IntegralCarry` (b, τ_I, the phase)."""
+    V = S[L.VAR]
+    carry.bias = S[L.BIAS, :n].copy() if V[L.BIAS_OK] else None
+    carry.tau_int = S[L.TAU_INT, :n].copy() if V[L.TAU_INT_OK] else None
+    carry._phase = [float(V[L.PHASE_START]), float(V[L.PHASE_LAST])] if V[L.PHASE_OK] else None
+
+
+def carry_from_objects(S: np.ndarray, carry, n: int) -> None:
+    """:class:`~qv_control.laws.carry.IntegralCarry` → S."""
+    V = S[L.VAR]
+    V[L.BIAS_OK], V[L.TAU_INT_OK], V[L.PHASE_OK] = carry.bias is not None, carry.tau_int is not None, \
+        carry._phase is not None
+    if carry.bias is not None:
+        S[L.BIAS, :n] = carry.bias
+    if carry.tau_int is not None:
+        S[L.TAU_INT, :n] = carry.tau_int
+    if carry._phase is not None:
+        V[L.PHASE_START], V[L.PHASE_LAST] = carry._phase
+
+
+__all__ = ["PackedState", "carry_from_objects", "carry_to_objects", "kernel_inputs"]
