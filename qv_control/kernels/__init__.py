@@ -11,16 +11,19 @@ reference it must equal; the test pairing them:
   test_law_compiled.py
 - ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
 - ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
+- ``osc``, ``osc_body``: the operational-space laws' ``compute`` with ``compiled=False`` (the tool-frame law, the
+  whole-body law), and ``osc_parts`` their shared pieces (force PI, limiter, Λ_x, channels); test_osc_tick.py
 
-``layout`` sizes the ticks' output buffers (plain Python, used by the laws at construction).
+``layout`` sizes the ticks' output buffers and ``osc_layout`` places the operational-space laws' packed state (plain
+Python, used by the laws at construction).
 """
 
 #: modules of the room that are support, not kernels (no numpy reference of their own)
-SUPPORT = ("layout",)
+SUPPORT = ("layout", "osc_layout")
 
 #: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
 KERNEL_MODULES = ("qv_control.kernels.coordinates", "qv_control.kernels.laws", "qv_control.kernels.quasi_tick",
-                  "qv_control.kernels.tick")
+                  "qv_control.kernels.tick", "qv_control.kernels.osc", "qv_control.kernels.osc_body")
 
 #: kernel module -> (numpy reference, test file that holds them against each other)
 PAIRS = {
@@ -29,4 +32,8 @@ PAIRS = {
                                        "test_law_compiled.py"),
     "qv_control.kernels.tick": ("qv_control.laws.projection_base.ProjectionLawBase", "test_law_compiled.py"),
     "qv_control.kernels.quasi_tick": ("qv_control.laws.quasi_base.QuasiLawBase", "test_law_compiled.py"),
+    "qv_control.kernels.osc": ("qv_control.laws.osc.OperationalSpaceLaw", "test_osc_tick.py"),
+    "qv_control.kernels.osc_body": ("qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw",
+                                    "test_osc_tick.py"),
+    "qv_control.kernels.osc_parts": ("qv_control.laws.osc.OperationalSpaceLaw", "test_osc_tick.py"),
 }

@@ -205,7 +205,7 @@ def _tool(Y, Ct, Jw, dJw, oMf, G, q, qd, pd, vd, ad, lam_d, meas, t, flags, S, o
     _tool_rows(S, J6, dJ6, qd, Jx, Jd)
     Lc, W = np.empty((n, n)), np.empty((n, kx))
     Lam = out[L.LAMBDA_X:L.LAMBDA_X + kx, :kx]
-    if not (cholesky(M, Lc) and task_inertia(Lc, Jx, P[L.DAMPING], W, Lam)):
+    if not (cholesky(M, Lc) and task_inertia(Lc, Jx, P[L.DAMPING], W, np.empty((kx, kx)), Lam)):
         return L.FALLBACK                        # (before any state changed: the numpy path redoes the tick)
     p = oMf[int(P[L.FRAME]), 9:12]
     pdv = np.empty(3)
@@ -253,3 +253,25 @@ def tool_tick(Y, Ct, Jw, dJw, oMf, G, q, qd, pd, vd, ad, lam_d, meas, t, flags, 
     position, 8 q_n = q, 16 R_d = the tool's orientation), the carried bias and τ_I, the limiter: τ in
     ``out[TAU]``. Returns OK, FALLBACK (also for inputs of other sizes) or NON_FINITE (module doc)."""
     return _tool(Y, Ct, Jw, dJw, oMf, G, q, qd, pd, vd, ad, lam_d, meas, t, flags, S, out)
+
+
+def warm() -> None:
+    """Run the kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles it into numba's disk cache first): a
+    two-joint chain, the task of its first two rows."""
+    from .osc_layout import state_shape
+
+    n = 2
+    S = np.zeros(state_shape(n))
+    S[L.PAR, [L.NJOINTS, L.NQ, L.N_AXES, L.N_FORCE, L.FRAME]] = 3, n, 2, 1, 0
+    S[L.ARMATURE, :n] = 1.0
+    S[L.AXES, :2] = 0, 1
+    S[L.VAR, L.WAS_CONTACT] = -1.0
+    G = np.array([[0, 0, 0], [0, 1, 0], [1, 1, 1], [1, 1, 0]], np.int64)
+    Jw = np.zeros((6, n))
+    Jw[0, 0] = Jw[1, 1] = 1.0
+    oMf = np.zeros((1, 12))
+    oMf[0, [0, 4, 8]] = 1.0
+    v = np.zeros(n)
+    x = np.zeros(3)
+    tool_tick(np.zeros((3, 10)), np.zeros((n, n)), Jw, np.zeros((6, n)), oMf, G, v, v, x, x, x, np.zeros(1),
+              np.zeros(1), 0.0, 3, S, np.zeros((L.LAMBDA_X + 6, S.shape[1])))

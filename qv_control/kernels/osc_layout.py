@@ -15,10 +15,10 @@ GRAV = 8                                                  # g⃗ (3), then (osc)
 PAR, VAR = 9, 10                                          # scalar parameters, scalar state (columns below)
 AXES = 11                                                 # osc: task rows (6), then the force rows (4)
 Z, A_INT = 12, 13                                         # osc: the motion integral z (6) and Ω K_I z
-KP = 12                                                   # osc_constrained: K_P per coordinate (k)
-MASK = 13                                                 # osc_constrained: 1 on the actuated joints
+KP, MASK, LO, HI = 12, 13, 14, 15                         # osc_constrained: K_P (k), 1 on the actuated joints,
+#                                                           θ's range (k; the joint rows' bounds ± 1e-12, else ∓inf)
 ROWS = 14                                                 # osc: rows of S
-LAST = 14                                                 # osc_constrained: the carried basis (n rows)
+LAST = 16                                                 # osc_constrained: the carried basis (n rows)
 WIDTH = 32                                                # at least these columns (the scalar rows)
 
 # ---------------------------------------------------------------------------------------- columns of row VAR
@@ -31,6 +31,7 @@ LAST_KIND, LAST_COLS = 20, 21                             # osc_constrained: 0 n
 FORCE_SEEN = 22                                           # a sample in contact filled the force rows of ``out``
 RANK, RESIDUAL, FEEDBACK = 23, 24, 25                     # osc_constrained: r, the passive residual, PI on
 PI_ZSIZE, WAS_CONTACT = 26, 27                            # entries of ∫e; osc: the last sample's contact (−1: none)
+LAMBDA_DIM = 28                                           # osc_constrained: rows of the operational space
 
 # ---------------------------------------------------------------------------------------- columns of row PAR
 KP_X, KD_X, KI_X, KP_NULL, I_LIMIT = 0, 1, 2, 3, 4       # osc: K_P, K_D, K_I, the posture's K_P, the clamp
@@ -38,17 +39,23 @@ KF, KI_F, MAX_DT, DAMPING, PI_ON = 5, 6, 7, 8, 9          # force PI gains, its 
 FRAME, NJOINTS, N_AXES, N_FORCE, HAS_LIMITS = 10, 11, 12, 13, 14
 KD_C, RANK_ATOL, COND_MAX, K_COORD, N_PASSIVE = 15, 16, 17, 18, 19  # osc_constrained
 GAP, CARRY_MIN, NQ = 20, 21, 22                           # the PI's gap in periods; IntegralCarry.min_time; nq
+RTOL, ATOL = 23, 24                                       # osc_constrained: the default rank rule
 
 #: ``out`` rows of the tool-frame tick: τ, base, force, motion, τ_I, e (6), a* (6), λ_d, f, then Λ_x (rows of the
-#: task) — and of the whole-body tick: τ, base, force, motion, e_θ, θ, f, λ_d, then Λ_x
+#: task) — and of the whole-body tick: τ, base, force, motion, θ, θ − θ_d, θ_d, λ_d, f, then Λ_x
 TAU, BASE, FORCE, MOTION, TAUI, ERR, ASTAR, LAM_D, F_CMD, LAMBDA_X = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
-C_THETA, C_E = 4, 5
+C_THETA, C_E, THETA_D = 4, 5, 6
 
-#: the tick's return codes: served, the numpy path decides (a factor not positive definite, the rank rule near its
-#: threshold), a non-finite input, an orientation beyond its chart, the task not an operational space
-OK, FALLBACK, NON_FINITE, CHART, SINGULAR = 1, 0, 2, 3, 4
+#: the tick's return codes: served, the numpy path decides (a factor not positive definite, an input of another
+#: size), a non-finite input, an orientation beyond its chart, the task not an operational space, θ_d out of range
+OK, FALLBACK, NON_FINITE, CHART, SINGULAR, RANGE = 1, 0, 2, 3, 4, 5
 
 
-def state_shape(n: int, m: int = 0) -> tuple[int, int]:
-    """(rows, width) of ``S`` for n velocities and at most m force rows (osc: ROWS; osc_constrained: LAST + n)."""
-    return ROWS if m == 0 else LAST + n, max(n, m, WIDTH)
+def state_shape(n: int) -> tuple[int, int]:
+    """(rows, width) of the tool-frame law's ``S`` for n velocities."""
+    return ROWS, max(n, WIDTH)
+
+
+def body_state_shape(n: int, m: int) -> tuple[int, int]:
+    """(rows, width) of the whole-body law's ``S`` for n velocities and at most m constraint rows."""
+    return LAST + n, max(n, m, WIDTH)

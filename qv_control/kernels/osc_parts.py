@@ -228,8 +228,8 @@ def _spd_inverse(Sx, Lam) -> bool:
 
 
 @njit(cache=True)
-def task_inertia(Lc, J, damping, W, Lam) -> bool:
-    """W = L⁻¹Jᵀ (M = LLᵀ, ``Lc`` = L), JM⁻¹Jᵀ = WᵀW and Λ_x = (WᵀW)⁻¹ by Cholesky (rows at a time: no chain of
+def task_inertia(Lc, J, damping, W, Sx, Lam) -> bool:
+    """W = L⁻¹Jᵀ (M = LLᵀ, ``Lc`` = L), Sx = JM⁻¹Jᵀ = WᵀW and Λ_x = Sx⁻¹ by Cholesky (rows at a time: no chain of
     divisions), or its damped inverse (δ₀ = ``damping`` > 0, band 0.1); False when WᵀW is not positive definite
     (undamped)."""
     n = Lc.shape[0]
@@ -244,7 +244,6 @@ def task_inertia(Lc, J, damping, W, Lam) -> bool:
                 W[i, c] -= f * W[t, c]
         for c in range(k):
             W[i, c] *= d
-    Sx = np.empty((k, k))
     for a in range(k):
         for b in range(a + 1):
             s = 0.0

@@ -77,7 +77,7 @@ class OperationalSpaceLaw(PackedState):
                  axes=(0, 1, 2, 3, 4, 5), damping: float = 0.0, moment_axes=()):
         self.system, self.frame, self.contact = system, frame, contact
         n = system.nv
-        self._init_packed(L.ROWS, max(n, L.WIDTH), L.LAMBDA_X + 6)
+        self._init_packed(*L.state_shape(n), L.LAMBDA_X + 6)
         axes, force_axis, moment_axes = _axis_ids(axes), _axis_ids([force_axis])[0], _axis_ids(moment_axes)
         self.axes = axes
         if not self.axes or len(set(self.axes)) != len(self.axes) or not set(self.axes) <= set(range(6)):
@@ -112,7 +112,7 @@ class OperationalSpaceLaw(PackedState):
         self._zero.flags.writeable = False
         # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc.tool_tick); compiled=False,
         # or no kernel in the cache: the numpy path below (the reference, the same equations)
-        self._fast = kernel_inputs(system, "tool_tick") if compiled else None
+        self._fast = kernel_inputs(system, "osc", "tool_tick") if compiled else None
         self._pack_parameters()
 
     def _pack_parameters(self) -> None:

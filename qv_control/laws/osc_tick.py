@@ -22,11 +22,11 @@ from ..saturation import SaturationStatus
 from .base import GAP_PERIODS
 
 
-def kernel_inputs(system, name: str):
-    """(tick, views (Y, Cᵀ, J_w, J̇_w, oMf), tree, armature, g⃗) of the kernel ``name`` of
-    :mod:`qv_control.kernels.osc`, or None (numba missing, cache not warmed, ``Data`` not laid out as the views
+def kernel_inputs(system, module: str, name: str):
+    """(tick, views (Y, Cᵀ, J_w, J̇_w, oMf), tree, armature, g⃗) of the kernel ``name`` of ``module`` (of
+    :mod:`qv_control.kernels`), or None (numba missing, cache not warmed, ``Data`` not laid out as the views
     need): the numpy path then serves every sample."""
-    tick = load("qv_control.kernels.osc", name)
+    tick = load(f"qv_control.kernels.{module}", name)
     views = None if tick is None else data_views(system.model, system.data)
     if views is None:
         return None
@@ -157,4 +157,31 @@ def carry_from_objects(S: np.ndarray, carry, n: int) -> None:
         V[L.PHASE_START], V[L.PHASE_LAST] = carry._phase
 
 
-__all__ = ["PackedState", "carry_from_objects", "carry_to_objects", "kernel_inputs"]
+
+
+def body_plan(law):
+    """(G, m) of the whole-body tick for the active constraint set (:mod:`qv_control.kernels.osc_body`'s ``G``:
+    counts, joint tree, the coordinates' plan, their frame slots and supporting columns, the constraint frames and
+    their supporting columns, the rows' plan), or None: the kernel does not serve it (a custom constraint or rows
+    of its own, more than two coordinate frames) and the numpy path does."""
+    served = law._sampler._served()
+    cplan = law.coords._fast._plan(False) if law.coords._fast is not None else None
+    if served is None or cplan is None:
+        return None
+    fids, sup, rplan, _ = served
+    plan, cfids, csup = cplan
+    tree = law._fast[2]
+    n, k, m = law.system.nv, law.k, rplan.shape[0]
+    ns = len(fids) if m else 0
+    blocks = [np.array([[tree.shape[0], k, csup.shape[0], ns, m]]), tree, plan,
+              np.array([list(cfids) + [0] * (2 - len(cfids))]), csup, np.array([list(fids)[:ns] or [0]]),
+              sup[:ns], rplan]
+    G = np.zeros((sum(b.shape[0] for b in blocks), max(n, 5)), np.int64)
+    row = 0
+    for b in blocks:
+        G[row:row + b.shape[0], :b.shape[1]] = b
+        row += b.shape[0]
+    return G, m
+
+
+__all__ = ["PackedState", "body_plan", "carry_from_objects", "carry_to_objects", "kernel_inputs"]
