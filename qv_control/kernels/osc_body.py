@@ -30,83 +30,24 @@ from numba import njit
 from qv_dynamics.kernels.frame import constraint_rows
 from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky
-from qv_dynamics.kernels.sim_linalg import jacobi
 
 from . import osc_layout as L
 from .coordinates import evaluate_into
-from .osc_parts import channels, dynamics, finite, force_pi, limit, task_inertia
+from .osc_parts import (
+    channels,
+    complement,
+    count,
+    dynamics,
+    finite,
+    force_pi,
+    limit,
+    orth_rows,
+    row_directions,
+    rows_svd,
+    task_inertia,
+)
 
 _M = "float64[:, :]"
-
-
-@njit(cache=True)
-def _rows_svd(A):
-    """A = U B by one-sided Jacobi: (B, U, σ², order of σ descending)."""
-    m = A.shape[0]
-    B = A.copy()
-    U = np.eye(m)
-    jacobi(B, U)
-    s2 = np.empty(m)
-    order = np.empty(m, np.int64)
-    for i in range(m):
-        t = 0.0
-        for j in range(B.shape[1]):
-            t += B[i, j] * B[i, j]
-        s2[i] = t
-        j = i
-        while j > 0 and s2[order[j - 1]] < t:
-            order[j] = order[j - 1]
-            j -= 1
-        order[j] = i
-    return B, U, s2, order
-
-
-@njit(cache=True)
-def _count(s2, order, tol) -> int:
-    r = 0
-    while r < order.shape[0] and math.sqrt(s2[order[r]]) > tol:
-        r += 1
-    return r
-
-
-@njit(cache=True)
-def _orth_rows(Z, cut):
-    """The orthonormal directions of the columns of Z (n × c) with singular value > ``cut`` (Jacobi on Zᵀ's rows:
-    Z = BᵀUᵀ, the left singular vectors are B's rows normalized), as columns, and the smallest singular value."""
-    B = np.ascontiguousarray(Z.T)
-    c, n = B.shape
-    U = np.eye(c)
-    jacobi(B, U)
-    keep = np.empty(c, np.int64)
-    nk = 0
-    lo = np.inf
-    for i in range(c):
-        t = 0.0
-        for j in range(n):
-            t += B[i, j] * B[i, j]
-        s = math.sqrt(t)
-        lo = min(lo, s)
-        if s > cut:
-            keep[nk] = i
-            nk += 1
-    Q = np.empty((n, nk))
-    for p in range(nk):
-        i = keep[p]
-        t = 0.0
-        for j in range(n):
-            t += B[i, j] * B[i, j]
-        s = math.sqrt(t)
-        for j in range(n):
-            Q[j, p] = B[i, j] / s
-    return Q, lo
-
-
-@njit(cache=True)
-def _complement(V):
-    """An orthonormal basis of the orthogonal complement of the orthonormal columns of V (n × r)."""
-    n = V.shape[0]
-    P = np.eye(n) - V.dot(V.T)
-    return _orth_rows(P, 0.5)[0]
 
 
 @njit(cache=True)
@@ -121,13 +62,13 @@ def _tangent(S, V2, n):
         return none, none
     last = np.ascontiguousarray(S[L.LAST:L.LAST + n, :c])
     if kind == 1:
-        last = _complement(last)
+        last = complement(last)
     if last.shape[1] == 0:
         return none, none
-    T, lo = _orth_rows(V2.dot(V2.T.dot(last)), -1.0)
+    T, lo = orth_rows(V2.dot(V2.T.dot(last)), -1.0)
     if lo < 0.5:
         return none, none
-    return _orth_rows(V2 - T.dot(T.T.dot(V2)), 0.5)[0], T
+    return orth_rows(V2 - T.dot(T.T.dot(V2)), 0.5)[0], T
 
 
 @njit(cache=True)
@@ -174,30 +115,19 @@ def _checked(q, qd, th, thd, thdd, lam, meas, S, nq, k, m, flags) -> int:
 
 
 @njit(cache=True)
-def _row_directions(B, s2, order, r, n):
-    """V₁ (n × r): the first r right singular vectors of A (B's rows normalized)."""
-    V1 = np.empty((n, r))
-    for p in range(r):
-        sv = math.sqrt(s2[order[p]])
-        for j in range(n):
-            V1[j, p] = B[order[p], j] / sv
-    return V1
-
-
-@njit(cache=True)
 def _task_rows(S, A, ad, cout, th, thd, thdd, qd, k, out):
     """(J, J̇q̇, a, r, r_default, U, B, σ², order, T) of the operational space: θ's rows, the r contact rows above the
     floor and, while rows are below it, the carried tangent's rest N (T: the tangent to carry, not yet stored)."""
     P = S[L.PAR]
     m, n = A.shape
     kd = P[L.KD_C]
-    B, U, s2, order = _rows_svd(A)
+    B, U, s2, order = rows_svd(A)
     s1 = math.sqrt(s2[order[0]]) if m else 0.0
-    r = _count(s2, order, max(P[L.RTOL] * s1, P[L.RANK_ATOL]))
-    rd = _count(s2, order, max(P[L.RTOL] * s1, P[L.ATOL]))
+    r = count(s2, order, max(P[L.RTOL] * s1, P[L.RANK_ATOL]))
+    rd = count(s2, order, max(P[L.RTOL] * s1, P[L.ATOL]))
     Nb = T = np.empty((n, 0))
     if r != rd and k < n - r:                    # rows below the floor: the carried tangent
-        Nb, T = _tangent(S, _complement(_row_directions(B, s2, order, r, n)), n)
+        Nb, T = _tangent(S, complement(row_directions(B, s2, order, r, n)), n)
     nb = Nb.shape[1]
     dim = k + r + nb
     J, Jd, a = np.empty((dim, n)), np.zeros(dim), np.zeros(dim)
@@ -235,7 +165,7 @@ def _well_posed(S, Sx, Lam) -> bool:
     c2 = S[L.PAR, L.COND_MAX] ** 2
     if math.sqrt(a * b) <= c2:
         return True
-    _, _, s2, order = _rows_svd(Sx)
+    _, _, s2, order = rows_svd(Sx)
     return s2[order[k - 1]] > 0.0 and math.sqrt(s2[order[0]] / s2[order[k - 1]]) <= c2
 
 
@@ -247,7 +177,13 @@ def _commandable(S, A, U, s2, order, rd):
     U1 = np.empty((m, rd))
     for p in range(rd):
         U1[:, p] = U[:, order[p]]
-    Pi = U1.dot(U1.T)
+    Pi = np.empty((m, m))
+    for i in range(m):                           # (loops: numba's dot would call BLAS for these few entries)
+        for j in range(m):
+            t = 0.0
+            for p in range(rd):
+                t += U1[i, p] * U1[j, p]
+            Pi[i, j] = t
     npas = int(S[L.PAR, L.N_PASSIVE])
     if npas == 0 or rd == 0:
         return Pi
@@ -261,9 +197,9 @@ def _commandable(S, A, U, s2, order, rd):
                     t += A[i, j] * U1[i, p]
                 K[c, p] = t
             c += 1
-    Bk, _, sk, ok = _rows_svd(K)
+    Bk, _, sk, ok = rows_svd(K)
     tol = max(S[L.PAR, L.RTOL] * math.sqrt(s2[order[0]]), S[L.PAR, L.ATOL])
-    for p in range(_count(sk, ok, tol)):
+    for p in range(count(sk, ok, tol)):
         o = ok[p]
         sv = math.sqrt(sk[o])
         x = U1.dot(Bk[o] / sv)
@@ -288,10 +224,10 @@ def _passive_pinv(S, A):
     for a in range(npas):
         for i in range(m):
             Apt[a, i] = A[i, pas[a]]
-    B, U, s2, order = _rows_svd(Apt)
+    B, U, s2, order = rows_svd(Apt)
     r = 0
     if npas and m:
-        r = _count(s2, order, max(S[L.PAR, L.RTOL] * math.sqrt(s2[order[0]]), S[L.PAR, L.ATOL]))
+        r = count(s2, order, max(S[L.PAR, L.RTOL] * math.sqrt(s2[order[0]]), S[L.PAR, L.ATOL]))
     return pas, B, U, s2, order, r
 
 
@@ -342,7 +278,16 @@ def _force(S, A, U, s2, order, rd, lam, meas, t, has_meas, out) -> None:
     corr = np.zeros(m)
     V = S[L.VAR]
     frozen = V[L.SAT_ACTIVE] != 0.0 and V[L.SAT_FORCE] < 1.0
-    fb = has_meas and force_pi(S, t, Pi.dot(lam), Pi.dot(meas), frozen, corr)
+    fb = False
+    if has_meas:
+        d, x = np.empty(m), np.empty(m)
+        for i in range(m):
+            a = b = 0.0
+            for j in range(m):
+                a += Pi[i, j] * lam[j]
+                b += Pi[i, j] * meas[j]
+            d[i], x[i] = a, b
+        fb = force_pi(S, t, d, x, frozen, corr)
     V[L.FEEDBACK] = 1.0 if fb else 0.0
     f = out[L.F_CMD, :m]
     for i in range(m):
@@ -374,7 +319,7 @@ def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flag
         return L.FALLBACK
     if P[L.DAMPING] == 0.0 and not _well_posed(S, Sx, Lam):
         return L.SINGULAR
-    _store_basis(S, _row_directions(B, s2, order, r, n), T, r == rd)   # served: from here on the state changes
+    _store_basis(S, row_directions(B, s2, order, r, n), T, r == rd)   # served: from here on the state changes
     V[L.RANK], V[L.LAMBDA_DIM], V[L.T_PREV] = r, dim, t
     out[L.C_THETA, :k] = cout[2 * k, :k]
     out[L.THETA_D, :k] = th

@@ -6,8 +6,9 @@ pass's ``Data``, as :func:`qv_dynamics.kernels.quasi._fill_terms`), :func:`force
 (:func:`qv_control.saturation.saturate`), :func:`task_inertia` (Λ_x = (JM⁻¹Jᵀ)⁻¹ by Cholesky, or the damped
 inverse of :func:`qv_control.laws.osc.damped_inverse` from a Jacobi SVD),
 :func:`channels` (motion Jᵀ(Λ_x a − J̄ᵀτ₀) + τ₀, base h − JᵀΛ_x J̇q̇) and the carried integral torque
-(:class:`qv_control.laws.carry.IntegralCarry`: :func:`carry_tick`, :func:`carry_switch`). State lives in the law's
-packed array ``S`` (:mod:`.osc_layout`).
+(:class:`qv_control.laws.carry.IntegralCarry`: :func:`carry_tick`, :func:`carry_switch`), and the SVDs of small
+matrices by one-sided Jacobi rotations (:func:`rows_svd`, :func:`orth_rows`, :func:`complement`: the numpy path's
+LAPACK SVDs to rounding). State lives in the law's packed array ``S`` (:mod:`.osc_layout`).
 """
 from __future__ import annotations
 
@@ -316,3 +317,84 @@ def carry_switch(S, n) -> None:
                 S[L.BIAS, j] = S[L.BIAS, j] + S[L.TAU_INT, j]
         V[L.BIAS_OK], V[L.TAU_INT_OK] = 1.0, 0.0
     V[L.PHASE_OK] = 0.0
+
+
+@njit(cache=True)
+def rows_svd(A):
+    """A = U B by one-sided Jacobi: (B, U, σ², order of σ descending)."""
+    m = A.shape[0]
+    B = A.copy()
+    U = np.eye(m)
+    jacobi(B, U)
+    s2 = np.empty(m)
+    order = np.empty(m, np.int64)
+    for i in range(m):
+        t = 0.0
+        for j in range(B.shape[1]):
+            t += B[i, j] * B[i, j]
+        s2[i] = t
+        j = i
+        while j > 0 and s2[order[j - 1]] < t:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    return B, U, s2, order
+
+
+@njit(cache=True)
+def count(s2, order, tol) -> int:
+    r = 0
+    while r < order.shape[0] and math.sqrt(s2[order[r]]) > tol:
+        r += 1
+    return r
+
+
+@njit(cache=True)
+def orth_rows(Z, cut):
+    """The orthonormal directions of the columns of Z (n × c) with singular value > ``cut`` (Jacobi on Zᵀ's rows:
+    Z = BᵀUᵀ, the left singular vectors are B's rows normalized), as columns, and the smallest singular value."""
+    B = np.ascontiguousarray(Z.T)
+    c, n = B.shape
+    U = np.eye(c)
+    jacobi(B, U)
+    keep = np.empty(c, np.int64)
+    nk = 0
+    lo = np.inf
+    for i in range(c):
+        t = 0.0
+        for j in range(n):
+            t += B[i, j] * B[i, j]
+        s = math.sqrt(t)
+        lo = min(lo, s)
+        if s > cut:
+            keep[nk] = i
+            nk += 1
+    Q = np.empty((n, nk))
+    for p in range(nk):
+        i = keep[p]
+        t = 0.0
+        for j in range(n):
+            t += B[i, j] * B[i, j]
+        s = math.sqrt(t)
+        for j in range(n):
+            Q[j, p] = B[i, j] / s
+    return Q, lo
+
+
+@njit(cache=True)
+def complement(V):
+    """An orthonormal basis of the orthogonal complement of the orthonormal columns of V (n × r)."""
+    n = V.shape[0]
+    P = np.eye(n) - V.dot(V.T)
+    return orth_rows(P, 0.5)[0]
+
+
+@njit(cache=True)
+def row_directions(B, s2, order, r, n):
+    """V₁ (n × r): the first r right singular vectors of A (B's rows normalized)."""
+    V1 = np.empty((n, r))
+    for p in range(r):
+        sv = math.sqrt(s2[order[p]])
+        for j in range(n):
+            V1[j, p] = B[order[p], j] / sv
+    return V1

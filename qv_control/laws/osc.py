@@ -56,7 +56,7 @@ from ..kernels import osc_layout as L
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
 from .carry import IntegralCarry
-from .osc_tick import PackedState, carry_from_objects, carry_to_objects, kernel_inputs
+from .osc_tick import PackedState, carry_from_objects, carry_to_objects, kernel_inputs, pack_tool
 
 
 class OperationalSpaceLaw(PackedState):
@@ -113,39 +113,7 @@ class OperationalSpaceLaw(PackedState):
         # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc.tool_tick); compiled=False,
         # or no kernel in the cache: the numpy path below (the reference, the same equations)
         self._fast = kernel_inputs(system, "osc", "tool_tick") if compiled else None
-        self._pack_parameters()
-
-    def _pack_parameters(self) -> None:
-        """The kernel's static inputs: gains, rows, limits, the model's armature and g⃗, the joint tree and the
-        frame's supporting columns (after the views in ``_fast``)."""
-        S, n, k = self._S, self.system.nv, len(self.force_axes)
-        P = S[L.PAR]
-        P[[L.KP_X, L.KD_X, L.KI_X, L.KP_NULL, L.I_LIMIT]] = self.KP, self.KD, self.KI, self.KP_null, \
-            self.integral_limit
-        P[[L.KF, L.KI_F, L.MAX_DT, L.DAMPING, L.PI_ON]] = self.force_pi.kf, self.force_pi.ki, \
-            self.force_pi.max_dt, self.damping, float(self.force_pi.enabled)
-        P[[L.FRAME, L.N_AXES, L.N_FORCE, L.CARRY_MIN]] = self.fid, len(self.axes), k, self._carry.min_time
-        S[L.AXES, :len(self.axes)] = self.axes
-        S[L.AXES, 6:6 + k] = self.force_axes
-        P[L.HAS_LIMITS] = self.limits is not None
-        if self.limits is not None:
-            S[L.LIMITS, :n] = self.limits
-        self._zero3 = np.zeros(3)
-        self._zk = np.zeros(k)
-        self._tau = self._out[L.TAU, :n]
-        if self._fast is None:
-            return
-        tick, views, tree, armature, grav = self._fast
-        from qv_dynamics.kernels.views import support_mask
-
-        P[L.NJOINTS] = tree.shape[0]
-        S[L.ARMATURE, :n] = armature
-        S[L.GRAV, :3] = grav
-        G = np.zeros((tree.shape[0] + 1, max(n, 3)), np.int64)
-        G[:-1, :3] = tree
-        G[-1, :n] = support_mask(self.system.model, [self.fid])[0]
-        P[L.NQ] = self.system.nq
-        self._fast = (tick, (*views, G))     # what the kernel reads of Data, and the joint tree
+        pack_tool(self)
 
     @property
     def q_null(self):

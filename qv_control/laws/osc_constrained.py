@@ -87,7 +87,8 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         self.q_null = None if q_null is None else system.check_q(q_null)
         self.kp_null = float(np.mean(self.kp))
         # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc_body); None: the numpy path
-        self._fast = kernel_inputs(system, "osc_body", "body_tick") if self.compiled and self.coords._fast is not None else None
+        served = self.compiled and self.coords._fast is not None
+        self._fast = kernel_inputs(system, "osc_body", "body_tick") if served else None
         self._plans: tuple = (None, None)     # (the constraint plan, its (G, m) or None)
         self._rref: tuple = (None, None)      # (the coordinates' reference version, R_ref)
         self._last_m = 0

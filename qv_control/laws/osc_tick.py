@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from qv_dynamics.kernels.loader import load
+from qv_dynamics.kernels.views import support_mask
 from qv_dynamics.quasi_sampler import data_views
 
 from ..kernels import osc_layout as L
@@ -184,4 +185,37 @@ def body_plan(law):
     return G, m
 
 
-__all__ = ["PackedState", "body_plan", "carry_from_objects", "carry_to_objects", "kernel_inputs"]
+
+def pack_tool(law) -> None:
+    """The tool-frame law's static inputs to :func:`qv_control.kernels.osc.tool_tick` in its ``S``: gains, rows,
+    limits, the model's armature and g⃗; ``_fast`` becomes (tick, views + the joint tree and the frame's supporting
+    columns)."""
+    S, n, k = law._S, law.system.nv, len(law.force_axes)
+    P = S[L.PAR]
+    P[[L.KP_X, L.KD_X, L.KI_X, L.KP_NULL, L.I_LIMIT]] = law.KP, law.KD, law.KI, law.KP_null, \
+        law.integral_limit
+    P[[L.KF, L.KI_F, L.MAX_DT, L.DAMPING, L.PI_ON]] = law.force_pi.kf, law.force_pi.ki, \
+        law.force_pi.max_dt, law.damping, float(law.force_pi.enabled)
+    P[[L.FRAME, L.N_AXES, L.N_FORCE, L.CARRY_MIN]] = law.fid, len(law.axes), k, law._carry.min_time
+    S[L.AXES, :len(law.axes)] = law.axes
+    S[L.AXES, 6:6 + k] = law.force_axes
+    P[L.HAS_LIMITS] = law.limits is not None
+    if law.limits is not None:
+        S[L.LIMITS, :n] = law.limits
+    law._zero3 = np.zeros(3)
+    law._zk = np.zeros(k)
+    law._tau = law._out[L.TAU, :n]
+    if law._fast is None:
+        return
+    tick, views, tree, armature, grav = law._fast
+    P[L.NJOINTS] = tree.shape[0]
+    S[L.ARMATURE, :n] = armature
+    S[L.GRAV, :3] = grav
+    G = np.zeros((tree.shape[0] + 1, max(n, 3)), np.int64)
+    G[:-1, :3] = tree
+    G[-1, :n] = support_mask(law.system.model, [law.fid])[0]
+    P[L.NQ] = law.system.nq
+    law._fast = (tick, (*views, G))     # what the kernel reads of Data, and the joint tree
+
+
+__all__ = ["PackedState", "body_plan", "carry_from_objects", "carry_to_objects", "kernel_inputs", "pack_tool"]
