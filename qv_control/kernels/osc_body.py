@@ -313,6 +313,8 @@ def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flag
         return L.CHART
     J, Jd, a, r, rd, U, B, s2, order, T = _task_rows(S, A, ad, cout, th, thd, thdd, qd, k, out)
     dim = J.shape[0]
+    if dim > n:                                  # more task rows than velocities: JM⁻¹Jᵀ is singular
+        return L.SINGULAR
     Lc, W, Sx = np.empty((n, n)), np.empty((n, dim)), np.empty((dim, dim))
     Lam = out[L.LAMBDA_X:L.LAMBDA_X + dim, :dim]
     if not (cholesky(M, Lc) and task_inertia(Lc, J, P[L.DAMPING], W, Sx, Lam)):

@@ -173,6 +173,8 @@ def body_plan(law):
     plan, cfids, csup = cplan
     tree = law._fast[2]
     n, k, m = law.system.nv, law.k, rplan.shape[0]
+    if m > law._S.shape[1]:                    # (rows added to the system after the law was built)
+        return None
     ns = len(fids) if m else 0
     blocks = [np.array([[tree.shape[0], k, csup.shape[0], ns, m]]), tree, plan,
               np.array([list(cfids) + [0] * (2 - len(cfids))]), csup, np.array([list(fids)[:ns] or [0]]),
