@@ -12,7 +12,8 @@ reference it must equal; the test pairing them:
 - ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
 - ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
 - ``osc``, ``osc_body``: the operational-space laws' ``compute`` with ``compiled=False`` (the tool-frame law, the
-  whole-body law), and ``osc_parts`` their shared pieces (force PI, limiter, Λ_x, channels); test_osc_tick.py
+  whole-body law), ``osc_parts`` their shared pieces (force PI, limiter, Λ_x, channels) and ``osc_frames`` their
+  frame Jacobians and coordinates (J̇q̇ as a vector: ``MinimalCoordinates.evaluate``); test_osc_tick.py
 
 ``layout`` sizes the ticks' output buffers and ``osc_layout`` places the operational-space laws' packed state (plain
 Python, used by the laws at construction).
@@ -36,4 +37,5 @@ PAIRS = {
     "qv_control.kernels.osc_body": ("qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw",
                                     "test_osc_tick.py"),
     "qv_control.kernels.osc_parts": ("qv_control.laws.osc.OperationalSpaceLaw", "test_osc_tick.py"),
+    "qv_control.kernels.osc_frames": ("qv_control.coordinates.MinimalCoordinates.evaluate", "test_osc_tick.py"),
 }

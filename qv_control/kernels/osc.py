@@ -1,6 +1,6 @@
 """The tool-frame operational-space law's whole tick in one compiled (numba) call after Pinocchio's one Coriolis
 pass (``computeCoriolisMatrix`` + the frame placements): M, h, the frame's J, J̇q̇ and placement read from its
-``Data`` through views (:mod:`qv_dynamics.kernels.crb`, :mod:`qv_dynamics.kernels.frame`), then the law, its force
+``Data`` through views (:mod:`qv_dynamics.kernels.crb`, :func:`.osc_frames.frame_jacobian`), then the law, its force
 PI, its carried integral torque and the limiter (:mod:`.osc_parts`), the law's state in one packed array ``S``
 (:mod:`.osc_layout`). The numpy reference path is :class:`~qv_control.laws.osc.OperationalSpaceLaw` with
 ``compiled=False``; every quantity is the same equation (rounding differences only: M, h and J̇q̇ from another
@@ -15,11 +15,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from qv_dynamics.kernels.frame import frame_rates
 from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky
 
 from . import osc_layout as L
+from .osc_frames import frame_jacobian
 from .osc_parts import (
     carry_switch,
     carry_tick,
@@ -113,16 +113,12 @@ def _tool_force(S, J6, t, lam_d, meas, has_meas, out) -> None:
 
 
 @njit(cache=True)
-def _tool_rows(S, J6, dJ6, qd, Jx, Jd) -> None:
+def _tool_rows(S, J6, acc, Jx, Jd) -> None:
     """J and J̇q̇ of the task rows (``axes``)."""
-    n = qd.shape[0]
     for r in range(Jx.shape[0]):
         i = int(S[L.AXES, r])
-        s = 0.0
-        for j in range(n):
-            Jx[r, j] = J6[i, j]
-            s += dJ6[i, j] * qd[j]
-        Jd[r] = s
+        Jx[r] = J6[i]
+        Jd[r] = acc[i]
 
 
 @njit(cache=True)
@@ -143,8 +139,8 @@ def _tool_int(S, Jx, Lam, ti) -> None:
 
 
 @njit(cache=True)
-def _tool_frame(Y, Ct, Jw, dJw, oMf, G, qd, S, M, h, R, J6, dJ6) -> None:
-    """M, h, the tool's rotation R and its J, J̇ (6 × n, world-aligned) from the Coriolis pass's Data."""
+def _tool_frame(Y, Ct, Jw, dJw, oMf, G, qd, S, M, h, R, J6, acc) -> None:
+    """M, h, the tool's rotation R, its J (6 × n, world-aligned) and J̇q̇ from the Coriolis pass's Data."""
     P = S[L.PAR]
     n = qd.shape[0]
     nj = int(P[L.NJOINTS])
@@ -153,7 +149,7 @@ def _tool_frame(Y, Ct, Jw, dJw, oMf, G, qd, S, M, h, R, J6, dJ6) -> None:
     for i in range(3):
         for j in range(3):
             R[i, j] = oMf[fid, i + 3 * j]
-    frame_rates(Jw, dJw, oMf[fid, 9:12], G[nj, :n], qd, J6, dJ6)
+    frame_jacobian(Jw, dJw, oMf[fid, 9:12], G[nj, :n], qd, J6, acc)
 
 
 @njit(cache=True)
@@ -198,11 +194,11 @@ def _tool(Y, Ct, Jw, dJw, oMf, G, q, qd, pd, vd, ad, lam_d, meas, t, flags, S, o
     if code != L.OK:
         return code
     M, h, R = np.empty((n, n)), np.empty(n), np.empty((3, 3))
-    J6, dJ6 = np.empty((6, n)), np.empty((6, n))
-    _tool_frame(Y, Ct, Jw, dJw, oMf, G, qd, S, M, h, R, J6, dJ6)
+    J6, acc = np.empty((6, n)), np.empty(6)
+    _tool_frame(Y, Ct, Jw, dJw, oMf, G, qd, S, M, h, R, J6, acc)
     kx = int(P[L.N_AXES])
     Jx, Jd = np.empty((kx, n)), np.empty(kx)
-    _tool_rows(S, J6, dJ6, qd, Jx, Jd)
+    _tool_rows(S, J6, acc, Jx, Jd)
     Lc, W = np.empty((n, n)), np.empty((n, kx))
     Lam = out[L.LAMBDA_X:L.LAMBDA_X + kx, :kx]
     if not (cholesky(M, Lc) and task_inertia(Lc, Jx, P[L.DAMPING], W, np.empty((kx, kx)), Lam)):

@@ -2,7 +2,7 @@
 (:class:`~qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw`, the same equations in the same order as
 its numpy path, ``compiled=False``): M, h and the constraint rows A, Ȧq̇ read from ``Data``
 (:mod:`qv_dynamics.kernels.crb`, :func:`qv_dynamics.kernels.frame.constraint_rows`), θ, J_θ, J̇_θq̇
-(:func:`qv_control.kernels.coordinates.evaluate_into`), then:
+(:func:`.osc_frames.coordinates`), then:
 
 - A's row space by one-sided Jacobi, A = U B with B's rows σ_i v_iᵀ: r rows above the floor σ > max(RTOL·σ₁,
   ``rank_atol``) give the task's contact rows U₁ᵀA = B_r and U₁ᵀȦq̇; the rank by the default rule (ATOL) decides
@@ -32,7 +32,7 @@ from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky
 
 from . import osc_layout as L
-from .coordinates import evaluate_into
+from .osc_frames import coordinates
 from .osc_parts import (
     channels,
     complement,
@@ -73,29 +73,21 @@ def _tangent(S, V2, n):
 
 @njit(cache=True)
 def _kinematics(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, S, M, h, A, ad, cout) -> int:
-    """M, h, A, Ȧq̇ and the coordinates (``cout``: J_θ, J̇_θ, θ, θ̇, J̇_θq̇) from Data; 1 + slot of a frame beyond its
-    orientation chart, else 0."""
+    """M, h, A, Ȧq̇ and the coordinates (``cout``: J_θ, then θ, θ̇, J̇_θq̇: :func:`.osc_frames.coordinates`) from
+    Data; 1 + slot of a frame beyond its orientation chart, else 0."""
     n = qd.shape[0]
     nj, k, nc, ns, m = G[0, 0], G[0, 1], G[0, 2], G[0, 3], G[0, 4]
     dynamics(Y, G[1:1 + nj, :3], S[L.ARMATURE, :n], S[L.GRAV, :3], Ct, Jw, qd, M, h)
     o = 1 + nj
     plan = G[o:o + k, :4]
     o += k
-    cf = G[o, :2]
+    cf = G[o, :nc]
     csup = G[o + 1:o + 1 + nc, :n]
     o += 1 + nc
     if m:
         constraint_rows(Jw, dJw, oMf, G[o, :ns], G[o + 1:o + 1 + ns, :n], G[o + 1 + ns:o + 1 + ns + m, :3], qd, A,
                         ad)
-    R0, R1 = np.eye(3), np.eye(3)
-    for s, R in ((0, R0), (1, R1)):
-        if s < nc:
-            for i in range(3):
-                for j in range(3):
-                    R[i, j] = oMf[cf[s], i + 3 * j]
-    p0 = oMf[cf[0], 9:12]
-    p1 = oMf[cf[min(1, nc - 1)] if nc else 0, 9:12]
-    return evaluate_into(Jw, dJw, R0, p0, R1, p1, Rref, plan, csup, k, q, qd, cout)
+    return coordinates(Jw, dJw, oMf, cf, Rref, plan, csup, q, qd, cout)
 
 
 @njit(cache=True)
@@ -131,11 +123,11 @@ def _task_rows(S, A, ad, cout, th, thd, thdd, qd, k, out):
     nb = Nb.shape[1]
     dim = k + r + nb
     J, Jd, a = np.empty((dim, n)), np.zeros(dim), np.zeros(dim)
-    e, th_now = out[L.C_E, :k], cout[2 * k, :k]
+    e, th_now = out[L.C_E, :k], cout[k, :k]
     for i in range(k):
         e[i] = th_now[i] - th[i]                 # θ − θ_d (``last["e_theta"]``)
-        a[i] = thdd[i] + kd * (thd[i] - cout[2 * k + 1, i]) + S[L.KP, i] * (th[i] - th_now[i])
-        Jd[i] = cout[2 * k + 2, i]
+        a[i] = thdd[i] + kd * (thd[i] - cout[k + 1, i]) + S[L.KP, i] * (th[i] - th_now[i])
+        Jd[i] = cout[k + 2, i]
         J[i] = cout[i]
     for p in range(r):
         o = order[p]
@@ -307,15 +299,17 @@ def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flag
     code = _checked(q, qd, th, thd, thdd, lam, meas, S, P[L.NQ], k, m, flags)
     if code != L.OK:
         return code
-    M, h, A, ad = np.empty((n, n)), np.empty(n), np.empty((m, n)), np.empty(m)
-    cout = np.empty((2 * k + 3, n))
+    MM, hw = np.empty((2, n, n)), np.empty((2, n))
+    M, Lc, h, w = MM[0], MM[1], hw[0], hw[1]
+    A, ad = np.empty((m, n)), np.empty(m)
+    cout = np.empty((k + 3, n))
     if _kinematics(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, S, M, h, A, ad, cout) != 0:
         return L.CHART
     J, Jd, a, r, rd, U, B, s2, order, T = _task_rows(S, A, ad, cout, th, thd, thdd, qd, k, out)
     dim = J.shape[0]
     if dim > n:                                  # more task rows than velocities: JM⁻¹Jᵀ is singular
         return L.SINGULAR
-    Lc, W, Sx = np.empty((n, n)), np.empty((n, dim)), np.empty((dim, dim))
+    W, Sx = np.empty((n, dim)), np.empty((dim, dim))
     Lam = out[L.LAMBDA_X:L.LAMBDA_X + dim, :dim]
     if not (cholesky(M, Lc) and task_inertia(Lc, J, P[L.DAMPING], W, Sx, Lam)):
         return L.FALLBACK
@@ -323,10 +317,9 @@ def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flag
         return L.SINGULAR
     _store_basis(S, row_directions(B, s2, order, r, n), T, r == rd)   # served: from here on the state changes
     V[L.RANK], V[L.LAMBDA_DIM], V[L.T_PREV] = r, dim, t
-    out[L.C_THETA, :k] = cout[2 * k, :k]
+    out[L.C_THETA, :k] = cout[k, :k]
     out[L.THETA_D, :k] = th
     out[L.LAM_D, :m] = lam
-    w = np.empty(n)
     for i in range(n):
         w[i] = P[L.KP_NULL] * (S[L.Q_NULL, i] - q[i]) - P[L.KD_C] * qd[i]
     base, force, motion = out[L.BASE, :n], out[L.FORCE, :n], out[L.MOTION, :n]

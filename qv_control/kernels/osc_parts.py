@@ -208,10 +208,10 @@ def _spd_inverse(Sx, Lam) -> bool:
     """Λ = Sx⁻¹ = Ls⁻ᵀLs⁻¹ (Sx = LsLsᵀ, the triangular inverse row by row); False when Sx is not positive
     definite."""
     k = Sx.shape[0]
-    Ls = np.empty((k, k))
+    F = np.zeros((2, k, k))
+    Ls, Li = F[0], F[1]
     if not cholesky(Sx, Ls):
         return False
-    Li = np.zeros((k, k))
     for i in range(k):
         d = 1.0 / Ls[i, i]
         Li[i, i] = d
@@ -263,8 +263,8 @@ def channels(M, Lc, h, J, Jdqd, W, Lam, a, w, motion, base) -> None:
     τ₀; J̄ᵀτ₀ = Λ_x JM⁻¹Mw = Λ_x Wᵀ(Lᵀw) with W = L⁻¹Jᵀ); base = h − JᵀΛ_x J̇q̇."""
     n = M.shape[0]
     k = J.shape[0]
-    tau0 = np.empty(n)
-    u = np.empty(n)
+    T = np.empty((5, max(n, k)))                 # (one allocation: τ₀, Lᵀw, y, Λy, ΛJ̇q̇)
+    tau0, u, y, f1, f2 = T[0], T[1], T[2], T[3], T[4]
     for i in range(n):
         s = t = 0.0
         for j in range(n):
@@ -272,14 +272,11 @@ def channels(M, Lc, h, J, Jdqd, W, Lam, a, w, motion, base) -> None:
         for j in range(i, n):
             t += Lc[j, i] * w[j]
         tau0[i], u[i] = s, t
-    y = np.empty(k)
     for r in range(k):
         s = 0.0
         for i in range(n):
             s += W[i, r] * u[i]
         y[r] = a[r] - s
-    f1 = np.empty(k)
-    f2 = np.empty(k)
     for r in range(k):
         s1 = s2 = 0.0
         for c in range(k):

@@ -89,7 +89,7 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc_body); None: the numpy path
         served = self.compiled and self.coords._fast is not None
         self._fast = kernel_inputs(system, "osc_body", "body_tick") if served else None
-        self._plans: tuple = (None, None)     # (the constraint plan, its (G, m) or None)
+        self._plans: tuple = (None, None)     # (the constraint plan, its (G, m, zeros(m)) or None)
         self._rref: tuple = (None, None)      # (the coordinates' reference version, R_ref)
         self._last_m = 0
         self._pack_parameters()
@@ -109,7 +109,6 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         S[L.MASK, :n] = self.mask
         S[L.LO, :k], S[L.HI, :k] = self.coords._lo, self.coords._hi
         self._zk = np.zeros(k)
-        self._zm: dict[int, np.ndarray] = {}
         self._tau = self._out[L.TAU, :n]
         if self._fast is not None:
             _, _, _, armature, grav = self._fast
@@ -166,25 +165,27 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         """τ (class doc): one Pinocchio pass and the compiled tick, or the numpy path (module doc)."""
-        fast = self._fast
-        if fast is not None and self._theta_hold is not None:
-            plan = self.system.constraint_plan()
-            if plan is not self._plans[0]:
-                self._plans = (plan, body_plan(self))
-            inputs = self._plans[1]
-            if inputs is not None and (reference is None or type(reference) in _REFERENCES):
-                if self._tick(fast, inputs, state, reference if reference is not None else _NO_REFERENCE):
-                    return self._tau.copy()
-                self._to_objects()              # (the next compiled sample continues from the objects)
+        if self._fast is not None and self._theta_hold is not None \
+                and (reference is None or type(reference) in _REFERENCES):
+            tau = self._tick(state, reference if reference is not None else _NO_REFERENCE)
+            if tau is not None:
+                return tau
+            self._to_objects()                  # (the next compiled sample continues from the objects)
         return self._compute_numpy(state, reference)
 
-    def _tick(self, fast, inputs, state: State, ref: Reference) -> bool:
-        """Whether the compiled tick served this sample (τ in ``_tau``): False for an input of another type or size,
-        a non-finite one, or a sample where the numpy path decides or raises (kernel codes, osc_layout)."""
-        G, m = inputs
-        zm = self._zm.get(m)
-        if zm is None:
-            zm = self._zm[m] = np.zeros(m)
+    def _tick(self, state: State, ref: Reference) -> np.ndarray | None:
+        """τ of the compiled tick, or None: the numpy path serves this sample (a set-up the kernel does not serve, an
+        input of another type or size, a non-finite one, a sample where the numpy path decides or raises: the
+        kernel's codes, osc_layout)."""
+        system = self.system
+        plan = system.constraint_plan()
+        plans = self._plans
+        if plan is not plans[0]:
+            inputs = body_plan(self)
+            plans = self._plans = (plan, inputs if inputs is None else (*inputs, np.zeros(inputs[1])))
+        if plans[1] is None:
+            return None
+        G, m, zm = plans[1]
         th, thd, thdd, lam, meas, flags = ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, state.lambda_meas, 0
         if th is None:
             th, flags = self._theta_hold, 4
@@ -198,31 +199,28 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
             meas = zm
         else:
             flags |= 2
-        q, qd = state.q, state.qdot
         if self._unit_parts and self._read_arrays(state) is None:
-            return False
-        model, data = self.system.model, self.system.data
+            return None
         if not self._packed:
             self._from_objects()
+        coords, rref = self.coords, self._rref
+        model, data = system.model, system.data
+        fast = self._fast
         try:
-            pin.computeCoriolisMatrix(model, data, q, qd)
+            pin.computeCoriolisMatrix(model, data, state.q, state.qdot)
             pin.updateFramePlacements(model, data)
-            self.system._anchor_from_data(False)
-            code = fast[0](*fast[1], G, self._orientation_references(), q, qd, th, thd, thdd, lam, meas,
-                           float(state.t), flags, self._S, self._out)
+            system._anchor_from_data(False)
+            if rref[0] != coords._ref_version:  # R_ref of the coordinates' frames (their compiled copy)
+                cf = coords._fast
+                rref = self._rref = (coords._ref_version, cf._references(cf._plan(False)[1], data))
+            code = fast[0](*fast[1], G, rref[1], state.q, state.qdot, th, thd, thdd, lam, meas, float(state.t),
+                           flags, self._S, self._out)
         except (TypeError, ValueError, RuntimeError):   # another type or size: the numpy path says which
-            return False
-        self._last_m = m
-        self._stale = code == L.OK
-        return self._stale
-
-    def _orientation_references(self) -> np.ndarray:
-        """R_ref of the coordinates' frame slots (the compiled coordinates' copy, refreshed when one is set)."""
-        coords = self.coords
-        if self._rref[0] != coords._ref_version:
-            fast = coords._fast
-            self._rref = (coords._ref_version, fast._references(fast._plan(False)[1], self.system.data))
-        return self._rref[1]
+            return None
+        if code != L.OK:
+            return None
+        self._last_m, self._stale = m, True
+        return self._tau.copy()
 
     def _compute_numpy(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
