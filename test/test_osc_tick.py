@@ -1,5 +1,5 @@
 """The operational-space laws' compiled ticks (qv_control.kernels.osc, kernels.osc_body and their pieces in
-kernels.osc_parts) against their numpy paths (``compiled=False``, the reference): the same torques within 1e-9
+kernels.osc_parts and kernels.osc_frames) against their numpy paths (``compiled=False``, the reference): the same torques within 1e-9
 (relative to the largest |τ|) on closed-loop states, random walks and random states with resets, in free motion and
 in contact, with every option the kernels serve (task rows, moment rows, damping, the motion integral, the force
 PI, redundant rows, passive joints, rows below the rank floor with the carried tangent, effort limits that
@@ -215,6 +215,43 @@ def test_force_pi_and_limiter_equal_their_numpy_twins():
         assert V[L.SAT_MOTION] == pytest.approx(st.motion_scale, abs=1e-14)
         assert V[L.SAT_FORCE] == pytest.approx(st.force_scale, abs=1e-14)
         assert V[L.SAT_PEAK] == st.peak_ratio or np.isinf(st.peak_ratio) and np.isinf(V[L.SAT_PEAK])
+
+
+def test_frame_rows_and_coordinates_equal_the_numpy_coordinates():
+    """osc_frames.coordinates (θ, J, θ̇, J̇q̇ with the drift as a vector) against MinimalCoordinates.evaluate with
+    compiled=False (J̇q̇ = J̇·q̇ of its J̇, from Pinocchio's frame Jacobian time variation) on random Panda states: a
+    joint, frame positions and the three rotation rows, about a reference; a frame beyond its chart is refused."""
+    import pinocchio as pin
+
+    from qv_control.kernels.osc_frames import coordinates
+    from qv_dynamics.quasi_sampler import data_views
+
+    system = ConstrainedSystem.from_urdf("panda")
+    rng = np.random.default_rng(9)
+    spec = [f"{FRAME}.x", f"{FRAME}.z", "panda_joint3", {"frame": FRAME, "axes": ["rx", "ry", "rz"]},
+            "panda_link4.y"]
+    coords = as_coordinates(system, spec)
+    coords._fast._plans.clear()
+    plan, fids, sup = coords._fast._plan(False)
+    *_, Jw, dJw, oMf = data_views(system.model, system.data)
+    worst, q0 = 0.0, system.random_configuration(rng) * 0.5
+    coords.anchor(q0)
+    for _ in range(30):
+        q, qd = q0 + 0.4 * rng.normal(size=7), rng.normal(size=7)     # orientations up to ~1.5 rad from R_ref
+        pin.computeCoriolisMatrix(system.model, system.data, q, qd)
+        pin.updateFramePlacements(system.model, system.data)
+        Rref = np.array([coords._rot_ref[f] if coords._rot_ref.get(f) is not None else np.eye(3) for f in fids])
+        cout = np.empty((coords.k + 3, 7))
+        assert coordinates(Jw, dJw, oMf, np.array(fids), Rref, plan, sup, q, qd, cout) == 0
+        ref = coords.evaluate(q, qd, compiled=False)
+        k = coords.k
+        for got, want in ((cout[:k], ref.J), (cout[k, :k], ref.theta), (cout[k + 1, :k], ref.theta_dot),
+                          (cout[k + 2, :k], ref.Jdot_qdot)):
+            worst = max(worst, float(np.abs(got - want).max() / max(np.abs(want).max(), 1.0)))
+    assert worst <= 1e-12, worst
+    coords.anchor(q)
+    Rref[0] = pin.exp3(np.array([0.0, 0.0, 3.0])) @ coords._rot_ref[fids[0]]   # 3 rad > MAX_ROTATION_ANGLE
+    assert coordinates(Jw, dJw, oMf, np.array(fids), Rref, plan, sup, q, qd, cout) == 1
 
 
 def test_declined_samples_raise_as_the_numpy_path_and_the_next_continues():
