@@ -1,11 +1,10 @@
 """The operational-space laws' compiled ticks (qv_control.kernels.osc, kernels.osc_body and their pieces in
-kernels.osc_parts and kernels.osc_frames) against their numpy paths (``compiled=False``, the reference): the same torques within 1e-9
-(relative to the largest |τ|) on closed-loop states, random walks and random states with resets, in free motion and
-in contact, with every option the kernels serve (task rows, moment rows, damping, the motion integral, the force
-PI, redundant rows, passive joints, rows below the rank floor with the carried tangent, effort limits that
-saturate); the declined samples raise what the numpy path raises and the next sample continues from the same
-state; without numba the laws run their numpy paths and equal the compiled ones.
-
+kernels.osc_parts and kernels.osc_frames) against their numpy paths (``compiled=False``, the reference): the same
+torques within 1e-9 (relative to the largest |τ|) on closed-loop states, random walks and random states with
+resets, in free motion and in contact, with every option the kernels serve (task rows, moment rows, damping, the
+motion integral, the force PI, redundant rows, passive joints, rows below the rank floor with the carried tangent,
+effort limits that saturate); the declined samples raise what the numpy path raises and the next sample continues
+from the same state; without numba the laws run their numpy paths and equal the compiled ones.
 Each pair of laws is fed the same states (two laws on one trajectory, so rounding cannot grow through a loop).
 Measured differences (relative): ≤ 1e-13 on the closed loops and the formulation rows' scenes, ≤ 1e-11 on random
 Panda states (cond(JM⁻¹Jᵀ) up to ~1e5).
