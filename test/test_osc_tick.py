@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from test_kernel_room import _BLOCK as REFUSE_NUMBA  # (a sitecustomize that refuses numba's import)
 
 from qv_control.coordinates import as_coordinates
 from qv_control.laws.base import ForcePI
@@ -287,20 +288,6 @@ def test_declined_samples_raise_as_the_numpy_path_and_the_next_continues():
         system.model.armature[:] = 0.0
 
 
-_BLOCK = """
-import sys
-
-
-class RefuseNumba:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("numba", "llvmlite"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-sys.meta_path.insert(0, RefuseNumba())
-"""
-
 _RUN = """
 import json, sys
 import numpy as np
@@ -327,7 +314,7 @@ print(json.dumps(out))
 
 
 def test_without_numba_the_laws_run_their_numpy_paths_and_equal_the_compiled_ones(tmp_path):
-    (tmp_path / "sitecustomize.py").write_text(_BLOCK)
+    (tmp_path / "sitecustomize.py").write_text(REFUSE_NUMBA)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_RUN)], env=env, capture_output=True, text=True,
                           timeout=120)

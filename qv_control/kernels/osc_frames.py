@@ -16,12 +16,11 @@ joint, (1, slot, axis, -) a frame position, (2, slot, axis, -) a frame orientati
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
 from ..coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
+from .osc_parts import log3
 
 _coefficients = njit(cache=True)(_left_jacobian_coefficients)  # c(θ), c′(θ)/θ of G = J_l⁻¹(φ), from θ²
 
@@ -70,13 +69,8 @@ def rotation_rows(R, Rref, J6, acc, qd, rows) -> bool:
     for i in range(3):
         for j in range(3):
             E[i, j] = R[i, 0] * Rref[j, 0] + R[i, 1] * Rref[j, 1] + R[i, 2] * Rref[j, 2]
-    a0, a1, a2 = E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]
-    s2 = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
-    th = math.atan2(0.5 * s2, 0.5 * (E[0, 0] + E[1, 1] + E[2, 2] - 1.0))
-    if not th <= MAX_ROTATION_ANGLE:
+    if not log3(E, phi) <= MAX_ROTATION_ANGLE:
         return False
-    f = th / s2 if s2 > 0.0 else 0.5
-    phi[0], phi[1], phi[2] = f * a0, f * a1, f * a2
     c, k = _coefficients(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
     _skew(phi, P)
     for i in range(3):

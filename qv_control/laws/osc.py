@@ -116,17 +116,6 @@ class OperationalSpaceLaw(PackedState):
         pack_tool(self)
 
     @property
-    def q_null(self):
-        """The posture q_n (None: the first state's q)."""
-        return self._q_null
-
-    @q_null.setter
-    def q_null(self, value) -> None:
-        self._q_null = value
-        if value is not None:
-            self._S[L.Q_NULL, :self.system.nv] = value
-
-    @property
     def R_d(self):
         """The tool's desired orientation (None: the first state's)."""
         return self._R_d

@@ -114,17 +114,6 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
             _, _, _, armature, grav = self._fast
             S[L.ARMATURE, :n], S[L.GRAV, :3] = armature, grav
 
-    @property
-    def q_null(self):
-        """The posture q_n (None: the first state's q)."""
-        return self._q_null
-
-    @q_null.setter
-    def q_null(self, value) -> None:
-        self._q_null = value
-        if value is not None:
-            self._S[L.Q_NULL, :self.system.nv] = value
-
     #: N(A) of the last tick with every row above the floor, and the tangent carried while rows are below it
     _V2_full: np.ndarray | None = None
     _T_lost: np.ndarray | None = None

@@ -54,6 +54,17 @@ class PackedState:
         self._sat = SaturationStatus()
         self._last: dict = {}
 
+    @property
+    def q_null(self):
+        """The posture q_n (None: the first state's q), also in ``S`` for the kernel."""
+        return self._q_null
+
+    @q_null.setter
+    def q_null(self, value) -> None:
+        self._q_null = value
+        if value is not None:
+            self._S[L.Q_NULL, :self.system.nv] = value
+
     # ------------------------------------------------------------------ lazily read diagnostics
     @property
     def saturation(self) -> SaturationStatus:
