@@ -223,7 +223,7 @@ def test_frame_rows_and_coordinates_equal_the_numpy_coordinates():
     joint, frame positions and the three rotation rows, about a reference; a frame beyond its chart is refused."""
     import pinocchio as pin
 
-    from qv_control.kernels.osc_frames import coordinates
+    from qv_control.kernels.osc_frames import coordinates, frames
     from qv_dynamics.quasi_sampler import data_views
 
     system = ConstrainedSystem.from_urdf("panda")
@@ -241,8 +241,9 @@ def test_frame_rows_and_coordinates_equal_the_numpy_coordinates():
         pin.computeCoriolisMatrix(system.model, system.data, q, qd)
         pin.updateFramePlacements(system.model, system.data)
         Rref = np.array([coords._rot_ref[f] if coords._rot_ref.get(f) is not None else np.eye(3) for f in fids])
-        cout = np.empty((coords.k + 3, 7))
-        assert coordinates(Jw, dJw, oMf, np.array(fids), Rref, plan, sup, q, qd, cout) == 0
+        cout, J6, acc = np.empty((coords.k + 3, 7)), np.empty((len(fids), 6, 7)), np.empty((len(fids), 6))
+        frames(Jw, dJw, oMf, np.array(fids), sup, qd, J6, acc)
+        assert coordinates(oMf, np.array(fids), np.arange(len(fids)), Rref, plan, J6, acc, q, qd, cout) == 0
         ref = coords.evaluate(q, qd, compiled=False)
         k = coords.k
         for got, want in ((cout[:k], ref.J), (cout[k, :k], ref.theta), (cout[k + 1, :k], ref.theta_dot),
@@ -251,7 +252,7 @@ def test_frame_rows_and_coordinates_equal_the_numpy_coordinates():
     assert worst <= 1e-12, worst
     coords.anchor(q)
     Rref[0] = pin.exp3(np.array([0.0, 0.0, 3.0])) @ coords._rot_ref[fids[0]]   # 3 rad > MAX_ROTATION_ANGLE
-    assert coordinates(Jw, dJw, oMf, np.array(fids), Rref, plan, sup, q, qd, cout) == 1
+    assert coordinates(oMf, np.array(fids), np.arange(len(fids)), Rref, plan, J6, acc, q, qd, cout) == 1
 
 
 def test_declined_samples_raise_as_the_numpy_path_and_the_next_continues():

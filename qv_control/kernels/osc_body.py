@@ -1,8 +1,8 @@
 """The whole-body operational-space law's tick in one compiled (numba) call after Pinocchio's one Coriolis pass
 (:class:`~qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw`, the same equations in the same order as
 its numpy path, ``compiled=False``): M, h and the constraint rows A, Ȧq̇ read from ``Data``
-(:mod:`qv_dynamics.kernels.crb`, :func:`qv_dynamics.kernels.frame.constraint_rows`), θ, J_θ, J̇_θq̇
-(:func:`.osc_frames.coordinates`), then:
+(:mod:`qv_dynamics.kernels.crb`, :func:`.osc_frames.constraint_rows`), θ, J_θ, J̇_θq̇
+(:func:`.osc_frames.coordinates`), each frame's Jacobian once, then:
 
 - A's row space by one-sided Jacobi, A = U B with B's rows σ_i v_iᵀ: r rows above the floor σ > max(RTOL·σ₁,
   ``rank_atol``) give the task's contact rows U₁ᵀA = B_r and U₁ᵀȦq̇; the rank by the default rule (ATOL) decides
@@ -13,9 +13,9 @@ its numpy path, ``compiled=False``): M, h and the constraint rows A, Ȧq̇ read 
   columns fix), the force PI on Πλ_d and Πλ_meas, f = λ_d + PI, Aᵀf, the actuation-consistent channels
   c ← c − Aᵀ(A_pᵀ)⁺c_p, c_p ← 0, and the limiter.
 
-``G`` (int64) packs the static plans: row 0 the counts (joints, k, coordinate slots, constraint frame slots, m),
-then the joint tree, the coordinates' plan, the slots' frame ids and supporting columns, the constraint frames'
-ids and supporting columns, the rows' plan (:func:`qv_control.laws.osc_constrained.body_plan`).
+``G`` (int64) packs the static plans: row 0 the counts (joints, k, frames, m, coordinate frame slots), then the joint
+tree, the coordinates' plan, the frame of each coordinate slot, the frames' ids, their supporting columns and the
+rows' plan (frame A, frame B or −1, row), every frame once (:func:`qv_control.laws.osc_tick.body_plan`).
 Return codes (:mod:`.osc_layout`): OK, FALLBACK (M or JM⁻¹Jᵀ not positive definite, an input of another size: the
 numpy path decides), NON_FINITE, CHART (an orientation beyond its chart), SINGULAR (cond(JM⁻¹Jᵀ) > cond_max²), RANGE
 (θ_d outside a joint's range); the numpy path then raises naming it. All leave the state as it was.
@@ -27,12 +27,11 @@ import math
 import numpy as np
 from numba import njit
 
-from qv_dynamics.kernels.frame import constraint_rows
 from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky
 
 from . import osc_layout as L
-from .osc_frames import coordinates
+from .osc_frames import constraint_rows, coordinates, frames
 from .osc_parts import (
     channels,
     complement,
@@ -73,21 +72,19 @@ def _tangent(S, V2, n):
 
 @njit(cache=True)
 def _kinematics(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, S, M, h, A, ad, cout) -> int:
-    """M, h, A, Ȧq̇ and the coordinates (``cout``: J_θ, then θ, θ̇, J̇_θq̇: :func:`.osc_frames.coordinates`) from
-    Data; 1 + slot of a frame beyond its orientation chart, else 0."""
+    """M, h, the frames' Jacobians and drifts (each frame once), A, Ȧq̇ and the coordinates (``cout``: J_θ, then θ,
+    θ̇, J̇_θq̇: :mod:`.osc_frames`) from Data; 1 + slot of a frame beyond its orientation chart, else 0."""
     n = qd.shape[0]
-    nj, k, nc, ns, m = G[0, 0], G[0, 1], G[0, 2], G[0, 3], G[0, 4]
+    nj, k, nf, m, nc = G[0, 0], G[0, 1], G[0, 2], G[0, 3], G[0, 4]
     dynamics(Y, G[1:1 + nj, :3], S[L.ARMATURE, :n], S[L.GRAV, :3], Ct, Jw, qd, M, h)
     o = 1 + nj
     plan = G[o:o + k, :4]
     o += k
-    cf = G[o, :nc]
-    csup = G[o + 1:o + 1 + nc, :n]
-    o += 1 + nc
-    if m:
-        constraint_rows(Jw, dJw, oMf, G[o, :ns], G[o + 1:o + 1 + ns, :n], G[o + 1 + ns:o + 1 + ns + m, :3], qd, A,
-                        ad)
-    return coordinates(Jw, dJw, oMf, cf, Rref, plan, csup, q, qd, cout)
+    cmap, fids = G[o, :nc], G[o + 1, :nf]
+    J6, acc = np.empty((nf, 6, n)), np.empty((nf, 6))
+    frames(Jw, dJw, oMf, fids, G[o + 2:o + 2 + nf, :n], qd, J6, acc)
+    constraint_rows(J6, acc, G[o + 2 + nf:o + 2 + nf + m, :3], A, ad)
+    return coordinates(oMf, fids, cmap, Rref, plan, J6, acc, q, qd, cout)
 
 
 @njit(cache=True)
@@ -295,7 +292,7 @@ def _force(S, A, U, s2, order, rd, lam, meas, t, has_meas, out) -> None:
 @njit(cache=True)
 def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flags, S, out) -> int:
     P, V = S[L.PAR], S[L.VAR]
-    n, k, m = qd.shape[0], G[0, 1], G[0, 4]
+    n, k, m = qd.shape[0], G[0, 1], G[0, 3]
     code = _checked(q, qd, th, thd, thdd, lam, meas, S, P[L.NQ], k, m, flags)
     if code != L.OK:
         return code
@@ -358,10 +355,10 @@ def warm() -> None:
     S[L.PAR, [L.NQ, L.COND_MAX, L.RTOL, L.ATOL]] = n, 1e6, 1e-9, 1e-9
     S[L.ARMATURE, :n] = 1.0
     S[L.LO, :2], S[L.HI, :2] = -np.inf, np.inf
-    G = np.zeros((10, 5), np.int64)
-    G[0] = 3, 2, 1, 0, 0
+    G = np.zeros((9, 5), np.int64)
+    G[0] = 3, 2, 1, 0, 0                         # joints, k, frames, m, coordinate slots
     G[1:4, :3] = [[0, 0, 0], [0, 1, 0], [1, 1, 1]]
-    G[4:6, :4] = [[0, 0, 0, 0], [0, 0, 1, 1]]
+    G[4:6, :4] = [[0, 0, 0, 0], [0, 0, 1, 1]]     # θ = the two joints; rows 6, 7: slots, frame 0; row 8: its columns
     oMf = np.zeros((1, 12))
     oMf[0, [0, 4, 8]] = 1.0
     v, z = np.zeros(n), np.zeros(0)

@@ -101,20 +101,36 @@ def rotation_rows(R, Rref, J6, acc, qd, rows) -> bool:
 
 
 @njit(cache=True)
-def coordinates(Jw, dJw, oMf, fids, Rref, plan, sup, q, qd, cout) -> int:
-    """θ, J_θ, θ̇, J̇_θq̇ into ``cout`` ((k + 3) × n: J rows, then θ, θ̇, J̇q̇ in the first k columns) for the frame
-    slots ``fids`` (their placements in ``oMf``, one row of 12 per frame) with supporting columns ``sup`` and
-    orientation references ``Rref``; returns 0, or 1 + the slot of a frame beyond its orientation chart."""
+def frames(Jw, dJw, oMf, fids, sup, qd, J6, acc) -> None:
+    """J6[s] = [J_p; J_ω] and acc[s] = [J̇_p q̇; J̇_ω q̇] of each frame ``fids[s]`` (:func:`frame_jacobian`; ``oMf``: every
+    frame placement, one row of 12 per frame, the origin last; ``sup[s]``: the frame's supporting columns)."""
+    for s in range(fids.shape[0]):
+        frame_jacobian(Jw, dJw, oMf[fids[s], 9:12], sup[s], qd, J6[s], acc[s])
+
+
+@njit(cache=True)
+def constraint_rows(J6, acc, rplan, A, ad) -> None:
+    """A and Ȧq̇ of frame-constraint rows (as :func:`qv_dynamics.kernels.frame.constraint_rows`): row ``a`` of frame
+    A's, minus frame B's for a loop closure (``rplan`` rows: frame A, frame B or −1, row of the 6-vector)."""
+    n = J6.shape[2]
+    for i in range(rplan.shape[0]):
+        sa, sb, a = rplan[i, 0], rplan[i, 1], rplan[i, 2]
+        for j in range(n):
+            A[i, j] = J6[sa, a, j] - J6[sb, a, j] if sb >= 0 else J6[sa, a, j]
+        ad[i] = acc[sa, a] - acc[sb, a] if sb >= 0 else acc[sa, a]
+
+
+@njit(cache=True)
+def coordinates(oMf, fids, cmap, Rref, plan, J6, acc, q, qd, cout) -> int:
+    """θ, J_θ, θ̇, J̇_θq̇ into ``cout`` ((k + 3) × n: J rows, then θ, θ̇, J̇q̇ in the first k columns) from the frames'
+    J6 and acc (:func:`frames`): the plan's frame slot s is frame ``cmap[s]`` there, with orientation reference
+    ``Rref[s]``; returns 0, or 1 + the slot of a frame beyond its orientation chart."""
     n = qd.shape[0]
     k = plan.shape[0]
-    ns = fids.shape[0]
-    J6 = np.empty((ns, 6, n))
-    acc = np.empty((ns, 6))
+    ns = cmap.shape[0]
     rot = np.empty((ns, 3, n + 3))
     done = np.zeros(ns, np.int64)
     R = np.empty((3, 3))
-    for s in range(ns):
-        frame_jacobian(Jw, dJw, oMf[fids[s], 9:12], sup[s], qd, J6[s], acc[s])
     th, thd, jd = cout[k], cout[k + 1], cout[k + 2]
     for i in range(k):
         kind, s, a, vi = plan[i, 0], plan[i, 1], plan[i, 2], plan[i, 3]
@@ -123,21 +139,22 @@ def coordinates(Jw, dJw, oMf, fids, Rref, plan, sup, q, qd, cout) -> int:
             row[:] = 0.0
             row[vi] = 1.0
             th[i], thd[i], jd[i] = q[a], qd[vi], 0.0
-        elif kind == 1:
-            p = oMf[fids[s], 9:12]
+            continue
+        f = cmap[s]
+        if kind == 1:
             t = 0.0
             for j in range(n):
-                row[j] = J6[s, a, j]
-                t += J6[s, a, j] * qd[j]
-            th[i], thd[i], jd[i] = p[a], t, acc[s, a]
-        else:
-            if done[s] == 0:
-                for r in range(3):
-                    for c in range(3):
-                        R[r, c] = oMf[fids[s], r + 3 * c]
-                if not rotation_rows(R, Rref[s], J6[s], acc[s], qd, rot[s]):
-                    return 1 + s
-                done[s] = 1
-            row[:] = rot[s, a, :n]
-            th[i], thd[i], jd[i] = rot[s, a, n], rot[s, a, n + 1], rot[s, a, n + 2]
+                row[j] = J6[f, a, j]
+                t += J6[f, a, j] * qd[j]
+            th[i], thd[i], jd[i] = oMf[fids[f], 9 + a], t, acc[f, a]
+            continue
+        if done[s] == 0:
+            for r in range(3):
+                for c in range(3):
+                    R[r, c] = oMf[fids[f], r + 3 * c]
+            if not rotation_rows(R, Rref[s], J6[f], acc[f], qd, rot[s]):
+                return 1 + s
+            done[s] = 1
+        row[:] = rot[s, a, :n]
+        th[i], thd[i], jd[i] = rot[s, a, n], rot[s, a, n + 1], rot[s, a, n + 2]
     return 0

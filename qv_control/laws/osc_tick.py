@@ -173,30 +173,35 @@ def carry_from_objects(S: np.ndarray, carry, n: int) -> None:
 
 def body_plan(law):
     """(G, m) of the whole-body tick for the active constraint set (:mod:`qv_control.kernels.osc_body`'s ``G``:
-    counts, joint tree, the coordinates' plan, their frame slots and supporting columns, the constraint frames and
-    their supporting columns, the rows' plan), or None: the kernel does not serve it (a custom constraint or rows
-    of its own, more than two coordinate frames) and the numpy path does."""
+    counts, joint tree, the coordinates' plan, the frame of each coordinate slot, the frames (those of the
+    coordinates and of the constraint rows, each once) and their supporting columns, the rows' plan), or None: the
+    kernel does not serve it (a custom constraint or rows of its own, more than two coordinate frames) and the numpy
+    path does."""
     served = law._sampler._served()
     cplan = law.coords._fast._plan(False) if law.coords._fast is not None else None
     if served is None or cplan is None:
         return None
-    fids, sup, rplan, _ = served
-    plan, cfids, csup = cplan
+    cfids, rplan = cplan[1], served[2].copy()
     tree = law._fast[2]
     n, k, m = law.system.nv, law.k, rplan.shape[0]
     if m > law._S.shape[1]:                    # (rows added to the system after the law was built)
         return None
-    ns = len(fids) if m else 0
-    blocks = [np.array([[tree.shape[0], k, csup.shape[0], ns, m]]), tree, plan,
-              np.array([list(cfids) + [0] * (2 - len(cfids))]), csup, np.array([list(fids)[:ns] or [0]]),
-              sup[:ns], rplan]
-    G = np.zeros((sum(b.shape[0] for b in blocks), max(n, 5)), np.int64)
+    fids = list(cfids)
+    for i in range(m):                         # the rows' frame slots → indices into the merged frames
+        for c in (0, 1):
+            if rplan[i, c] >= 0:
+                f = int(served[0][rplan[i, c]])
+                fids += [f] if f not in fids else []
+                rplan[i, c] = fids.index(f)
+    blocks = [np.array([[tree.shape[0], k, len(fids), m, len(cfids)]]), tree, cplan[0],
+              np.array([list(range(len(cfids))) or [0]]), np.array([fids or [0]]),
+              support_mask(law.system.model, fids)[:len(fids)], rplan]
+    G = np.zeros((sum(b.shape[0] for b in blocks), max(n, 5, len(fids))), np.int64)
     row = 0
     for b in blocks:
         G[row:row + b.shape[0], :b.shape[1]] = b
         row += b.shape[0]
     return G, m
-
 
 
 def pack_tool(law) -> None:
