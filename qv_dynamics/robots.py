@@ -12,7 +12,6 @@ EXAMPLE_ROBOTS = {
     "panda_hand": "panda_description/urdf/panda.urdf",
     "ur5": "ur_description/urdf/ur5_robot.urdf",
     "ur10": "ur_description/urdf/ur10_robot.urdf",
-    "xarm7": "xarm_description/urdf/xarm7.urdf",                     # another 7-DoF arm (bench/law_tick.py)
     "solo12": "solo_description/robots/solo12.urdf",
     "anymal": "anymal_b_simple_description/robots/anymal.urdf",      # ANYmal B (kept for old configs)
     "anymal_b": "anymal_b_simple_description/robots/anymal.urdf",

@@ -207,7 +207,7 @@ def test_force_pi_and_limiter_equal_their_numpy_twins():
         base, force, motion = rng.normal(size=(3, n)) * rng.choice([0.5, 3.0, 20.0], size=3)[:, None]
         S[L.LIMITS, :n], S[L.PAR, L.HAS_LIMITS] = lim, 1.0
         tau = np.empty(n)
-        limit(S, base, force, motion, tau)
+        limit(S, base, force, True, motion, tau)
         want, st = saturate(base, force, motion, lim)
         np.testing.assert_allclose(tau, want, rtol=1e-14, atol=1e-14)
         V = S[L.VAR]

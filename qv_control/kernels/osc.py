@@ -231,7 +231,7 @@ def _tool(Y, Ct, Jw, dJw, oMf, G, q, qd, pd, vd, ad, lam_d, meas, t, flags, S, o
         pi_reset(S)
     S[L.TAU_INT, :n] = ti
     V[L.TAU_INT_OK] = 1.0
-    limit(S, base, force, motion, out[L.TAU, :n])
+    limit(S, base, force, contact, motion, out[L.TAU, :n])
     return L.OK
 
 

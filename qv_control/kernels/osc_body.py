@@ -330,7 +330,7 @@ def _body(Y, Ct, Jw, dJw, oMf, G, Rref, q, qd, th, thd, thdd, lam, meas, t, flag
         if m:
             resid = max(resid, _consistent(A, force, pas, Bp, Up, sp, op, rp))
         V[L.RESIDUAL] = max(resid, _consistent(A, motion, pas, Bp, Up, sp, op, rp))
-    limit(S, base, force, motion, out[L.TAU, :n])
+    limit(S, base, force, m > 0, motion, out[L.TAU, :n])
     return L.OK
 
 

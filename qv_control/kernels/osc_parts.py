@@ -2,9 +2,9 @@
 body), each the compiled twin of a numpy piece of the laws: :func:`dynamics` (M and h = Cq̇ + g from the Coriolis
 pass's ``Data``, as :func:`qv_dynamics.kernels.quasi._fill_terms`), :func:`force_pi`
 (:class:`qv_control.laws.base.ForcePI` with its previous-target error,
-:class:`~qv_control.laws.integral.PreviousTarget`, and bounded steps), :func:`limit`
-(:func:`qv_control.saturation.saturate`), :func:`task_inertia` (Λ_x = (JM⁻¹Jᵀ)⁻¹ by Cholesky, or the damped
-inverse of :func:`qv_control.laws.osc.damped_inverse` from a Jacobi SVD),
+:class:`~qv_control.laws.integral.PreviousTarget`, and bounded steps), :func:`limit` (the room's limiter,
+:func:`qv_control.saturation.saturate`, on the law's packed status), :func:`task_inertia` (Λ_x = (JM⁻¹Jᵀ)⁻¹ by
+Cholesky, or the damped inverse of :func:`qv_control.laws.osc.damped_inverse` from a Jacobi SVD),
 :func:`channels` (motion Jᵀ(Λ_x a − J̄ᵀτ₀) + τ₀, base h − JᵀΛ_x J̇q̇) and the carried integral torque
 (:class:`qv_control.laws.carry.IntegralCarry`: :func:`carry_tick`, :func:`carry_switch`), and the SVDs of small
 matrices by one-sided Jacobi rotations (:func:`rows_svd`, :func:`orth_rows`, :func:`complement`: the numpy path's
@@ -22,8 +22,8 @@ from qv_dynamics.kernels.quasi_linalg import cholesky
 from qv_dynamics.kernels.sim_linalg import jacobi
 
 from . import osc_layout as L
+from .limiter import saturate
 
-_BIG = 1.7976931348623157e308   # np.finfo(float).max: the limiter's stand-in for an infinite limit
 _M = "float64[:, :]"
 
 
@@ -107,75 +107,12 @@ def force_pi(S, t, desired, measured, frozen, corr) -> bool:
 
 
 @njit(cache=True)
-def _max_scale(c, d, lim) -> float:
-    """Largest s ∈ [0, 1] with |c + s·d| ≤ L, or −1 when there is none (saturation._max_scale)."""
-    lo, hi = 0.0, 1.0
-    for i in range(c.shape[0]):
-        ci, di, li = c[i], d[i], lim[i]
-        if di > 0:
-            x, y = (-li - ci) / di, (li - ci) / di
-        elif di < 0:
-            x, y = (li - ci) / di, (-li - ci) / di
-        else:
-            if abs(ci) > li:
-                return -1.0
-            continue
-        if x > lo:
-            lo = x
-        if y < hi:
-            hi = y
-    return hi if lo <= hi + 1e-15 else -1.0
-
-
-@njit(cache=True)
-def limit(S, base, force, motion, tau) -> None:
-    """τ and the limiter's status (:func:`qv_control.saturation.saturate`: the motion channel scaled first, then the
-    force channel, else base clipped) into ``tau`` and S's status columns."""
-    V = S[L.VAR]
+def limit(S, base, force, has_force, motion, tau) -> None:
+    """τ and the limiter's status (:func:`.limiter.saturate`, :func:`qv_control.saturation.saturate`: the motion
+    channel scaled first, then the force channel, else base clipped) into ``tau`` and S's status columns."""
     n = tau.shape[0]
-    for i in range(n):
-        tau[i] = base[i] + force[i] + motion[i]
-    V[L.SAT_ACTIVE], V[L.SAT_MOTION], V[L.SAT_FORCE], V[L.SAT_CLIPPED], V[L.SAT_PEAK] = 0.0, 1.0, 1.0, 0.0, 0.0
-    if S[L.PAR, L.HAS_LIMITS] == 0.0:
-        return
-    lim = S[L.LIMITS]
-    peak = 0.0
-    for i in range(n):
-        li = lim[i]
-        if li == 0.0:
-            peak = np.inf
-            break
-        if li < np.inf:
-            x = abs(tau[i]) / li
-            if not x <= peak:
-                peak = x if x == x else np.inf
-                if peak == np.inf:
-                    break
-    V[L.SAT_PEAK] = peak
-    if peak <= 1.0:
-        return
-    lb = np.empty(n)
-    c = np.empty(n)
-    for i in range(n):
-        lb[i] = _BIG if lim[i] == np.inf else lim[i]
-        c[i] = base[i] + force[i]
-    V[L.SAT_ACTIVE] = 1.0
-    alpha = _max_scale(c, motion, lb)
-    if alpha >= 0.0:
-        for i in range(n):
-            tau[i] = c[i] + alpha * motion[i]
-        V[L.SAT_MOTION] = alpha
-        return
-    V[L.SAT_MOTION] = 0.0
-    beta = _max_scale(base, force, lb)
-    if beta >= 0.0:
-        for i in range(n):
-            tau[i] = base[i] + beta * force[i]
-        V[L.SAT_FORCE] = beta
-        return
-    V[L.SAT_FORCE], V[L.SAT_CLIPPED] = 0.0, 1.0
-    for i in range(n):
-        tau[i] = min(max(base[i], -lb[i]), lb[i])
+    saturate(base, force, has_force, motion, S[L.LIMITS, :n], S[L.PAR, L.HAS_LIMITS] != 0.0, tau,
+             S[L.VAR, L.SAT_ACTIVE:L.SAT_PEAK + 1])
 
 
 @njit(cache=True)

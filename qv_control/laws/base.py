@@ -17,13 +17,16 @@ import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 from qv_dynamics.kernels.loader import load
+from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
-from ..references import ReferenceValues, validate_reference
+from ..kernels.layout import GAP_PERIODS
+from ..references import CheckedReference, ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .integral import PreviousTarget
+from .packed import Setting, evaluated
 
 _F64 = np.dtype(np.float64)
 
@@ -80,7 +83,6 @@ def tool_and_contact(system, frame: str, contact: str | None) -> int:
     return fid
 
 
-GAP_PERIODS = 2.0   # a sample after a gap integrates the force error over at most this many sample periods
 
 
 class ForcePI:
@@ -100,6 +102,11 @@ class ForcePI:
     sample* (the command it was produced under), not with the new one: after a step of the desired force
     the feedforward delivers the step and the PI does not add k_f·(step) on top of it (measured before this:
     21.2 % overshoot for one sample, 12 → 20 N with k_f = 0.5, k_i = 30)."""
+
+    kf = Setting()
+    ki = Setting()
+    max_dt = Setting()
+    enabled = Setting()
 
     def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
         self.kf = scalar_gain("kf (force proportional gain)", kf, positive=False, upper=1.0)
@@ -146,27 +153,6 @@ class ForcePI:
         return self.kf * error + self.ki * self.z
 
 
-class LazyKernel:
-    """A kernel of ``qv_control.kernels.laws`` that only a law's numpy-side path calls (the first sample's and the
-    fallbacks' products), loaded at its first use (:func:`qv_dynamics.kernels.loader.load`) rather than when the law is
-    built: a law whose ticks all go through its fused kernel never loads it (start-up time). None when the law
-    runs the numpy path (``compiled=False``) or the kernel cannot be loaded."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __set_name__(self, owner, attr: str) -> None:
-        self.attr = f"_loaded{attr}"
-
-    def __get__(self, law, owner=None):
-        if law is None:
-            return self
-        fn = law.__dict__.get(self.attr, self)
-        if fn is self:
-            fn = law.__dict__[self.attr] = load("qv_control.kernels.laws", self.name) if law.compiled else None
-        return fn
-
-
 class ControlLaw(ABC):
     """Abstract base of the laws: holds the model, the minimal coordinates θ(q), limits, the force PI and
     diagnostics; a law implements :meth:`compute`."""
@@ -174,6 +160,16 @@ class ControlLaw(ABC):
     name = "base"
     #: the law takes a tick's terms through :meth:`_terms` (or a decomposition through the sampler)
     uses_terms: bool = False
+    # gains and limits read by the compiled tick (qv_control.laws.packed: assigning one repacks it)
+    kp = Setting()
+    kd = Setting()
+    cond_max = Setting()
+    limits = Setting()
+    #: the whole-tick kernel (``module.name``) of the law, or None
+    tick_kernel: str | None = None
+    _ct = None          # the law's CompiledTick (qv_control.laws.packed), or None: the numpy path every tick
+    _last_from = None   # the CompiledTick whose diagnostics ``last`` shows when read
+    _sat_from = None    # the same for ``saturation``
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
@@ -189,7 +185,7 @@ class ControlLaw(ABC):
         self.limits = resolve_limits(system, effort_limits)
         self.cond_max = scalar_gain("cond_max", cond_max)
         self.saturation = SaturationStatus()
-        self.last: dict = {}
+        self.last = {}
         # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call, for the
         # laws that take their terms from ``system.evaluate`` (uses_terms)
         self._sampler = QuasiSampler(system) if self.compiled and self.uses_terms else None
@@ -197,8 +193,101 @@ class ControlLaw(ABC):
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
         self._unit_parts = [(lo, hi) for _, lo, hi in system.unit_norm_parts()]  # quaternions inside the tree
-        self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
-        self._cond_calls = 0
+
+    # ------------------------------------------------------------------ the compiled tick
+    @property
+    def last(self) -> dict:
+        """Diagnostics of the last call (θ, θ_d, errors, ε, cond(D), ...): formed from the compiled tick's
+        diagnostics block when read."""
+        if self._last_from is not None:
+            self._last, self._last_from = self._last_from.diagnostics(), None
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        self._last, self._last_from = value, None
+
+    @property
+    def saturation(self) -> SaturationStatus:
+        """What the limiter did in the last call."""
+        if self._sat_from is not None:
+            self._saturation, self._sat_from = self._sat_from.saturation(), None
+        return self._saturation
+
+    @saturation.setter
+    def saturation(self, value: SaturationStatus) -> None:
+        self._saturation, self._sat_from = value, None
+
+    def _start_compiled_tick(self) -> None:
+        """Build the law's compiled tick (:class:`qv_control.laws.packed.CompiledTick`) when its kernel loads and
+        Pinocchio's Data has the layout its views need; packed at the first numpy-path tick."""
+        if not self.compiled or self.tick_kernel is None:
+            return
+        from .packed import CompiledTick, data_views
+
+        module, name = self.tick_kernel.rsplit(".", 1)
+        kernel = load(module, name)
+        views = data_views(self.system) if kernel is not None else None
+        if views is not None:
+            self._ct = CompiledTick(self, kernel, views)
+
+    def _compiled_compute(self, state: State, reference) -> np.ndarray:
+        """τ by the compiled tick, or by the numpy path :meth:`_compute` (no compiled tick, options it does not
+        serve, a callable reference that does not evaluate to a Reference, or a rare event) with the state handed
+        over and taken back around it."""
+        ct = self._ct
+        if ct is None or not self._compiled_case():
+            return self._compute(state, reference)
+        if reference is not None and type(reference) is not Reference and type(reference) is not CheckedReference:
+            reference = evaluated(reference, state)
+            if not isinstance(reference, Reference):
+                return ct.numpy_tick(self._compute, state, reference)
+        tau = ct.run(state, reference)
+        return tau if tau is not None else ct.numpy_tick(self._compute, state, reference)
+
+    def _compute(self, state: State, reference) -> np.ndarray:
+        """The numpy path of ``compute`` (a law with a compiled tick defines it)."""
+        raise NotImplementedError
+
+    def _compiled_case(self) -> bool:
+        """Whether the law's present options are the compiled tick's (else the numpy path serves every tick)."""
+        return True
+
+    def _tick_mode(self) -> int:
+        """The kernel's law mode (I_SIZES)."""
+        return 0
+
+    def _tolerances(self) -> tuple[float, float]:
+        """(rtol, atol) of the rank decision."""
+        return RTOL, ATOL
+
+    def _extra_frames(self) -> tuple:
+        """Frame ids the kernel needs besides the coordinates' and the constraints'."""
+        return ()
+
+    def _pack(self, packer, plan) -> None:
+        """The law's own blocks (parameters beyond the common ones)."""
+
+    def _pi_size(self, n: int, m: int) -> int:
+        """Entries of the force PI's state (λ-space: m)."""
+        return m
+
+    def _export_state(self, tick) -> None:
+        """The compiled tick's state into the law's Python objects (before a numpy-path tick)."""
+
+    def _import_state(self, tick) -> bool:
+        """The law's Python objects into the compiled tick's state (after a numpy-path tick); False: the next tick
+        takes the numpy path too."""
+        return False
+
+    def _diagnostics(self, tick) -> dict:
+        """``last`` of a compiled tick."""
+        return {}
+
+    def _own_state(self) -> None:
+        """The Python objects hold the state from now on (a method changing it outside a tick)."""
+        if self._ct is not None:
+            self._ct.hand_over()
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _terms(self, q: np.ndarray, qdot: np.ndarray):
@@ -210,6 +299,7 @@ class ControlLaw(ABC):
 
     def reset(self) -> None:
         """Forget the latched hold target, the force integral and the basis history."""
+        self._own_state()
         self._theta_hold = None
         self.force_pi.reset()
         self.saturation = SaturationStatus()
@@ -276,16 +366,6 @@ class ControlLaw(ABC):
         if self._theta_hold is None:  # (numpy path: no coordinates kernel to load for this one sample)
             return self.coords.evaluate(q, qdot, data=self.system.data, compiled=False).theta
         return self._theta_hold
-
-    def _cond_rotation(self) -> np.ndarray:
-        """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
-        (:func:`qv_control.kernels.laws._cond`): kept between samples, so that a slowly moving D needs about one
-        sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
-        drifts its orthogonality)."""
-        self._cond_calls += 1
-        if self._cond_U is None or not self._cond_calls & 1023:
-            self._cond_U = np.eye(self.k)
-        return self._cond_U
 
     def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)

@@ -19,8 +19,8 @@ from qv_dynamics.kernels.views import support_mask
 from qv_dynamics.quasi_sampler import data_views
 
 from ..kernels import osc_layout as L
+from ..kernels.layout import GAP_PERIODS
 from ..saturation import SaturationStatus
-from .base import GAP_PERIODS
 
 
 def kernel_inputs(system, module: str, name: str):
