@@ -329,3 +329,30 @@ def test_without_numba_the_laws_run_their_numpy_paths_and_equal_the_compiled_one
         a, b = np.array(blocked[name]), np.array(here["out"][name])
         assert np.all(np.isfinite(a)) and np.abs(a).max() > 1.0
         assert np.abs(a - b).max() <= TOL * np.abs(b).max(), (name, np.abs(a - b).max())
+
+
+def test_a_parameter_assigned_after_construction_is_used_by_the_next_compiled_tick():
+    """Gains, limits and the force PI's gains assigned to a built law reach its compiled tick (they are packed again),
+    as the numpy path reads them: the torques stay equal after each assignment."""
+    system, q0 = _table()
+    pl = system.frame_placement(q0, FRAME)
+    tool = _pair(OperationalSpaceLaw, system, frame=FRAME, kf=0.3, ki=30.0, q_null=q0, rotation=pl.rotation)
+    body = _pair(ConstrainedOperationalSpaceLaw, system, COORDS, kp=400.0, kd=40.0, kf=0.3, ki=30.0)
+    th = as_coordinates(system, COORDS).evaluate(q0, 0 * q0).theta
+    worst = _Worst()
+    changes = [("KP", 2000.0), ("KD", 90.0), ("limits", np.full(7, 5.0)), ("damping", 0.2)]
+    bchanges = [("kd", 60.0), ("kp", np.full(6, 900.0)), ("limits", np.full(7, 5.0)), ("damping", 0.2)]
+    rng = np.random.default_rng(2)
+    for i in range(60):
+        if i % 12 == 11:
+            for law in tool:
+                setattr(law, *changes[i // 12 % 4])
+                law.force_pi.kf = 0.1 + 0.1 * (i // 12)
+            for law in body:
+                setattr(law, *bchanges[i // 12 % 4])
+        st = State(t=1e-3 * i, q=q0 + 0.01 * rng.normal(size=7), qdot=0.1 * rng.normal(size=7),
+                   lambda_meas=np.array([-9.0]))
+        worst.check(*tool, st, Reference(theta=pl.translation + 0.01, lambda_=np.array([-10.0])))
+        worst.check(*body, st, Reference(theta=th + 0.01, lambda_=np.array([-10.0])))
+    print(f"\nafter assignments: worst relative τ difference {worst.rel:.1e} ({worst.served} compiled)")
+    assert worst.served >= 118 and worst.rel <= TOL

@@ -56,7 +56,16 @@ from ..kernels import osc_layout as L
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
 from .carry import IntegralCarry
-from .osc_tick import PackedState, carry_from_objects, carry_to_objects, kernel_inputs, pack_tool
+from .osc_tick import (
+    EPOCH,
+    PackedState,
+    carry_from_objects,
+    carry_to_objects,
+    kernel_inputs,
+    pack_tool,
+    pack_tool_gains,
+)
+from .packed import Setting
 
 
 class OperationalSpaceLaw(PackedState):
@@ -69,6 +78,14 @@ class OperationalSpaceLaw(PackedState):
 
     name = "osc"
     theta_names = ["x", "y", "z"]
+    # parameters the compiled tick reads from its packed state: an assignment packs them again at the next tick
+    KP = Setting()
+    KD = Setting()
+    KI = Setting()
+    KP_null = Setting()
+    integral_limit = Setting()
+    damping = Setting()
+    limits = Setting()
 
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int | str = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
@@ -243,6 +260,8 @@ class OperationalSpaceLaw(PackedState):
         fast = self._fast
         if fast is None:
             return self._compute_numpy(state, reference)
+        if EPOCH[0] != self._epoch:
+            pack_tool_gains(self)                   # (a parameter was assigned)
         ref = reference if reference is not None else _NO_REFERENCE
         pd, vd, ad, lam, meas, flags = ref.theta, ref.theta_dot, ref.theta_ddot, self._zk, self._zk, 0
         if pd is None:
@@ -283,10 +302,8 @@ class OperationalSpaceLaw(PackedState):
         return (8 if self._q_null is None else 0) | (16 if self._R_d is None else 0)
 
     def _first_served(self, flags: int) -> None:
-        if flags & 8:
-            self._q_null = self._S[L.Q_NULL, :self.system.nv].copy()
-        if flags & 16:
-            self._R_d = self._S[L.GRAV, 3:12].reshape(3, 3).copy()
+        self._q_null = self._S[L.Q_NULL, :self.system.nv].copy() if flags & 8 else self._q_null
+        self._R_d = self._S[L.GRAV, 3:12].reshape(3, 3).copy() if flags & 16 else self._R_d
 
     def _compute_numpy(self, state: State, reference: Reference | None = None) -> np.ndarray:
         sysm = self.system

@@ -54,7 +54,8 @@ from ..references import CheckedReference
 from .base import ControlLaw, scalar_gain
 from .internal_force import internal_force_basis
 from .osc import _cho_solve, damped_inverse
-from .osc_tick import PackedState, body_plan, kernel_inputs
+from .osc_tick import EPOCH, PackedState, body_plan, kernel_inputs
+from .packed import Setting
 from .passive import _actuated_mask
 from .projection_base import checked_rank_atol
 
@@ -70,6 +71,11 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
 
     name = "osc_constrained"
     uses_terms = True
+    # parameters the compiled tick reads from its packed state (with the base's kp, kd, cond_max, limits and the
+    # force PI's gains): an assignment packs them again at the next tick
+    damping = Setting()
+    rank_atol = Setting()
+    kp_null = Setting()
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, actuated: Sequence[str] | None = None,
                  q_null=None, effort_limits="urdf", damping: float = 0.0, rank_atol: float | None = None,
@@ -89,7 +95,7 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc_body); None: the numpy path
         served = self.compiled and self.coords._fast is not None
         self._fast = kernel_inputs(system, "osc_body", "body_tick") if served else None
-        self._plans: tuple = (None, None)     # (the constraint plan, its (G, m, zeros(m)) or None)
+        self._plans: tuple = (None, None)     # (the constraint plan's key, its (G, m, zeros(m)) or None)
         self._rref: tuple = (None, None)      # (the coordinates' reference version, R_ref)
         self._last_m = 0
         self._pack_parameters()
@@ -110,6 +116,7 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         S[L.LO, :k], S[L.HI, :k] = self.coords._lo, self.coords._hi
         self._zk = np.zeros(k)
         self._tau = self._out[L.TAU, :n]
+        self._epoch = EPOCH[0]
         if self._fast is not None:
             _, _, _, armature, grav = self._fast
             S[L.ARMATURE, :n], S[L.GRAV, :3] = armature, grav
@@ -167,13 +174,14 @@ class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
         input of another type or size, a non-finite one, a sample where the numpy path decides or raises: the
         kernel's codes, osc_layout)."""
         system = self.system
-        plan = system.constraint_plan()
         plans = self._plans
-        if plan is not plans[0]:
-            inputs = body_plan(self)
-            plans = self._plans = (plan, inputs if inputs is None else (*inputs, np.zeros(inputs[1])))
+        if system._plan_key is not plans[0]:     # (set_active and a new constraint clear the plan's key)
+            inputs = body_plan(self)                # (it reads the system's constraint plan, renewing the key)
+            plans = self._plans = (system._plan_key, inputs if inputs is None else (*inputs, np.zeros(inputs[1])))
         if plans[1] is None:
             return None
+        if EPOCH[0] != self._epoch:
+            self._pack_parameters()                 # (a parameter was assigned)
         G, m, zm = plans[1]
         th, thd, thdd, lam, meas, flags = ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, state.lambda_meas, 0
         if th is None:

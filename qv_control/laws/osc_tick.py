@@ -21,6 +21,7 @@ from qv_dynamics.quasi_sampler import data_views
 from ..kernels import osc_layout as L
 from ..kernels.layout import GAP_PERIODS
 from ..saturation import SaturationStatus
+from .packed import EPOCH
 
 
 def kernel_inputs(system, module: str, name: str):
@@ -204,22 +205,31 @@ def body_plan(law):
     return G, m
 
 
-def pack_tool(law) -> None:
-    """The tool-frame law's static inputs to :func:`qv_control.kernels.osc.tool_tick` in its ``S``: gains, rows,
-    limits, the model's armature and g⃗; ``_fast`` becomes (tick, views + the joint tree and the frame's supporting
-    columns)."""
-    S, n, k = law._S, law.system.nv, len(law.force_axes)
+def pack_tool_gains(law) -> None:
+    """The tool-frame law's parameters in its ``S`` (gains, δ₀, the force PI's, limits): at construction and after
+    an assignment of any of them (a :class:`~qv_control.laws.packed.Setting` bumps :data:`EPOCH`)."""
+    S, n = law._S, law.system.nv
     P = S[L.PAR]
     P[[L.KP_X, L.KD_X, L.KI_X, L.KP_NULL, L.I_LIMIT]] = law.KP, law.KD, law.KI, law.KP_null, \
         law.integral_limit
     P[[L.KF, L.KI_F, L.MAX_DT, L.DAMPING, L.PI_ON]] = law.force_pi.kf, law.force_pi.ki, \
         law.force_pi.max_dt, law.damping, float(law.force_pi.enabled)
-    P[[L.FRAME, L.N_AXES, L.N_FORCE, L.CARRY_MIN]] = law.fid, len(law.axes), k, law._carry.min_time
-    S[L.AXES, :len(law.axes)] = law.axes
-    S[L.AXES, 6:6 + k] = law.force_axes
     P[L.HAS_LIMITS] = law.limits is not None
     if law.limits is not None:
         S[L.LIMITS, :n] = law.limits
+    law._epoch = EPOCH[0]
+
+
+def pack_tool(law) -> None:
+    """The tool-frame law's inputs to :func:`qv_control.kernels.osc.tool_tick` in its ``S``: parameters
+    (:func:`pack_tool_gains`), rows, the model's armature and g⃗; ``_fast`` becomes (tick, views + the joint tree and
+    the frame's supporting columns)."""
+    S, n, k = law._S, law.system.nv, len(law.force_axes)
+    P = S[L.PAR]
+    pack_tool_gains(law)
+    P[[L.FRAME, L.N_AXES, L.N_FORCE, L.CARRY_MIN]] = law.fid, len(law.axes), k, law._carry.min_time
+    S[L.AXES, :len(law.axes)] = law.axes
+    S[L.AXES, 6:6 + k] = law.force_axes
     law._zero3 = np.zeros(3)
     law._zk = np.zeros(k)
     law._tau = law._out[L.TAU, :n]
@@ -236,4 +246,5 @@ def pack_tool(law) -> None:
     law._fast = (tick, (*views, G))     # what the kernel reads of Data, and the joint tree
 
 
-__all__ = ["PackedState", "body_plan", "carry_from_objects", "carry_to_objects", "kernel_inputs", "pack_tool"]
+__all__ = ["EPOCH", "PackedState", "body_plan", "carry_from_objects", "carry_to_objects", "kernel_inputs",
+           "pack_tool", "pack_tool_gains"]
