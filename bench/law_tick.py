@@ -195,7 +195,7 @@ def other_arm_tick(n_states: int = 100, reps: int = 5) -> dict:
                                                        "name": "contact"}])
     q0 = np.array([0.0, 0.3, 0.0, 0.9, 0.0, 0.6, 0.0])
     gains = {k: (dict(v, actuated=[f"joint{i}" for i in range(1, 8)]) if k == "passive" else v)
-             for k, v in PARAMS.items()}
+             for k, v in {**PARAMS, **COORD_BASELINES}.items()}
     laws = {name: make_law(name, system, coordinates=XARM_COORDS, **p) for name, p in gains.items()}
     pin.framesForwardKinematics(system.model, system.data, q0)
     R0 = system.data.oMf[system.frame_id("link_eef")].rotation.copy()
