@@ -18,6 +18,8 @@ reference it must equal; the test pairing them:
   :func:`qv_control.laws.internal_force.internal_force_basis`; test_passive_compiled.py
 - ``conditioning``: :func:`qv_control.coordinates.check_reduced_jacobian` (D and cond(D)); test_law_compiled.py
 - ``contact_qp``: :class:`qv_control.laws.contact_qp.ContactForceQP` (quadprog); test_contact_qp.py
+- ``impedance``: the impedance baseline's whole tick (:class:`qv_control.laws.impedance.ImpedanceForceBaseline` with
+  ``compiled=False``); test_impedance_compiled.py
 
 ``layout`` names the blocks of the whole-tick kernels' packed arguments (plain Python, used by the laws at
 construction); ``blocks`` reads them and does what every tick does before its law (the checks, the terms).
@@ -27,8 +29,8 @@ construction); ``blocks`` reads them and does what every tick does before its la
 SUPPORT = ("layout", "blocks")
 
 #: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
-KERNEL_MODULES = ("qv_control.kernels.contact_qp", "qv_control.kernels.coordinates", "qv_control.kernels.laws",
-                  "qv_control.kernels.quasi_tick", "qv_control.kernels.tick")
+KERNEL_MODULES = ("qv_control.kernels.contact_qp", "qv_control.kernels.coordinates", "qv_control.kernels.impedance",
+                  "qv_control.kernels.laws", "qv_control.kernels.quasi_tick", "qv_control.kernels.tick")
 
 #: kernel module -> (numpy reference, test file that holds them against each other)
 PAIRS = {
@@ -42,4 +44,6 @@ PAIRS = {
     "qv_control.kernels.internal": ("qv_control.laws.internal_force.internal_force_basis", "test_passive_compiled.py"),
     "qv_control.kernels.conditioning": ("qv_control.coordinates.check_reduced_jacobian", "test_law_compiled.py"),
     "qv_control.kernels.contact_qp": ("qv_control.laws.contact_qp.ContactForceQP", "test_contact_qp.py"),
+    "qv_control.kernels.impedance": ("qv_control.laws.impedance.ImpedanceForceBaseline",
+                                     "test_impedance_compiled.py"),
 }

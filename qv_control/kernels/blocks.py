@@ -82,13 +82,13 @@ def _vector_ok(x, size) -> bool:
 
 
 @njit(cache=True)
-def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
-    """The checks of the module doc (λ_meas, θ_d, θ̇_d, θ̈_d, λ_d may be None)."""
+def state_ok(I, q, qdot, t) -> bool:
+    """t finite, q and q̇ of their sizes with finite entries and sums of squares, the unit-norm parts of q within
+    2e-6 in the squared norm."""
     sz = iv(I, I_SIZES)
-    n, nq, m, k = sz[SZ_N], sz[SZ_NQ], sz[SZ_M], sz[SZ_K]
-    if not math.isfinite(t) or q.shape[0] != nq or qdot.shape[0] != n:
+    if not math.isfinite(t) or q.shape[0] != sz[SZ_NQ] or qdot.shape[0] != sz[SZ_N]:
         return False
-    if not math.isfinite(_sumsq(q) + _sumsq(qdot)) or not _vector_ok(lam, m):
+    if not math.isfinite(_sumsq(q) + _sumsq(qdot)):
         return False
     quat = im(I, I_QUAT)
     for p in range(quat.shape[0]):
@@ -97,6 +97,16 @@ def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
             s += q[i] * q[i]
         if abs(s - 1.0) > 2e-6:
             return False
+    return True
+
+
+@njit(cache=True)
+def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
+    """The checks of the module doc (λ_meas, θ_d, θ̇_d, θ̈_d, λ_d may be None)."""
+    sz = iv(I, I_SIZES)
+    m, k = sz[SZ_M], sz[SZ_K]
+    if not state_ok(I, q, qdot, t) or not _vector_ok(lam, m):
+        return False
     if not (_vector_ok(th, k) and _vector_ok(thd, k) and _vector_ok(thdd, k) and _vector_ok(lamd, m)):
         return False
     if th is not None:
@@ -131,4 +141,4 @@ def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> 
             Adot[i, j] = Fr[sa, 6 + a, j] - Fr[sb, 6 + a, j] if sb >= 0 else Fr[sa, 6 + a, j]
 
 
-__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "terms"]
+__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "state_ok", "terms"]
