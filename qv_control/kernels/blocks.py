@@ -2,6 +2,8 @@
 and the reference, and form the terms from Pinocchio's Coriolis pass (support of the tick kernels: each piece
 equals a numpy reference of its own, held by the tick's test).
 
+- :func:`ready` (:func:`inputs_ok`, the tick live, a hold target, D square) and :func:`targets` (θ_d, λ_d):
+  the prologue of every whole tick;
 - :func:`inputs_ok`: the checks of :meth:`qv_control.laws.base.ControlLaw._read_state` and
   :func:`qv_control.references.validate_reference` (sizes, finite entries and sums of squares, unit-norm parts of
   q within 2e-6 in the squared norm, the joint range of θ_d); False: the numpy path reads them and raises (or
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.crb import mass_gravity
@@ -24,7 +27,9 @@ from .layout import (
     F_FPLACE,
     F_GRAV,
     F_HI,
+    F_HOLD,
     F_LO,
+    F_ST,
     I_FID,
     I_FJOINT,
     I_QUAT,
@@ -32,6 +37,8 @@ from .layout import (
     I_SIZES,
     I_SUP,
     I_TREE,
+    S_HOLD,
+    S_LIVE,
     SZ_K,
     SZ_M,
     SZ_N,
@@ -117,6 +124,30 @@ def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
     return True
 
 
+@njit(cache=True, inline="always")
+def ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
+    """What a whole tick checks first: :func:`inputs_ok`, the tick live (its state packed), a hold target when the
+    reference has no θ_d, and k = n − m (D square)."""
+    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+        return False
+    sz, st = iv(I, I_SIZES), fv(I, F, F_ST)
+    return not (st[S_LIVE] == 0.0 or (th is None and st[S_HOLD] == 0.0) or sz[SZ_K] != sz[SZ_N] - sz[SZ_M])
+
+
+@njit(cache=True, inline="always")
+def targets(I, F, th, lamd):
+    """θ_d (the latched hold target when the reference has none) and λ_d (zero when none)."""
+    th_d = th if th is not None else fv(I, F, F_HOLD)
+    lam_d = lamd if lamd is not None else np.zeros(iv(I, I_SIZES)[SZ_M])
+    return th_d, lam_d
+
+
+@njit(cache=True, inline="always")
+def or_zeros(x, size):
+    """``x``, or ``size`` zeros when it is None (θ̇_d, θ̈_d of a reference without them)."""
+    return x if x is not None else np.zeros(size)
+
+
 @njit(cache=True)
 def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> None:
     """M, g, h, the slots' placements X and rates Fr, and A, Ȧq̇, Ȧ of the constraint rows (module doc)."""
@@ -141,4 +172,4 @@ def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> 
             Adot[i, j] = Fr[sa, 6 + a, j] - Fr[sb, 6 + a, j] if sb >= 0 else Fr[sa, 6 + a, j]
 
 
-__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "state_ok", "terms"]
+__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "targets", "terms"]

@@ -31,7 +31,7 @@ from qv_dynamics.kernels.quasi import decompose_core
 from qv_dynamics.kernels.sim_linalg import lu_solve
 
 from . import layout as L
-from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .blocks import fm, fv, im, iv, or_zeros, ready, targets, terms
 from .conditioning import reduced_checked
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step
@@ -46,7 +46,7 @@ _SIG = (f"int64(float64[:, ::1], float64[:, ::1], float64[::1, :], float64[::1, 
         f"{_OPT}, float64, float64[::1])")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cond_rotation(st, U) -> None:
     """The Jacobi rotation of cond(D) back to the identity every 1024 ticks (its orthogonality drifts by rounding;
     :meth:`qv_control.laws.base.ControlLaw._cond_rotation`)."""
@@ -56,7 +56,7 @@ def cond_rotation(st, U) -> None:
             U[i, i] = 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _force(Lam, V, r, gxi, lam_d, corr, fb, compensate, u_xi, xi_d) -> None:
     """ξ_d = V₁ᵀΛᵀλ_d and u_ξ = ξ_d − Γ_ξv_r (or ξ_d) [+ V₁ᵀΛᵀ corr]."""
     m, n = Lam.shape
@@ -77,7 +77,7 @@ def _force(Lam, V, r, gxi, lam_d, corr, fb, compensate, u_xi, xi_d) -> None:
         u_xi[j] = u + tt if fb else u
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _channels(Q, V, r, k, u_xi, u_v, force, motion) -> None:
     """QV₁u_ξ and QV₂u_v."""
     n = Q.shape[0]
@@ -97,7 +97,7 @@ def _channels(Q, V, r, k, u_xi, u_v, force, motion) -> None:
         motion[i] = tt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rate_mode(st, par, t, normal) -> int:
     """(Gv_n)˙ of this tick: −1 not wanted, 0 none, 1 the backward difference, 2 the previous rate (a repeated
     stamp) (:meth:`qv_control.laws.quasi_tracking.QuasiTrackingLaw._rate_plan`)."""
@@ -111,7 +111,7 @@ def _rate_mode(st, par, t, normal) -> int:
     return 2 if st[L.S_GRATE] != 0.0 else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _integral(I, F, st, par, t, D, e, eps, kp):
     """k_I z of the motion integral (module doc) and the state it leaves: (k_I z, z, integral t, e stamp)."""
     k = e.shape[0]
@@ -130,7 +130,7 @@ def _integral(I, F, st, par, t, D, e, eps, kp):
     return par[L.P_KI_MOTION] * z, z, it_new, et_new
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out) -> None:
     """τ_I = Q(−V₂z_m + V₁V₁ᵀΛᵀ(k_i z_f)) (:meth:`qv_control.laws.quasi_tracking.QuasiTrackingLaw._integral_terms`)."""
     n = Q.shape[0]
@@ -161,7 +161,7 @@ def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out) -> None:
         out[i] = s
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
     """The terms, the steady-state decomposition and the coordinates of this state: (ok, g, out, vec, Wc, Ȧ),
     ``out``/``vec`` as :func:`qv_dynamics.kernels.quasi.decompose_core` lays them out, Wc as
@@ -180,7 +180,7 @@ def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
     return ok, g, out, vec, Wc, Adot
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tracking(I, F, t, out, vec, Wc, Adot, th_d, thd_d, thdd_d, res, Dm):
     """Mode 0 (module doc): u_v, ε, e, Gv_n, (Gv_n)˙, v_n into ``res`` rows 0–5; returns (ok, cond, rate mode,
     k_I z or None, the integral's new z, stamp and e stamp)."""
@@ -217,7 +217,7 @@ def _tracking(I, F, t, out, vec, Wc, Adot, th_d, thd_d, thdd_d, res, Dm):
     return True, T[6, 0], rmode, None, T[0, :k], 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm):
     """Modes 1, 2 (module doc): u_v and e into ``res`` rows 0, 2; returns (ok, cond, V)."""
     par = fv(I, F, L.F_PAR)
@@ -244,7 +244,7 @@ def _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm):
     return True, cond, 0.5 * vv + 0.5 * Vl
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit_tracking(I, F, t, rmode, res, zm, zi, it_new, et_new) -> None:
     """The tracking law's state after a served tick: the motion integral, the rate's history, the carry's phase."""
     st = fv(I, F, L.F_ST)
@@ -270,7 +270,7 @@ def _commit_tracking(I, F, t, rmode, res, zm, zi, it_new, et_new) -> None:
     st[L.S_PHASE1] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit(I, F, t, cond, Vl, fb, out, vec, Wc, res, u_xi, xi_d, base, force, motion, th_d, lam_d, Dm) -> None:
     """The state every mode keeps (the limiter's freezes, the basis, D) and the diagnostics block."""
     st = fv(I, F, L.F_ST)
@@ -297,25 +297,21 @@ def _commit(I, F, t, cond, Vl, fb, out, vec, Wc, res, u_xi, xi_d, base, force, m
 @kernel(_SIG)
 def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The whole tick of a quasi-velocity law (module doc)."""
-    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+    if not ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
     sz = iv(I, L.I_SIZES)
     n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
     par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
-    if st[L.S_LIVE] == 0.0 or (th is None and st[L.S_HOLD] == 0.0) or k != n - m:
-        return 0
     ok, g, out, vec, Wc, Adot = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
     if not ok:
         return 0
-    th_d = th if th is not None else fv(I, F, L.F_HOLD)
-    lam_d = lamd if lamd is not None else np.zeros(m)
+    th_d, lam_d = targets(I, F, th, lamd)
     cond_rotation(st, fm(I, F, L.F_UC))
     Dm, res = np.empty((k, k)), np.zeros((6, max(k, m)))
     Vl, zm, zi, it_new, et_new, rmode = 0.0, None, res[0, :k], 0.0, 0.0, -1
     if mode == 0:
-        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d,
-                                                             thd if thd is not None else np.zeros(k),
-                                                             thdd if thdd is not None else np.zeros(k), res, Dm)
+        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d, or_zeros(thd, k),
+                                                             or_zeros(thdd, k), res, Dm)
     else:
         ok, cond, Vl = _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm)
     if not ok:

@@ -33,7 +33,7 @@ from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
-from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .blocks import fm, fv, im, iv, or_zeros, ready, targets, terms
 from .contact_qp import contact_qp
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step, target_commit, target_error
@@ -47,7 +47,7 @@ _SIG = (f"int64(float64[:, ::1], float64[:, ::1], float64[::1, :], float64[::1, 
         f"{_OPT}, float64, float64[::1])")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _motion(I, F, Wc, A, ad, th_d, thd_d, thdd_d, mats, vecs, e):
     """acc and PIDC's projection and u_p (:func:`pidc_core`) into ``mats``, ``vecs``; e = θ_d − θ into ``e``;
     returns (ok, cond D or NaN when certified)."""
@@ -153,7 +153,7 @@ def _force_torque(A, E, pas, z, z_m, out) -> None:
         out[pas[a]] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf):
     """Mode 1's channels (module doc); returns (PI target case, ∫e stamp, ∫e exists, feedback) for the commit."""
     par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
@@ -188,7 +188,7 @@ def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf):
     return case, pt, zv, fb
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _mv(A, x):
     y = np.zeros(A.shape[0])
     for i in range(A.shape[0]):
@@ -242,7 +242,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
     return True, case, s, feasible, slack
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
     """The terms and the coordinates: (ok, M, g, h, A, ȦQ̇, Wc)."""
     ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
@@ -266,7 +266,7 @@ def _legged_base(I, F, qdot, base) -> None:
         base[i] = base[i] + (fr[0, i] * qdot[i] + fr[1, i] * math.tanh(qdot[i] / par[L.P_FRICTION_V]))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit(I, F, t, mode, cond, e, vecs, th_d, lam_d, Wc, base, force, motion, res, s, case, pt, zv, fb, zf,
             feasible, slack) -> None:
     """The state after a served tick and the diagnostics block."""
@@ -328,21 +328,17 @@ def _legged_integral(I, F, t, e) -> None:
 @kernel(_SIG)
 def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The whole tick of a projection law (module doc)."""
-    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+    if not ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
     sz = iv(I, L.I_SIZES)
     n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
-    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
-    if st[L.S_LIVE] == 0.0 or (th is None and st[L.S_HOLD] == 0.0) or k != n - m:
-        return 0
+    par = fv(I, F, L.F_PAR)
     ok, M, g, h, A, ad, Wc = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
     if not ok:
         return 0
-    th_d = th if th is not None else fv(I, F, L.F_HOLD)
-    lam_d = lamd if lamd is not None else np.zeros(m)
+    th_d, lam_d = targets(I, F, th, lamd)
     mats, vecs, e = np.empty((n + m + k, n)), np.empty((3, n)), np.empty(k)
-    ok, cond = _motion(I, F, Wc, A, ad, th_d, thd if thd is not None else np.zeros(k),
-                       thdd if thdd is not None else np.zeros(k), mats, vecs, e)
+    ok, cond = _motion(I, F, Wc, A, ad, th_d, or_zeros(thd, k), or_zeros(thdd, k), mats, vecs, e)
     if not ok:
         return 0
     P = mats[:n]
