@@ -18,6 +18,9 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core import types
+from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 from qv_dynamics.kernels.crb import mass_gravity
 from qv_dynamics.kernels.frame import frame_rates, placements, rows_from_slots
@@ -44,6 +47,38 @@ from .layout import (
     SZ_N,
     SZ_NQ,
 )
+
+
+@intrinsic
+def borrowed(typingctx, arr):
+    """``arr`` without its memory-info pointer: the same data, shape and strides, not reference-counted, nor is any
+    view of it. numba counts references to an array's memory with an atomic add and subtract on every view made and
+    dropped (a whole tick makes hundreds: a quarter of its time went to them); a kernel's arguments are held by its
+    caller for the whole call, so their borrowed copies need no count. Only for arguments: a borrowed copy of an
+    array made in the kernel would outlive its memory."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(arr)(context, builder, value=args[0])
+        dst = context.make_array(arr)(context, builder)
+        populate_array(dst, data=src.data, shape=src.shape, strides=src.strides, itemsize=src.itemsize,
+                       meminfo=None, parent=None)
+        return dst._getvalue()
+    return arr(arr), codegen
+
+
+@njit(cache=True)
+def alive(owner) -> int:
+    """1, after a use of ``owner`` (not inlined): the array whose :func:`borrowed` copy a kernel works in lives up to
+    this call (numba frees an array after its last use)."""
+    return 1 if owner.shape[0] >= 0 else 0
+
+
+@njit(cache=True, inline="always")
+def take(w, o, r, c):
+    """Rows × columns of the scratch vector ``w`` from entry ``o`` (a C-contiguous view) and the next free entry."""
+    return w[o:o + r * c].reshape((r, c)), o + r * c
 
 
 @njit(cache=True)
@@ -172,4 +207,5 @@ def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> 
             Adot[i, j] = Fr[sa, 6 + a, j] - Fr[sb, 6 + a, j] if sb >= 0 else Fr[sa, 6 + a, j]
 
 
-__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "targets", "terms"]
+__all__ = ["alive", "borrowed", "fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "take", "targets",
+           "terms"]

@@ -33,7 +33,7 @@ from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import full_rank
 
 from . import layout as L
-from .blocks import fm, fv, im, iv, state_ok
+from .blocks import borrowed, fm, fv, im, iv, state_ok
 from .coordinates import _log3
 from .laws import householder
 
@@ -127,6 +127,8 @@ def _wrench(par, st, X, J, qdot, th, thd, Rd, lam, lamd, t, w):
 def impedance_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The impedance baseline's whole tick (module doc); θ_d = the tool position p_d, θ̇_d its velocity (θ̈_d
     unused, as on the numpy path)."""
+    Y, Ct, Jw, dJw, oMi, oMf = borrowed(Y), borrowed(Ct), borrowed(Jw), borrowed(dJw), borrowed(oMi), borrowed(oMf)
+    I, F, q, qdot = borrowed(I), borrowed(F), borrowed(q), borrowed(qdot)
     sz = iv(I, L.I_SIZES)
     n = sz[L.SZ_N]
     if not state_ok(I, q, qdot, t) or sz[L.SZ_NQ] != n:

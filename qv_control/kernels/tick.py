@@ -30,10 +30,11 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
+from qv_dynamics.kernels.quasi_linalg import mv_into
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
-from .blocks import fm, fv, im, iv, or_zeros, ready, targets, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, take, targets, terms
 from .contact_qp import contact_qp
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step, target_commit, target_error
@@ -243,16 +244,28 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
 
 
 @njit(cache=True, inline="always")
-def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
-    """The terms and the coordinates: (ok, M, g, h, A, ȦQ̇, Wc)."""
+def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w):
+    """The terms and the coordinates in blocks of the scratch ``w``: (ok, M, g, h, A, ȦQ̇, Wc, the scratch's next
+    free entry)."""
     ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
-    M, g, h = np.empty((n, n)), np.empty(n), np.empty(n)
-    X, Fr = np.empty((ns, 12)), np.empty((ns, 12, n))
-    A, ad, Adot = np.empty((m, n)), np.empty(m), np.empty((m, n))
+    M, o = take(w, 0, n, n)
+    X, o = take(w, o, ns, 12)
+    A, o = take(w, o, m, n)
+    Adot, o = take(w, o, m, n)
+    Fr, o = w[o:o + ns * 12 * n].reshape((ns, 12, n)), o + ns * 12 * n
+    g, h, ad, o = w[o:o + n], w[o + n:o + 2 * n], w[o + 2 * n:o + 2 * n + m], o + 2 * n + m
     terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
-    Wc = np.empty((2 * k + 3, n))
+    Wc, o = take(w, o, 2 * k + 3, n)
     ok = not coordinates_core(Fr, X, fm(I, F, L.F_RREF), im(I, L.I_PLAN), k, q, qdot, Wc)
-    return ok, M, g, h, A, ad, Wc
+    return ok, M, g, h, A, ad, Wc, o
+
+
+@njit(cache=True, inline="always")
+def _work_size(n, m, k, ns):
+    """Entries of a tick's scratch (:func:`projection_law_tick`: one allocation per tick, its arrays views of it)."""
+    w = max(n, m)
+    return n * n + 12 * ns + 2 * m * n + 12 * ns * n + 2 * n + m + (2 * k + 3) * n + (n + m + k) * n + 3 * n + k \
+        + 8 * w + w + 4 * n
 
 
 @njit(cache=True)
@@ -328,23 +341,35 @@ def _legged_integral(I, F, t, e) -> None:
 @kernel(_SIG)
 def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The whole tick of a projection law (module doc)."""
+    Y, Ct, Jw, dJw, oMi, oMf = borrowed(Y), borrowed(Ct), borrowed(Jw), borrowed(dJw), borrowed(oMi), borrowed(oMf)
+    I, F, q, qdot = borrowed(I), borrowed(F), borrowed(q), borrowed(qdot)
     if not ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
     sz = iv(I, L.I_SIZES)
     n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
     par = fv(I, F, L.F_PAR)
-    ok, M, g, h, A, ad, Wc = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
+    owner = np.empty(_work_size(n, m, k, sz[L.SZ_SLOTS]))   # the tick's scratch, alive to the last line
+    ok, M, g, h, A, ad, Wc, o = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, borrowed(owner))
     if not ok:
         return 0
+    w = borrowed(owner)
     th_d, lam_d = targets(I, F, th, lamd)
-    mats, vecs, e = np.empty((n + m + k, n)), np.empty((3, n)), np.empty(k)
+    mats, o = take(w, o, n + m + k, n)
+    vecs, o = take(w, o, 3, n)
+    ch, o = take(w, o, 4, n)                 # base, force, motion, scratch
+    res, o = take(w, o, 9, max(n, m))        # the diagnostics' rows, then the PI's ∫e
+    e = w[o:o + k]
     ok, cond = _motion(I, F, Wc, A, ad, th_d, or_zeros(thd, k), or_zeros(thdd, k), mats, vecs, e)
     if not ok:
         return 0
     P = mats[:n]
-    base, force, motion = _mv(P, h), np.zeros(n), _mv(P, _mv(M, vecs[0]))
-    w = max(n, m)
-    res, zf = np.zeros((8, w)), np.zeros(n if mode == 1 else m)
+    base, force, motion = ch[0], ch[1], ch[2]
+    mv_into(P, h, base)
+    mv_into(M, vecs[0], ch[3])
+    mv_into(P, ch[3], motion)
+    force[:] = 0.0
+    res[:] = 0.0
+    zf = res[8, :n] if mode == 1 else res[8, :m]
     case, pt, zv, fb, s, feasible, slack = -1, 0.0, 0.0, False, 0, True, 0.0
     if mode == 1:
         case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf)
@@ -364,7 +389,7 @@ def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, t
     fm(I, F, L.F_DMAT)[:] = mats[n + m:n + m + k, :k]
     if mode == 3:
         _legged_integral(I, F, t, e)
-    return 1
+    return alive(owner)
 
 
 def warm() -> None:
