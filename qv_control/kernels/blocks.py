@@ -18,12 +18,10 @@ import math
 
 import numpy as np
 from numba import njit
-from numba.core import types
-from numba.extending import intrinsic
-from numba.np.arrayobj import populate_array
 
 from qv_dynamics.kernels.crb import mass_gravity
 from qv_dynamics.kernels.frame import frame_rates, placements, rows_from_slots
+from qv_dynamics.kernels.quasi_linalg import alive, borrowed
 
 from .layout import (
     F_ARM,
@@ -47,32 +45,6 @@ from .layout import (
     SZ_N,
     SZ_NQ,
 )
-
-
-@intrinsic
-def borrowed(typingctx, arr):
-    """``arr`` without its memory-info pointer: the same data, shape and strides, not reference-counted, nor is any
-    view of it. numba counts references to an array's memory with an atomic add and subtract on every view made and
-    dropped (a whole tick makes hundreds: a quarter of its time went to them); a kernel's arguments are held by its
-    caller for the whole call, so their borrowed copies need no count. Only for arguments: a borrowed copy of an
-    array made in the kernel would outlive its memory."""
-    if not isinstance(arr, types.Array):
-        return None
-
-    def codegen(context, builder, sig, args):
-        src = context.make_array(arr)(context, builder, value=args[0])
-        dst = context.make_array(arr)(context, builder)
-        populate_array(dst, data=src.data, shape=src.shape, strides=src.strides, itemsize=src.itemsize,
-                       meminfo=None, parent=None)
-        return dst._getvalue()
-    return arr(arr), codegen
-
-
-@njit(cache=True)
-def alive(owner) -> int:
-    """1, after a use of ``owner`` (not inlined): the array whose :func:`borrowed` copy a kernel works in lives up to
-    this call (numba frees an array after its last use)."""
-    return 1 if owner.shape[0] >= 0 else 0
 
 
 @njit(cache=True, inline="always")

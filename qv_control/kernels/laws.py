@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
+from qv_dynamics.kernels.quasi_linalg import alive, borrowed, cholesky, full_rank, mtv_into, mv, mv_into
 from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor
 
 from .conditioning import _reduced, cond_certified, cond_jacobi, reduced_core
@@ -98,7 +98,8 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
         lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
     else:
         out[6, 0] = np.nan
-    wk = np.empty((9, n))
+    owner = np.empty((9, n))   # (borrowed: its views are not reference-counted; alive to the last line)
+    wk = borrowed(owner)
     e, u_v, eps, sigma, sd_dot = out[5, :k], out[0, :k], out[1, :k], out[2, :k], wk[5, :k]
     for i in range(k):
         e[i] = th[i] - th_d[i]
@@ -148,7 +149,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
         mtv_into(V2, y, gv)
     for i in range(k):
         u_v[i] += (sd_dot[i] + gv[i]) - kd * eps[i]
-    return 1
+    return alive(owner)
 
 
 @njit(cache=True)
