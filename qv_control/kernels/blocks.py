@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.crb import mass_gravity
@@ -142,17 +141,17 @@ def ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
 
 
 @njit(cache=True, inline="always")
-def targets(I, F, th, lamd):
-    """θ_d (the latched hold target when the reference has none) and λ_d (zero when none)."""
+def targets(I, F, th, lamd, zero):
+    """θ_d (the latched hold target when the reference has none) and λ_d (``zero``, m zeros, when none)."""
     th_d = th if th is not None else fv(I, F, F_HOLD)
-    lam_d = lamd if lamd is not None else np.zeros(iv(I, I_SIZES)[SZ_M])
+    lam_d = lamd if lamd is not None else zero
     return th_d, lam_d
 
 
 @njit(cache=True, inline="always")
-def or_zeros(x, size):
-    """``x``, or ``size`` zeros when it is None (θ̇_d, θ̈_d of a reference without them)."""
-    return x if x is not None else np.zeros(size)
+def or_zeros(x, zero):
+    """``x``, or ``zero`` (zeros of its size) when it is None (θ̇_d, θ̈_d of a reference without them)."""
+    return x if x is not None else zero
 
 
 @njit(cache=True)

@@ -31,7 +31,7 @@ from qv_dynamics.kernels.quasi import decompose_core
 from qv_dynamics.kernels.sim_linalg import lu_solve
 
 from . import layout as L
-from .blocks import alive, borrowed, fm, fv, im, iv, ready, take, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, take, targets, terms
 from .conditioning import reduced_checked
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step
@@ -329,14 +329,12 @@ def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, 
     res[:] = 0.0
     sm[:] = 0.0
     sk[:] = 0.0
-    th_d = th if th is not None else fv(I, F, L.F_HOLD)
-    lam_d = lamd if lamd is not None else sm[0]
+    th_d, lam_d = targets(I, F, th, lamd, sm[0])
     cond_rotation(st, fm(I, F, L.F_UC))
     Vl, zm, zi, it_new, et_new, rmode = 0.0, None, res[0, :k], 0.0, 0.0, -1
     if mode == 0:
-        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d,
-                                                             thd if thd is not None else sk[0],
-                                                             thdd if thdd is not None else sk[1], res, Dm, T)
+        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d, or_zeros(thd, sk[0]),
+                                                             or_zeros(thdd, sk[1]), res, Dm, T)
     else:
         ok, cond, Vl = _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm)
     if not ok:

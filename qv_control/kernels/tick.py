@@ -155,33 +155,39 @@ def _force_torque(A, E, pas, z, z_m, out) -> None:
 
 
 @njit(cache=True, inline="always")
-def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf):
-    """Mode 1's channels (module doc); returns (PI target case, ∫e stamp, ∫e exists, feedback) for the commit."""
+def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf, hw):
+    """Mode 1's channels (module doc; ``hw``: 7 × n scratch); returns (PI target case, ∫e stamp, ∫e exists, feedback)
+    for the commit."""
     par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
     m, n = A.shape
     P = mats[:n]
-    Fd, corr = np.zeros(n), np.zeros(n)
+    Fd, corr, lm, Ma, mu = hw[0], hw[1], hw[2], hw[3], hw[5:7]
+    Fd[:] = 0.0
+    corr[:] = 0.0
     for i in range(m):
         for j in range(n):
             Fd[j] += lam_d[i] * A[i, j]
     case, pt, zv, fb = 0, st[L.S_PI_T], st[L.S_PI_Z], False
     if lam is not None:
-        lm = np.zeros(n)
+        lm[:] = 0.0
         for i in range(m):
             for j in range(n):
                 lm[j] += lam[i] * A[i, j]
         case, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, Fd, lm, corr,
                                zf)
         fb = par[L.P_PI_ON] != 0.0
-    fF = Fd + corr if fb else Fd
-    Ma = M.dot(vecs[1]) if n * n * n >= 4096 else _mv(M, vecs[1])
+    if fb:
+        for i in range(n):
+            corr[i] = Fd[i] + corr[i]
+    fF = corr if fb else Fd
+    mv_into(M, vecs[1], Ma)
     for i in range(n):
         s = 0.0
         for j in range(n):
             s += P[i, j] * fF[j]
         force[i] = fF[i] - s
-    mu = np.empty((2, n))
-    coupled_core(M, np.ascontiguousarray(P), Ma, motion.copy(), mu)
+    hw[4] = motion
+    coupled_core(M, P, Ma, hw[4], mu)
     for i in range(n):
         base[i] = h[i] + mu[0, i]
         motion[i] = motion[i] + mu[1, i]
@@ -265,7 +271,7 @@ def _work_size(n, m, k, ns):
     """Entries of a tick's scratch (:func:`projection_law_tick`: one allocation per tick, its arrays views of it)."""
     w = max(n, m)
     return n * n + 12 * ns + 2 * m * n + 12 * ns * n + 2 * n + m + (2 * k + 3) * n + (n + m + k) * n + 3 * n + k \
-        + 8 * w + w + 4 * n
+        + 8 * w + w + 11 * n + 2 * max(k, m)
 
 
 @njit(cache=True)
@@ -353,13 +359,15 @@ def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, t
     if not ok:
         return 0
     w = borrowed(owner)
-    th_d, lam_d = targets(I, F, th, lamd)
     mats, o = take(w, o, n + m + k, n)
     vecs, o = take(w, o, 3, n)
-    ch, o = take(w, o, 4, n)                 # base, force, motion, scratch
+    ch, o = take(w, o, 11, n)                # base, force, motion, scratch, mode 1's scratch
     res, o = take(w, o, 9, max(n, m))        # the diagnostics' rows, then the PI's ∫e
+    zero, o = take(w, o, 2, max(k, m))       # λ_d, θ̇_d, θ̈_d when the reference has none
     e = w[o:o + k]
-    ok, cond = _motion(I, F, Wc, A, ad, th_d, or_zeros(thd, k), or_zeros(thdd, k), mats, vecs, e)
+    zero[:] = 0.0
+    th_d, lam_d = targets(I, F, th, lamd, zero[0, :m])
+    ok, cond = _motion(I, F, Wc, A, ad, th_d, or_zeros(thd, zero[0, :k]), or_zeros(thdd, zero[1, :k]), mats, vecs, e)
     if not ok:
         return 0
     P = mats[:n]
@@ -372,7 +380,7 @@ def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, t
     zf = res[8, :n] if mode == 1 else res[8, :m]
     case, pt, zv, fb, s, feasible, slack = -1, 0.0, 0.0, False, 0, True, 0.0
     if mode == 1:
-        case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf)
+        case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf, ch[4:])
     elif mode >= 2:
         ok, case, s, feasible, slack = _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
                                                 zf)
