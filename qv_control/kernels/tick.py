@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import mv_into
+from qv_dynamics.kernels.quasi_linalg import mv, mv_into
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
@@ -195,15 +195,6 @@ def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf, h
     return case, pt, zv, fb
 
 
-@njit(cache=True, inline="always")
-def _mv(A, x):
-    y = np.zeros(A.shape[0])
-    for i in range(A.shape[0]):
-        for j in range(A.shape[1]):
-            y[i] += A[i, j] * x[j]
-    return y
-
-
 @njit(cache=True)
 def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res, zf):
     """Modes 2, 3 (module doc): the channels, λ_m into ``res[5]`` and the internal-force torque into ``force``;
@@ -214,7 +205,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
     if not passive_apply(mats[:n], pas, RTOL, ATOL, base, motion):
         return False, 0, 0, True, 0.0
     u_p, ApT = vecs[0], mats[n:n + m]
-    r = base + motion - h - _mv(M, u_p)
+    r = base + motion - h - mv(M, u_p)
     lam_m = res[5, :m]
     for j in range(m):
         a = 0.0
@@ -231,7 +222,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
             z_m[j] += E[i, j] * lam_m[i]
     case, feasible, slack = -1, True, 0.0
     if iv(I, L.I_SIZES)[L.SZ_MODE] == 3:
-        lam0 = lam_m - E.dot(z_m) if s * m >= 4096 else lam_m - _mv(E, z_m)
+        lam0 = lam_m - E.dot(z_m) if s * m >= 4096 else lam_m - mv(E, z_m)
         feasible, slack = contact_qp(lam0, E, fm(I, F, L.F_QP), fv(I, F, L.F_FMAX), par, res[0, :s])
         res[1, :s] = res[0, :s]
     else:
