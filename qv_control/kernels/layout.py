@@ -51,8 +51,7 @@ F_KI6 = 36       # 6: the legged law's base integral gains k_i
 F_FRICTION = 37  # 2 × n: the legged law's joint damping d and Coulomb friction f_c
 F_FMAX = 38      # feet: the normal-force caps of the stance feet (inf: none), set by the law per tick
 F_AFULL = 39     # m × n: A of the last tick (the projection laws' carried tangent starts from it)
-F_WORK = 40      # scratch of the tick (no state: its contents do not outlive the call)
-NBLOCK = 41
+NBLOCK = 40
 
 # ---- I_SIZES entries
 SZ_N, SZ_NQ, SZ_M, SZ_K, SZ_SLOTS, SZ_MODE, SZ_JOINTS, SZ_WIDTH = range(8)
