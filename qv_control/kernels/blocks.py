@@ -43,6 +43,7 @@ from .layout import (
     SZ_M,
     SZ_N,
     SZ_NQ,
+    SZ_SLOTS,
 )
 
 
@@ -178,5 +179,21 @@ def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> 
             Adot[i, j] = Fr[sa, 6 + a, j] - Fr[sb, 6 + a, j] if sb >= 0 else Fr[sa, 6 + a, j]
 
 
-__all__ = ["alive", "borrowed", "fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "take", "targets",
-           "terms"]
+@njit(cache=True, inline="always")
+def scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w):
+    """:func:`terms` into blocks of the scratch ``w`` from its start: (M, g, h, X, Fr, A, Ȧq̇, Ȧ, the next free
+    entry)."""
+    sz = iv(I, I_SIZES)
+    n, m, ns = sz[SZ_N], sz[SZ_M], sz[SZ_SLOTS]
+    M, o = take(w, 0, n, n)
+    X, o = take(w, o, ns, 12)
+    A, o = take(w, o, m, n)
+    Adot, o = take(w, o, m, n)
+    Fr, o = w[o:o + ns * 12 * n].reshape((ns, 12, n)), o + ns * 12 * n
+    g, h, ad, o = w[o:o + n], w[o + n:o + 2 * n], w[o + 2 * n:o + 2 * n + m], o + 2 * n + m
+    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
+    return M, g, h, X, Fr, A, ad, Adot, o
+
+
+__all__ = ["alive", "borrowed", "fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "scratch_terms",
+           "take", "targets", "terms"]

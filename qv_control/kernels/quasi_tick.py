@@ -31,7 +31,7 @@ from qv_dynamics.kernels.quasi import decompose_core
 from qv_dynamics.kernels.sim_linalg import lu_solve
 
 from . import layout as L
-from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, take, targets, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, scratch_terms, take, targets
 from .conditioning import reduced_checked
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step
@@ -168,14 +168,7 @@ def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w):
     (ok, g, out, vec, Wc, Ȧ, the scratch's next free entry), ``out``/``vec`` as
     :func:`qv_dynamics.kernels.quasi.decompose_core` lays them out, Wc as :func:`.coordinates.coordinates_core`."""
     par = fv(I, F, L.F_PAR)
-    ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
-    M, o = take(w, 0, n, n)
-    X, o = take(w, o, ns, 12)
-    A, o = take(w, o, m, n)
-    Adot, o = take(w, o, m, n)
-    Fr, o = w[o:o + ns * 12 * n].reshape((ns, 12, n)), o + ns * 12 * n
-    g, h, ad, o = w[o:o + n], w[o + n:o + 2 * n], w[o + 2 * n:o + 2 * n + m], o + 2 * n + m
-    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
+    M, g, h, X, Fr, A, ad, Adot, o = scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w)
     out, o = take(w, o, 6 * n + 4 * m, n)
     vec, o = w[o:o + 6 * n + 2 * m], o + 6 * n + 2 * m
     Wc, o = take(w, o, 2 * k + 3, n)

@@ -34,7 +34,7 @@ from qv_dynamics.kernels.quasi_linalg import mv, mv_into
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
-from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, take, targets, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, scratch_terms, take, targets
 from .contact_qp import contact_qp
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step, target_commit, target_error
@@ -244,14 +244,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
 def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w):
     """The terms and the coordinates in blocks of the scratch ``w``: (ok, M, g, h, A, ȦQ̇, Wc, the scratch's next
     free entry)."""
-    ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
-    M, o = take(w, 0, n, n)
-    X, o = take(w, o, ns, 12)
-    A, o = take(w, o, m, n)
-    Adot, o = take(w, o, m, n)
-    Fr, o = w[o:o + ns * 12 * n].reshape((ns, 12, n)), o + ns * 12 * n
-    g, h, ad, o = w[o:o + n], w[o + n:o + 2 * n], w[o + 2 * n:o + 2 * n + m], o + 2 * n + m
-    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
+    M, g, h, X, Fr, A, ad, Adot, o = scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w)
     Wc, o = take(w, o, 2 * k + 3, n)
     ok = not coordinates_core(Fr, X, fm(I, F, L.F_RREF), im(I, L.I_PLAN), k, q, qdot, Wc)
     return ok, M, g, h, A, ad, Wc, o
