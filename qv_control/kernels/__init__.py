@@ -21,6 +21,8 @@ reference it must equal; the test pairing them:
 - ``osc``, ``osc_body``: the operational-space laws' ``compute`` with ``compiled=False`` (the tool-frame law, the
   whole-body law), ``osc_parts`` their shared pieces (force PI, limiter, Λ_x, channels) and ``osc_frames`` their
   frame Jacobians and coordinates (J̇q̇ as a vector: ``MinimalCoordinates.evaluate``); test_osc_tick.py
+- ``impedance``: the impedance baseline's whole tick (:class:`qv_control.laws.impedance.ImpedanceForceBaseline` with
+  ``compiled=False``); test_impedance_compiled.py
 
 ``layout`` names the blocks of the whole-tick kernels' packed arguments (plain Python, used by the laws at
 construction); ``blocks`` reads them and does what every tick does before its law (the checks, the terms);
@@ -31,9 +33,9 @@ construction); ``blocks`` reads them and does what every tick does before its la
 SUPPORT = ("layout", "blocks", "osc_layout")
 
 #: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
-KERNEL_MODULES = ("qv_control.kernels.contact_qp", "qv_control.kernels.coordinates", "qv_control.kernels.laws",
-                  "qv_control.kernels.quasi_tick", "qv_control.kernels.tick", "qv_control.kernels.osc",
-                  "qv_control.kernels.osc_body")
+KERNEL_MODULES = ("qv_control.kernels.contact_qp", "qv_control.kernels.coordinates", "qv_control.kernels.impedance",
+                  "qv_control.kernels.laws", "qv_control.kernels.quasi_tick", "qv_control.kernels.tick",
+                  "qv_control.kernels.osc", "qv_control.kernels.osc_body")
 
 #: kernel module -> (numpy reference, test file that holds them against each other)
 PAIRS = {
@@ -52,4 +54,6 @@ PAIRS = {
                                     "test_osc_tick.py"),
     "qv_control.kernels.osc_parts": ("qv_control.laws.osc.OperationalSpaceLaw", "test_osc_tick.py"),
     "qv_control.kernels.osc_frames": ("qv_control.coordinates.MinimalCoordinates.evaluate", "test_osc_tick.py"),
+    "qv_control.kernels.impedance": ("qv_control.laws.impedance.ImpedanceForceBaseline",
+                                     "test_impedance_compiled.py"),
 }
