@@ -97,12 +97,13 @@ def _integer(name: str, value: int) -> ParameterMsg:
 
 # ------------------------------------------------------------------ integers for doubles; bad types and topics
 def test_node_processes_take_integers_for_doubles_and_refuse_bad_types_and_topics(ros, tmp_path):
-    """A params file with ``watchdog_timeout: 1`` (controller) and ``dt: 1`` (simulator): both processes start
+    """A params file with ``watchdog_timeout: 1`` (controller) and ``mass_scale: 1`` (simulator): both processes start
     and hold the doubles 1.0 (read back through the parameter service). A string for a double, an invalid
     controller_name / joint_states_topic: one line on stderr, exit code 2, no traceback."""
     _, ex, probe = ros
     good = _params_file(tmp_path, "ints.yaml", {"qv_controller": _arm_section("qv_controller", watchdog_timeout=1),
-                                                 "qv_sim": _arm_section("qv_sim", dt=1, controller_name="ints_ctrl")})
+                                                 "qv_sim": _arm_section("qv_sim", mass_scale=1,
+                                                                                controller_name="ints_ctrl")})
     bad = _params_file(tmp_path, "bad.yaml", {"qv_controller": _arm_section("qv_controller", watchdog_timeout="fast")})
     procs = {"ctrl": _node_process("qv_control.ros.controller_node", "--params-file", good),
              "sim": _node_process("qv_dynamics.ros.sim_node", "--params-file", good),
@@ -119,7 +120,7 @@ def test_node_processes_take_integers_for_doubles_and_refuse_bad_types_and_topic
             assert procs[key].returncode == 2, (key, out)
             assert "Traceback" not in out and len(lines) == 1 and "refused to start" in lines[0], (key, out)
             assert all(w in lines[0] for w in words), (key, lines[0])
-        for node, name, value in (("qv_controller", "watchdog_timeout", 1.0), ("qv_sim", "dt", 1.0)):
+        for node, name, value in (("qv_controller", "watchdog_timeout", 1.0), ("qv_sim", "mass_scale", 1.0)):
             res = _service(ex, probe, GetParameters, f"/{node}/get_parameters", GetParameters.Request(names=[name]),
                            timeout=60.0)
             assert res.values[0].type == ParameterType.PARAMETER_DOUBLE and res.values[0].double_value == value

@@ -51,7 +51,8 @@ def test_refusals_at_start_name_the_target_and_the_joint():
     with ros_session(DOMAIN, "qv_test_task_refusal") as (ctx, ex, probe):
         with pytest.raises(TaskRefused, match=r"target \d+ at \(2.000, 0.000, 0.245\) m is unreachable"):
             ControllerNode("qv_refused", context=ctx, parameter_overrides=to_parameters(
-                params(trace="waypoints", waypoints=[0.6, 0.0, 2.0, 0.0], release_at=1.0)), **ctx_args)
+                params(trace="waypoints", waypoints=[0.6, 0.0, 2.0, 0.0], segment_time=6.0, release_at=1.0)),
+                **ctx_args)
         # the Panda's joint 2 holds about 87 N m: 2 kN on the table is beyond it
         with pytest.raises(TaskRefused, match="exceeds the effort limit"):
             ControllerNode("qv_refused2", context=ctx, parameter_overrides=to_parameters(params(force=2000.0)),

@@ -57,7 +57,7 @@ from qv_dynamics.ros.messages import (
     wrench_to_array,
 )
 from qv_dynamics.ros.odometry import odometry_to_base
-from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.params import declare, node_model_config
 from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
@@ -65,6 +65,7 @@ from qv_dynamics.state import Reference, State
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
+    CONTROLLER_RULES,
     LAW_PREFIX,
     ControllerParameters,
     check_joints_cover,
@@ -88,7 +89,7 @@ class ControllerNode(ControllerParameters, Node):
         (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
-        declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
+        declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,), rules=CONTROLLER_RULES)
         # law_params.* from a params file (--params-file) or in-process overrides, e.g. law_params.kp
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
@@ -96,8 +97,7 @@ class ControllerNode(ControllerParameters, Node):
         gp = self.get_parameter
         odom_topic = gp("odom_topic").value
         if system is None:
-            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
-                                          floating=bool(odom_topic))
+            system, _ = node_model_config(self, floating=bool(odom_topic))
         self.system = system
         self.layout = JointLayout.from_system(system, floating=bool(odom_topic))
         self.cmd_map = self._command_map(gp("joints").value)

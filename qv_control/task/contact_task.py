@@ -47,6 +47,7 @@ from qv_dynamics.errors import ModelError
 
 from .approach import ApproachProfile
 from .filters import ContactDetector
+from .limits import check_config
 from .profiles import EPS, CircleTrace, ForceProfile, WaypointTrace, smooth
 
 log = logging.getLogger("qv_task")
@@ -108,6 +109,7 @@ class ContactTaskConfig:
             raise ModelError(f"task touch_speed must be a positive number, got {self.touch_speed!r}")
         if self.trace == "waypoints" and not len(self.waypoints):
             raise ModelError("task trace 'waypoints' needs at least one (x, y) waypoint")
+        check_config(self)  # finite, in range, consistent (limits.py)
 
 
 class ContactTask:

@@ -53,6 +53,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import QVError
 from ..linalg import limit_blas_threads
+from .params_file import check_ros_args
 
 POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node within this time
 # The launch files start the dynamics node (an observer: no loop waits for its output) behind this prefix
@@ -168,6 +169,11 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
     node = ex = None
     code = 0
     try:
+        try:  # the parameters files, before rcl reads them (its errors are 25-line tracebacks)
+            check_ros_args(argv if argv is not None else sys.argv)
+        except QVError as exc:
+            print(f"{name}: refused to start: {exc}", file=sys.stderr)
+            return 2
         rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
         try:
             node = factory()
