@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from qv_dynamics.errors import QVError
 from qv_dynamics.jsonutil import jsonable
+from qv_dynamics.yamlio import load_yaml
 
 from .bimanual import BimanualConfig, metrics, run
 from .bimanual_release import release_metrics, run_release
@@ -140,7 +140,7 @@ def load_config(path: str | None) -> BimanualConfig:
     shipped defaults (the Panda pair) without a file."""
     if not path:
         return BimanualConfig()
-    doc = yaml.safe_load(Path(path).read_text())
+    doc = load_yaml(path, "two-arm config")
     if isinstance(doc, dict) and "bimanual" in doc:
         return BimanualConfig.from_dict(doc["bimanual"], "bimanual")
     return BimanualConfig.from_dict(doc, "config")
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config)
-    except (OSError, yaml.YAMLError, QVError) as exc:
+    except (OSError, QVError) as exc:
         print(f"qv demo bimanual: {args.config}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
     if args.conditions:
