@@ -75,7 +75,7 @@ def _arm_section(node: str, **extra) -> dict:
     return doc
 
 
-def _service(ex, probe, srv_type, name: str, request, timeout: float = 10.0):
+def _service(ex, probe, srv_type, name: str, request, timeout: float = 60.0):
     client = probe.create_client(srv_type, name)
     try:
         assert spin_until(ex, client.service_is_ready, timeout), f"{name} not available"

@@ -126,7 +126,7 @@ class Wire:
         assert spin_until(self.ex, lambda: self.pub.get_subscription_count() >= n_pub
                           and self.sub.get_publisher_count() >= n_sub), "graph did not connect"
 
-    def send(self, msg, expect: int | None = None, timeout: float = 3.0):
+    def send(self, msg, expect: int | None = None, timeout: float = 60.0):
         before = len(self.got)
         self.pub.publish(msg)
         if expect is not None:

@@ -7,8 +7,8 @@ post-set callback. :func:`unknown_overrides` lists the names of a ``--params-fil
 declares (a misspelled key would otherwise be ignored silently); :func:`markdown_table` renders a table
 for the README (``test/test_params_tables.py`` keeps the two in sync).
 
-Also here: the model every node of the effort-command contract loads from its parameters
-(:func:`load_model_config`, :func:`resolve_config_path`).
+The model every node of the effort-command contract loads from its parameters (:func:`load_model_config`,
+:func:`resolve_config_path`) is read in :mod:`qv_dynamics.ros.params_file` (imported from here too).
 """
 from __future__ import annotations
 
@@ -16,15 +16,13 @@ import array
 import difflib
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rcl_interfaces.msg import ParameterDescriptor
 
 from ..errors import ModelError
-from ..robots import package_share_dir, urdf_next_to
 from ..sim.stepper import INTEGRATORS, METHODS
-from .messages import JointLayout
+from .params_file import load_model_config, node_model_config, resolve_config_path  # noqa: F401 (used from here)
 
 
 @dataclass(frozen=True)
@@ -378,68 +376,6 @@ def markdown_table(table: Sequence[Param]) -> str:
         rows.append(f"| `{p.name}` | {p.type_name} | {default} | {'yes' if p.read_only else 'no'} | "
                     f"{p.description.replace('|', '/')} |")
     return "\n".join(rows) + "\n"
-
-
-# ------------------------------------------------------------------------------------------ model config
-def resolve_config_path(path: str, base: str | None = None) -> str:
-    """A config file path: next to the file that names it (``base``: that file's folder) or, with ``base``
-    None, as given (the working folder); else a name in the package's ``config/`` folder (source tree or
-    colcon share directory); a bare robot name (``panda_table``) means ``config/<name>.yaml``."""
-    p = Path(path).expanduser()
-    if not p.is_absolute() and base is not None:
-        p = Path(base) / p
-    if p.is_file():
-        return str(p)
-    for share in (package_share_dir() / "config", package_share_dir()):
-        for name in (path, f"{path}.yaml"):
-            if (share / name).is_file():
-                return str(share / name)
-    where = f"next to the parameters file naming it ({base}), " if base is not None else ""
-    raise ModelError(f"config file '{path}' not found ({where}neither a file nor in "
-                     f"{package_share_dir() / 'config'})")
-
-
-def load_model_config(model_config: str, robot_description: str = "", floating: bool = False,
-                      base: str | None = None) -> tuple[object, dict]:
-    """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``;
-    ``base``: the folder of the parameters file that named ``model_config`` (:func:`resolve_config_path`).
-    A relative ``robot.urdf`` is looked for next to the model config first.
-
-    A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
-    ``robot.urdf``. Raises ModelError / UnknownNameError with the reason (bad URDF, missing frame)."""
-    from ..model import ConstrainedSystem
-    from ..yamlio import load_yaml
-
-    doc: dict = {}
-    folder = None
-    if model_config:
-        path = resolve_config_path(model_config, base)
-        doc = load_yaml(path, "model config") or {}
-        if not isinstance(doc, dict):
-            raise ModelError(f"model config {path} must be a mapping")
-        folder = str(Path(path).resolve().parent)
-    doc = dict(doc)
-    robot = dict(doc.get("robot") or {})
-    if robot_description.strip():
-        robot["urdf"] = robot_description
-    elif folder is not None and isinstance(robot.get("urdf"), str):
-        robot["urdf"] = urdf_next_to(robot["urdf"], folder)
-    if "urdf" not in robot:
-        raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
-    doc["robot"] = robot
-    system = ConstrainedSystem.from_yaml(doc)  # (an unknown key of the document refused with the closest name)
-    JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
-    return system, doc
-
-
-def node_model_config(node, floating: bool = False) -> tuple[object, dict]:
-    """:func:`load_model_config` of a node's ``model_config`` and ``robot_description`` parameters, a
-    relative ``model_config`` found next to the parameters file that named it
-    (:func:`~qv_dynamics.ros.params_file.named_path`)."""
-    from .params_file import named_path
-
-    value, base = named_path(node, "model_config")
-    return load_model_config(value, node.get_parameter("robot_description").value, floating, base)
 
 
 # the parameter tables of the docs (doc/generate.py) and of the tests

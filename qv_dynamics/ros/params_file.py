@@ -13,6 +13,8 @@ One rule for relative paths: **next to the file that names them**. A path parame
 given in a parameters file is looked for in that file's folder (:func:`named_path`), then among the
 package's names (``config/``); one given on the command line (``-p``) or in-process is relative to the
 working folder. So ``ros2 launch ... params_file:=my/arm.yaml`` finds ``my/arm_model.yaml`` from any folder.
+The model config itself is read here too (:func:`load_model_config`, :func:`node_model_config`): its relative
+``robot.urdf`` is found next to it, by the same rule.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from ..robots import package_share_dir, urdf_next_to
 from ..yamlio import load_yaml
 
 PARAMS_KEY = "ros__parameters"
@@ -162,4 +165,65 @@ def named_path(node, name: str) -> tuple[str, str | None]:
     return value, (os.path.dirname(path) if path else None)
 
 
-__all__ = ["check_params_file", "check_ros_args", "named_path", "naming_file", "node_sections", "params_files"]
+# ------------------------------------------------------------------ the model config a node loads
+def resolve_config_path(path: str, base: str | None = None) -> str:
+    """A config file path: next to the file that names it (``base``: that file's folder) or, with ``base``
+    None, as given (the working folder); else a name in the package's ``config/`` folder (source tree or
+    colcon share directory); a bare robot name (``panda_table``) means ``config/<name>.yaml``."""
+    p = Path(path).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
+    if p.is_file():
+        return str(p)
+    for share in (package_share_dir() / "config", package_share_dir()):
+        for name in (path, f"{path}.yaml"):
+            if (share / name).is_file():
+                return str(share / name)
+    where = f"next to the parameters file naming it ({base}), " if base is not None else ""
+    raise ModelError(f"config file '{path}' not found ({where}neither a file nor in "
+                     f"{package_share_dir() / 'config'})")
+
+
+def load_model_config(model_config: str, robot_description: str = "", floating: bool = False,
+                      base: str | None = None) -> tuple[object, dict]:
+    """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``;
+    ``base``: the folder of the parameters file that named ``model_config`` (:func:`resolve_config_path`).
+    A relative ``robot.urdf`` is looked for next to the model config first.
+
+    A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
+    ``robot.urdf``. Raises ModelError / UnknownNameError with the reason (bad URDF, missing frame)."""
+    from ..model import ConstrainedSystem
+    from .messages import JointLayout
+
+    doc: dict = {}
+    folder = None
+    if model_config:
+        path = resolve_config_path(model_config, base)
+        doc = load_yaml(path, "model config") or {}
+        if not isinstance(doc, dict):
+            raise ModelError(f"model config {path} must be a mapping")
+        folder = str(Path(path).resolve().parent)
+    doc = dict(doc)
+    robot = dict(doc.get("robot") or {})
+    if robot_description.strip():
+        robot["urdf"] = robot_description
+    elif folder is not None and isinstance(robot.get("urdf"), str):
+        robot["urdf"] = urdf_next_to(robot["urdf"], folder)
+    if "urdf" not in robot:
+        raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
+    doc["robot"] = robot
+    system = ConstrainedSystem.from_yaml(doc)  # (an unknown key of the document refused with the closest name)
+    JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
+    return system, doc
+
+
+def node_model_config(node, floating: bool = False) -> tuple[object, dict]:
+    """:func:`load_model_config` of a node's ``model_config`` and ``robot_description`` parameters, a
+    relative ``model_config`` found next to the parameters file that named it
+    (:func:`~qv_dynamics.ros.params_file.named_path`)."""
+    value, base = named_path(node, "model_config")
+    return load_model_config(value, node.get_parameter("robot_description").value, floating, base)
+
+
+__all__ = ["check_params_file", "check_ros_args", "load_model_config", "named_path", "naming_file", "node_model_config",
+           "node_sections", "params_files", "resolve_config_path"]
