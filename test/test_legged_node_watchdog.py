@@ -103,7 +103,7 @@ def legged():
 def _diag(ex, node, diags) -> dict:
     n = len(diags)
     node.publish_diagnostics()
-    assert spin_until(ex, lambda: len(diags) > n, 5.0), "no /diagnostics from the node"
+    assert spin_until(ex, lambda: len(diags) > n), "no /diagnostics from the node"
     return {kv.key: kv.value for kv in diags[-1].values}
 
 
@@ -115,14 +115,14 @@ def _run(ex, seconds: float) -> None:
 
 def _safe_latency(ex, cmds) -> float:
     """Seconds from the last computed command to the first safe output after it."""
-    assert spin_until(ex, lambda: bool(cmds) and cmds[-1][1], 3.0), "no safe output"
+    assert spin_until(ex, lambda: bool(cmds) and cmds[-1][1]), "no safe output"
     first_safe = next(i for i in range(len(cmds) - 1, -1, -1) if not cmds[i][1]) + 1
     return cmds[first_safe][0] - cmds[first_safe - 1][0]
 
 
 def _computing(ex, cmds, count: int = 20) -> bool:
     n = len(cmds)
-    return spin_until(ex, lambda: sum(1 for _, safe in cmds[n:] if not safe) >= count, 5.0)
+    return spin_until(ex, lambda: sum(1 for _, safe in cmds[n:] if not safe) >= count)
 
 
 def test_missing_odometry_counted_then_control(legged):

@@ -1,6 +1,6 @@
 """Every node as its own process, as ``ros2 launch`` starts it: SIGINT and SIGTERM end it with exit code 0
-within 1 s and without a traceback, in every state: while it is being built, spinning,
-in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
+at once (well within launch's 5 s grace: STOP_WITHIN) and without a traceback, in every state: while it is
+being built, spinning, in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
 
 Real processes, real signals, real rclpy: the "starting" case uses the production runner with a node
 whose construction takes seconds (a slow model load), so the signal lands in it deterministically.
@@ -36,7 +36,10 @@ READY = {  # a line each node logs once it is built (the runner spins right afte
     "qv_mujoco_node": "MuJoCo plant",
 }
 PARAMS = {"qv_mujoco_node": str(ROOT / "config" / "demo_mujoco.yaml")}  # the others: the 3-link arm
-STOP_WITHIN = 1.0  # s
+# s: a signal ends a node at once (0.1-0.6 s measured, 1.5 s under load 10 on 2 cores); the bound sits below every
+# slow path the tests guard against (a 5 s construction or teardown run to its end; the 3 s teardown watchdog
+# ends with code 1, which the exit-code check catches), so a loaded machine cannot break it and none can pass it
+STOP_WITHIN = 4.0
 LAUNCH_GRACE = 5.0  # s, ros2 launch's sigterm_timeout: a node still running after SIGINT this long is escalated
 
 
@@ -204,7 +207,7 @@ sys.exit(run_node("slow_teardown", SlowTeardown, []))
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_with_a_node_the_middleware_does_not_release(sig):
     """After a signal the runner waits NODE_DESTROY_LIMIT (0.5 s) for the node's destruction, then says so and
-    ends with 0 within the 1 s budget (not the 3 s teardown watchdog's code 1)."""
+    ends with 0 (not the 3 s teardown watchdog's code 1, not after the 5 s destruction)."""
     proc = _start(["-c", SLOW_TEARDOWN])
     _wait_for(proc, "spinning")
     rc, took, out = _signal_and_reap(proc, sig)
@@ -261,8 +264,8 @@ STREAM = [("qv_sim_node", "qv_sim"), ("qv_controller_node", "qv_controller")]
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGINT], ids=["SIGINT", "SIGTERM", "SIGINT2"])
 def test_signal_while_the_stream_flows(sig):
     """The simulator (realtime, 1 kHz) and the controller as two processes, states and commands flowing (a
-    probe counts both): one signal to both, as ``ros2 launch`` sends it at shutdown; each ends with 0 within
-    1 s, without a traceback. Repeated: an exit that depends on where the signal lands shows up as a flake."""
+    probe counts both): one signal to both, as ``ros2 launch`` sends it at shutdown; each ends with 0 at once,
+    without a traceback. Repeated: an exit that depends on where the signal lands shows up as a flake."""
     from ros_helpers import ros_session, spin_until
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
