@@ -141,8 +141,8 @@ def test_task_config_in_the_library_refuses_the_same_values():
 # ------------------------------------------------------------------ node parameters
 def test_node_values_refused_at_start_and_on_change(ros):
     """wrench_sign 0 or NaN (would turn off contact detection and the force limit), a watchdog period longer
-    than its timeout (no watchdog) or beyond 10 s, unbounded plant and observer periods: refused naming the
-    parameter; at run time, lowering watchdog_timeout below watchdog_period is refused and changes nothing."""
+    than its timeout (no watchdog) or beyond 10 s, unbounded plant and observer periods, a MuJoCo scene with a
+    1e9 s timestep or an infinite table height: refused naming the parameter; at run time, lowering watchdog_timeout below watchdog_period is refused and changes nothing."""
     ctx, _, _ = ros
     for name, value in (("wrench_sign", 0.0), ("wrench_sign", math.nan), ("wrench_sign", 2.0),
                         ("watchdog_period", 100.0), ("watchdog_period", 0.5), ("sync_tolerance", 1e9),
@@ -160,6 +160,13 @@ def test_node_values_refused_at_start_and_on_change(ros):
         with pytest.raises(ModelError, match=name):
             SimNode("qv_sim_bad", context=ctx, parameter_overrides=[model, Parameter("joints", value=[
                 "joint1", "joint2", "joint3"]), Parameter(name, value=value)])
+    from qv_dynamics.ros.mujoco_node import MujocoNode
+
+    mj = load_params_file(ROOT / "config" / "demo_mujoco.yaml")["qv_mujoco"]
+    for name, value in (("scene.timestep", 1e9), ("scene.table_height", math.inf), ("scene.friction", math.nan)):
+        with pytest.raises(ModelError, match=name):
+            MujocoNode("qv_mj_bad", context=ctx, parameter_overrides=to_parameters(dict(mj, **{name: value})),
+                       **CTX_ARGS)
     node = ControllerNode("qv_node_ok", context=ctx, parameter_overrides=arm_params(
         wrench_sign=-1.0, watchdog_period=0.05, watchdog_timeout=0.1), **CTX_ARGS)
     try:
