@@ -142,7 +142,8 @@ def test_task_config_in_the_library_refuses_the_same_values():
 def test_node_values_refused_at_start_and_on_change(ros):
     """wrench_sign 0 or NaN (would turn off contact detection and the force limit), a watchdog period longer
     than its timeout (no watchdog) or beyond 10 s, unbounded plant and observer periods, a MuJoCo scene with a
-    1e9 s timestep or an infinite table height: refused naming the parameter; at run time, lowering watchdog_timeout below watchdog_period is refused and changes nothing."""
+    1e9 s timestep or an infinite table height: refused naming the parameter; at run time, lowering
+    watchdog_timeout below watchdog_period is refused and changes nothing."""
     ctx, _, _ = ros
     for name, value in (("wrench_sign", 0.0), ("wrench_sign", math.nan), ("wrench_sign", 2.0),
                         ("watchdog_period", 100.0), ("watchdog_period", 0.5), ("sync_tolerance", 1e9),

@@ -3,8 +3,9 @@
 A node that cannot be built from its parameters (a QVError: bad URDF, unknown frame, ...) is refused with a
 one-line message on stderr and exit code 2; so is a ``--params-file`` that rcl would answer with a 25-line
 traceback or read wrongly, checked before rcl reads it (:func:`~qv_dynamics.ros.params_file.check_ros_args`,
-which also remembers the files so relative paths are found next to the file that names them). SIGINT and SIGTERM end the process with exit code 0 within a
-fraction of a second in every state (starting, spinning, watchdog, stopped simulator), without a traceback.
+which also remembers the files so relative paths are found next to the file that names them). SIGINT and
+SIGTERM end the process with exit code 0 within a fraction of a second in every state (starting, spinning,
+watchdog, stopped simulator), without a traceback.
 A node that cannot go on (``node.exit_code`` set, e.g. a simulator that stopped for good) ends the spin
 with that code after saying why.
 
