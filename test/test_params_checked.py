@@ -86,6 +86,7 @@ def _refused(proc: subprocess.Popen, *words: str, timeout: float = 120.0) -> str
     ("force", math.nan, ("task.force",)),
     ("kf", 1.0, ("task.kf",)),
     ("force_limit", math.inf, ("task.force_limit",)),
+    ("waypoints", [0.5] * 2_500_000, ("task.waypoints", "at most")),                # in-process: no file bound
 ])
 def test_task_values_out_of_range_refused_where_declared(ros, name, value, words):
     ctx, _, _ = ros

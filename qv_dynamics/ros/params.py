@@ -22,6 +22,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 
 from ..errors import ModelError
 from ..sim.stepper import INTEGRATORS, METHODS
+from ..yamlio import MAX_LIST
 from .params_file import load_model_config, node_model_config, resolve_config_path  # noqa: F401 (used from here)
 
 
@@ -147,8 +148,11 @@ def at_most(name: str, other: str) -> Rule:
 
 
 def finite_list(name: str) -> Callable[[Any], None]:
+    """Finite numbers, at most MAX_LIST of them (a parameters file's lists are bounded the same way)."""
     def check(v) -> None:
         vals = v if isinstance(v, (list, tuple)) else [v]
+        if len(vals) > MAX_LIST:
+            raise ModelError(f"{name} has {len(vals)} values, at most {MAX_LIST}")
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vals):
             raise ModelError(f"{name} must be a list of finite numbers, got {v!r}")
     return check
