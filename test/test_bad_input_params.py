@@ -370,8 +370,12 @@ def test_bringup_refuses_a_domain_shared_with_another_publisher(ros, capfd):
         try:
             pub = [None]
 
-            def appear() -> None:
-                time.sleep(0.3)
+            t_before = b.sim.t
+
+            def appear() -> None:  # once the second run is under way (the handshake: the simulator stepped on)
+                end = time.monotonic() + 120.0
+                while b.sim.t < t_before + 0.05 and time.monotonic() < end:
+                    time.sleep(0.001)
                 pub[0] = foreign.create_publisher(JointState, "/joint_states", 10)
 
             th = threading.Thread(target=appear)

@@ -366,3 +366,34 @@ def test_nodes_find_relative_paths_next_to_the_parameters_file_from_another_fold
                     str(params.parent))
     assert "next to the parameters file" in line
     np.testing.assert_equal(os.path.isfile(other / "my_arm_model.yaml"), True)
+
+
+# ------------------------------------------------------------------ the qv command on bad files
+def test_qv_commands_refuse_non_utf8_and_alias_bombs_in_one_line(tmp_path, capfd):
+    """A Latin-1 model config, demo config or parameters file (UnicodeDecodeError before) and nested aliases
+    (``qv bringup`` ran for minutes): one line naming the file, exit code 2, at once; the same commands on
+    the shipped files are accepted (inspect prints the model)."""
+    from qv_control.cli import main
+
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("robot:\n  urdf: panda\n# café\n".encode("latin-1"))
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(BOMB)
+    cases = [(["inspect", str(latin1)], "not UTF-8"),
+             (["bringup", str(latin1), "--domain-id", str(DOMAIN)], "not UTF-8"),
+             (["demo", "--config", str(latin1), "--out", str(tmp_path / "d")], "not UTF-8"),
+             (["export-mjcf", str(latin1), str(tmp_path / "x.xml")], "not UTF-8"),
+             (["bringup", str(bomb), "--domain-id", str(DOMAIN)], "anchors and aliases"),
+             (["inspect", str(bomb)], "aliases are expanded")]
+    for args, words in cases:
+        t0 = time.monotonic()
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = exc.code
+        err = capfd.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in err, (args, code, err)
+        assert str(tmp_path) in lines[0], lines[0]
+        assert time.monotonic() - t0 < 60.0, args  # (at once: the bound only catches a run of minutes)
+    assert main(["inspect", str(MODEL)]) == 0 and "robot 'planar_3link'" in capfd.readouterr().out
