@@ -76,7 +76,7 @@ def _refused(proc: subprocess.Popen, *words: str, timeout: float = 120.0) -> str
 # ------------------------------------------------------------------ task.* parameters
 @pytest.mark.parametrize("name, value, words", [
     ("approach_speed", 1e300, ("task.approach_speed",)),
-    ("approach_speed", 0.3, ("task.approach_speed", "0.25")),
+    ("approach_speed", 1.5, ("task.approach_speed", "1")),
     ("surface_height", math.inf, ("task.surface_height",)),
     ("release_at", math.nan, ("task.release_at",)),
     ("ft_timeout", 1e9, ("task.ft_timeout",)),
@@ -172,7 +172,7 @@ def test_node_values_refused_at_start_and_on_change(ros):
     node = ControllerNode("qv_node_ok", context=ctx, parameter_overrides=arm_params(
         wrench_sign=-1.0, watchdog_period=0.05, watchdog_timeout=0.1), **CTX_ARGS)
     try:
-        assert node.wrench_sign == -1.0
+        assert node.wrenches.sign == -1.0
         res = node.set_parameters([Parameter("watchdog_timeout", value=0.02)])[0]
         assert not res.successful and "watchdog_period" in res.reason, res.reason
         assert node.watchdog_timeout == 0.1

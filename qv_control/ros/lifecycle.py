@@ -219,7 +219,8 @@ class ManagedController:
             self._configure_error = exc
             self._configured_entities = [e for e in self._entities() if id(e) not in before]
             self._destroy_configured()
-            self.get_logger().error(f"configure refused: {exc}")
+            if self._managed:     # unmanaged, the constructor raises it (one line where the process starts)
+                self.get_logger().error(f"configure refused: {exc}")
             return FAILURE
         self._configured_entities = [e for e in self._entities() if id(e) not in before]
         if self.task_layer is not None:            # the task starts when the loop is steady (module doc)
