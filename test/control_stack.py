@@ -1,0 +1,189 @@
+"""The built ros2_control stack (``scripts/ros2_control_stack.sh``) for the tests that run the qv nodes behind
+controller_manager: its environment, its processes (ros2_control_node, the spawner, the qv nodes) and a recorder.
+
+The stack is found through ``ros2_control_stack.sh env`` (its cache, ``QV_R2C_CACHE``); :func:`stack_or_skip`
+skips a test with the reason when it is not built (CI does not build it), in well under a second.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "ros2_control_stack.sh"
+PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+# what each test needs from the install prefix: (path below it, what it is)
+NEEDS = {
+    "mock": [("lib/controller_manager/ros2_control_node", "controller_manager"),
+             ("lib/controller_manager/spawner", "the spawner"),
+             ("lib/controller_manager/unspawner", "the unspawner"),
+             ("lib/libmock_components.so", "mock_components"),
+             ("lib/libforward_command_controller.so", "forward_command_controller"),
+             ("lib/libjoint_state_broadcaster.so", "joint_state_broadcaster")],
+    "mujoco": [("lib/mujoco_ros2_control/ros2_control_node", "mujoco_ros2_control"),
+               ("lib/libmujoco_ros2_control.so", "the MujocoSystemInterface plugin"),
+               ("lib/libforce_torque_sensor_broadcaster.so", "force_torque_sensor_broadcaster")],
+}
+
+
+def stack_env() -> tuple[dict | None, str]:
+    """(environment of the built stack, "") or (None, why not)."""
+    if not SCRIPT.exists():
+        return None, f"{SCRIPT} missing"
+    try:
+        out = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            return None, (out.stderr.strip().splitlines() or ["no stack"])[-1]
+        out = subprocess.run(["bash", "-c", 'eval "$1" && env -0', "_", out.stdout], capture_output=True,
+                             timeout=30)
+    except subprocess.TimeoutExpired:
+        return None, "ros2_control_stack.sh env timed out"
+    env = dict(kv.split("=", 1) for kv in out.stdout.decode().split("\0") if "=" in kv)
+    env["QV_R2C_RUN_PYTHON"] = sys.executable
+    return env, ""
+
+
+def stack_or_skip(*parts: str) -> dict:
+    """The stack's environment with every file of ``NEEDS[part]``, else ``pytest.skip`` naming what is missing."""
+    env, why = stack_env()
+    if env is None:
+        pytest.skip(f"ros2_control stack not built ({why}): bash scripts/ros2_control_stack.sh")
+    prefix = Path(env["QV_R2C_PREFIX"])
+    missing = [what for p in parts for rel, what in NEEDS[p] if not (prefix / rel).exists()]
+    if missing:
+        pytest.skip(f"ros2_control stack at {prefix} lacks {', '.join(missing)}: bash scripts/ros2_control_stack.sh")
+    return env
+
+
+class Proc:
+    """A process whose output goes to a log file (never a full pipe), with a wait for a line of it."""
+
+    def __init__(self, name: str, argv: list, env: dict, logdir: Path):
+        self.name, self.log = name, Path(logdir) / f"{name}.log"
+        self._f = open(self.log, "w")
+        self.p = subprocess.Popen([str(a) for a in argv], env=env, stdout=self._f, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_line(self, text: str, timeout: float = 60.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in self.text():
+                return
+            if self.p.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({self.p.returncode}) before {text!r}:\n{self.tail()}")
+            time.sleep(0.05)
+        raise AssertionError(f"{self.name}: no {text!r} within {timeout} s:\n{self.tail()}")
+
+    def tail(self, n: int = 25) -> str:
+        return "\n".join(self.text().splitlines()[-n:])
+
+    def stop(self, timeout: float = 20.0):
+        import signal
+
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self._f.close()
+        return self.p.returncode
+
+
+def run_tool(env: dict, tool: str, args: list, logdir: Path, timeout: float = 120.0) -> None:
+    """controller_manager's ``spawner`` / ``unspawner`` to its end; AssertionError with its output unless exit 0."""
+    exe = Path(env["QV_R2C_PREFIX"]) / "lib" / "controller_manager" / tool
+    name = f"{tool}_{'_'.join(a for a in args if not a.startswith(('-', '/')))[:60]}"
+    proc = Proc(name, [exe, *args, "--controller-manager-timeout", "60"], env, logdir)
+    try:
+        rc = proc.p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.stop()
+        raise AssertionError(f"{tool} {args}: no exit within {timeout} s:\n{proc.tail()}") from None
+    proc.stop()
+    assert rc == 0, f"{tool} {args} exited {rc}:\n{proc.tail()}"
+
+
+def qv_node(module: str, name: str, params: Path, env: dict, logdir: Path, *extra: str) -> Proc:
+    """A qv node as its own process in this interpreter, from the work tree."""
+    env = dict(env, PYTHONPATH=f"{ROOT}:{env.get('PYTHONPATH', '')}", PYTHONUNBUFFERED="1",
+               RCUTILS_LOGGING_BUFFERED_STREAM="0")
+    return Proc(name, [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
+                       "--params-file", params, *extra], env, logdir)
+
+
+def stamp(msg) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+
+class Recorder:
+    """Messages of the given topics, each with its arrival time, kept under a lock (executor thread)."""
+
+    def __init__(self, node, topics: dict):
+        self.lock = threading.Lock()
+        self.msgs = {k: [] for k in topics}
+        for key, (mtype, topic, qos) in topics.items():
+            node.create_subscription(mtype, topic, lambda m, k=key: self._on(k, m), qos)
+
+    def _on(self, key: str, msg) -> None:
+        with self.lock:
+            self.msgs[key].append((time.monotonic(), msg))
+
+    def get(self, key: str, since: float = 0.0) -> list:
+        with self.lock:
+            return [m for t, m in self.msgs[key] if t >= since]
+
+
+
+def wait_for(cond, timeout: float, what: str):
+    """Poll ``cond()`` (the executor spins in its own thread) until it returns a true value, which is returned;
+    AssertionError naming ``what`` after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.005)
+    raise AssertionError(f"no {what} within {timeout} s")
+
+
+@contextmanager
+def ros_background(domain_id: int, name: str):
+    """An rclpy context on ``domain_id`` with one node, spun by an executor in a thread of its own."""
+    import rclpy
+    from rclpy.context import Context
+
+    from qv_dynamics.ros.runner import make_executor
+
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=domain_id, args=[])
+    node = rclpy.create_node(name, context=ctx)
+    ex = make_executor(ctx)
+    ex.add_node(node)
+    th = threading.Thread(target=ex.spin, daemon=True)
+    th.start()
+    try:
+        yield node
+    finally:
+        ex.shutdown()
+        th.join(5.0)
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def by_name(msg, field: str, names: list) -> np.ndarray:
+    """A JointState field in the order of ``names``."""
+    idx = [list(msg.name).index(n) for n in names]
+    return np.asarray(getattr(msg, field), float)[idx]
