@@ -57,9 +57,9 @@ def _nodes(context, *args, **kwargs):
     mjcf = write_text(os.path.join(tempfile.mkdtemp(prefix="qv_mujoco_"), f"{robot}.xml"), export_mjcf_text(model))
     urdf = target_urdf(model, "mujoco", controllers, mjcf_file=mjcf, headless=headless)
     sim_time = {"use_sim_time": True}
-    sensor = dict(sim_time, wrench_topics=[FT_TOPIC], wrench_sign=-1.0)  # mujoco_ros2_control publishes −λ
-    if robot == "panda":  # free motion above the table: no constraint row to measure
-        sensor = dict(sim_time, wrench_topics=[""], wrench_constraints=[""])
+    # the F/T sensor through force_torque_sensor_broadcaster (the params file names the constraint it measures);
+    # mujoco_ros2_control publishes the environment's reaction −λ
+    sensor = dict(sim_time, wrench_topics=[FT_TOPIC], wrench_sign=-1.0)
     return [
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              parameters=[{"robot_description": urdf}, sim_time]),

@@ -5,7 +5,7 @@
 # (scripts/ros2_control_stack/wheels.txt), in a cache outside the work tree.
 #
 #   bash scripts/ros2_control_stack.sh          # build, or reuse the cache; prints the build time
-#   bash scripts/ros2_control_stack.sh test     # build, then run test/test_ros2_control_stack.py
+#   bash scripts/ros2_control_stack.sh test     # build, then run test/test_ros2_control_{mock,mujoco}.py
 #   bash scripts/ros2_control_stack.sh env      # the environment of the built stack, for eval
 #
 # Environment: QV_R2C_CACHE (default ~/.cache/qv_ros/ros2_control: venv/ src/ build/ install/ log/),
@@ -145,6 +145,14 @@ build_python() {  # name dir key: pip into the install prefix (pure Python: runs
   mkdir -p "$INSTALL/.stamps" && echo "$3" >"$stamp"
 }
 
+install_runtime() {  # runtime.txt into the prefix (the stack's PYTHONPATH), once per version of the file
+  local key; key=$(sha1sum "$D/runtime.txt" | cut -c1-12)
+  [ "$(cat "$INSTALL/.stamps/runtime" 2>/dev/null)" = "$key" ] && return 0
+  grep -v '^#' "$D/runtime.txt" | xargs "$VENV/bin/python" -m pip install -q --no-deps --prefix "$INSTALL" \
+      >"$LOG/runtime.log" 2>&1 || die "runtime.txt" "$(grep -m1 ERROR "$LOG/runtime.log")"
+  echo "$key" >"$INSTALL/.stamps/runtime"
+}
+
 write_ros2() {  # `ros2` runs in the project's interpreter (launch files import qv_ros), found from the stack env
   cat >"$INSTALL/bin/ros2" <<'SH'
 #!/bin/sh
@@ -175,15 +183,20 @@ build_all() {
       esac
     done
   done <"$D/sources.txt"
+  install_runtime
   write_ros2
   echo "ros2_control_stack: built in $((SECONDS - t0)) s ($CACHE; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 }
 
-case "${1:-build}" in
-  build) build_all ;;
-  env) [ -x "$VENV/bin/python" ] || { echo "ros2_control_stack: no stack at $CACHE (build it: bash $0)" >&2; exit 1; }
-       stack_env ;;
-  test) build_all; eval "$(stack_env)"; shift
-        cd "$HERE" && exec "${QV_PYTHON:-$HERE/.venv/bin/python}" -m pytest -q -p no:cacheprovider test/test_ros2_control_stack.py "$@" ;;
-  *) echo "usage: $0 [build|test|env]" >&2; exit 2 ;;
-esac
+main() {  # the whole file is read before main runs: editing it during a build is safe
+  case "${1:-build}" in
+    build) build_all ;;
+    env) [ -x "$VENV/bin/python" ] || { echo "ros2_control_stack: no stack at $CACHE (build it: bash $0)" >&2; exit 1; }
+         stack_env ;;
+    test) build_all; eval "$(stack_env)"; shift
+          cd "$HERE" && exec "${QV_PYTHON:-$HERE/.venv/bin/python}" -m pytest -q -p no:cacheprovider test/test_ros2_control_mock.py test/test_ros2_control_mujoco.py -rs "$@" ;;
+    *) echo "usage: $0 [build|test|env]" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"; exit $?

@@ -6,7 +6,6 @@ skips a test with the reason when it is not built (CI does not build it), in wel
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -144,6 +143,11 @@ class Recorder:
     def get(self, key: str, since: float = 0.0) -> list:
         with self.lock:
             return [m for t, m in self.msgs[key] if t >= since]
+
+    def timed(self, key: str) -> list:
+        """(arrival time, message) pairs."""
+        with self.lock:
+            return list(self.msgs[key])
 
 
 

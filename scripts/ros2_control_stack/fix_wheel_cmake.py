@@ -3,8 +3,9 @@
 The ROS 2 wheels are built in manylinux containers: their ``share/*/cmake/*.cmake`` files name the
 builder's Python (``/opt/python/cpXY-cpXY/include/pythonX.Y`` and its numpy headers) in
 INTERFACE_INCLUDE_DIRECTORIES, which CMake refuses when the path does not exist, and Fast DDS's target
-links the builder's ``/usr/lib64/libtinyxml2.so`` and OpenSSL (both already inside libfastdds.so, bundled
-by auditwheel: a consumer needs neither). Run with the build venv's interpreter; rewrites those in place
+links the builder's ``/usr/lib64/libtinyxml2.so`` and OpenSSL, tracetools' ``lttng-ust`` (each bundled by
+auditwheel into the wheel's ``ros_*.libs`` and already a dependency of the wheel's own library: a consumer
+links none of them, and this machine has no lttng-ust to link). Run with the build venv's interpreter; rewrites those in place
 (idempotent).
 """
 import pathlib
@@ -26,15 +27,16 @@ def replace(m):
 
 # a builder's absolute library path in a link interface (the library is bundled in the wheel's .so)
 builder_lib = re.compile(r"/usr/lib64/lib[\w.+-]+\.so;")
+bundled = re.compile(r"(?<=[\";])lttng-ust;")
 openssl = re.compile(r"\\\$<\\\$<BOOL:1>:OpenSSL::SSL.*?>>;")
 
 changed = 0
 for path in (prefix / "share").glob("*/cmake/*.cmake"):
     text = path.read_text()
     new = pattern.sub(replace, text)
-    if "INTERFACE_LINK_LIBRARIES" in new:
-        new = openssl.sub("", builder_lib.sub("", new))
+    if "INTERFACE_LINK_LIBRARIES" in new or "_exported_library_names" in new:
+        new = bundled.sub("", openssl.sub("", builder_lib.sub("", new)))
     if new != text:
         path.write_text(new)
         changed += 1
-print(f"fix_wheel_cmake: {changed} files point at {py_include}")
+print(f"fix_wheel_cmake: {changed} files rewritten (Python headers: {py_include})")
