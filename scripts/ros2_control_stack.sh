@@ -20,7 +20,7 @@ CACHE=${QV_R2C_CACHE:-$HOME/.cache/qv_ros/ros2_control}
 JOBS=${QV_R2C_JOBS:-2}
 VENV=$CACHE/venv INSTALL=$CACHE/install LOG=$CACHE/log
 APT_NEEDS="libtinyxml2-dev libconsole-bridge-dev liburdfdom-dev liburdfdom-headers-dev libfmt-dev libeigen3-dev \
-libcap-dev libexpected-dev libglfw3-dev"
+libcap-dev libexpected-dev libglfw3-dev libegl-dev libgl-dev libboost-dev liborocos-kdl-dev"
 
 die() { echo "ros2_control_stack: cannot build $1: $2" >&2; exit 1; }
 
@@ -75,7 +75,7 @@ make_venv() {
   "$VENV/bin/python" -m pip install -q --upgrade pip >"$LOG/pip.log" 2>&1 || true
   grep -v '^#' "$D/wheels.txt" | xargs "$VENV/bin/python" -m pip install -q >>"$LOG/pip.log" 2>&1 \
     || die "the build venv" "pip install of wheels.txt failed: $(grep -m1 -E 'ERROR' "$LOG/pip.log")"
-  "$VENV/bin/python" "$D/fix_wheel_cmake.py" >>"$LOG/pip.log" || die "the build venv" "fix_wheel_cmake.py failed"
+  "$VENV/bin/python" "$D/fix_wheels.py" >>"$LOG/pip.log" || die "the build venv" "fix_wheels.py failed"
   touch "$VENV/.wheels-$want"
 }
 
@@ -118,6 +118,7 @@ cmake_args_for() {  # extra CMake arguments of a package
   case "$1" in
     mujoco_vendor) echo "-DMUJOCO_SOURCE_DIR=$CACHE/src/mujoco -DMUJOCO_DEP_VERSION_lodepng=$(pin_of lvandeve/lodepng)" ;;
     mujoco_ros2_control) echo "-DFETCHCONTENT_SOURCE_DIR_LODEPNG=$CACHE/src/lodepng" ;;
+    urdf|filters|diagnostic_updater) echo "-DCMAKE_CXX_STANDARD=17" ;;  # C++14 by default; pluginlib needs 17
   esac
 }
 
