@@ -105,6 +105,7 @@ get_source() {  # owner/name commit -> $CACHE/src/<name> at that commit
   fi
   git --git-dir="$git_dir" archive "$commit" | tar -x -C "$dest" \
     || die "$repo" "commit $commit is not in $git_dir"
+  patch_source "$repo" "$dest"
   echo "$commit" >"$dest/.commit"
 }
 
@@ -119,6 +120,25 @@ cmake_args_for() {  # extra CMake arguments of a package
     mujoco_vendor) echo "-DMUJOCO_SOURCE_DIR=$CACHE/src/mujoco -DMUJOCO_DEP_VERSION_lodepng=$(pin_of lvandeve/lodepng)" ;;
     mujoco_ros2_control) echo "-DFETCHCONTENT_SOURCE_DIR_LODEPNG=$CACHE/src/lodepng" ;;
     urdf|filters|diagnostic_updater) echo "-DCMAKE_CXX_STANDARD=17" ;;  # C++14 by default; pluginlib needs 17
+  esac
+}
+
+patch_source() {  # repo dir: compatibility edits to the pinned sources, applied once after extraction
+  case "$1" in
+    pal-robotics/pal_statistics)  # vector<bool>'s elements are proxies that std::swap cannot bind (gcc 12)
+      sed -i 's/std::swap(enabled_\[index\], enabled_.back());/enabled_.swap(enabled_[index], enabled_.back());/' \
+        "$2/pal_statistics/src/registration_list.cpp" ;;
+    ros-controls/ros2_control)  # the pinned pal_statistics lacks the keyed registries: introspection compiled out
+      sed -i "/#include \"pal_statistics\/pal_statistics_utils.hpp\"/r $D/pal_statistics_compat.hpp" \
+        "$2/hardware_interface/include/hardware_interface/introspection.hpp" ;;
+    ros2/geometry2)  # the pinned tf2 / tf2_ros headers end in .h; their consumers here include the .hpp names
+      local h rel
+      for h in $(cd "$2" && find tf2/include tf2_ros/include -name '*.h'); do
+        rel=${h#*/include/}
+        [ -e "$2/${h%.h}.hpp" ] || printf '#pragma once\n#include "%s"\n' "$rel" >"$2/${h%.h}.hpp"
+      done ;;
+    ros2/urdf)  # the pinned urdf names its header model.h; newer releases (and ros2_control) model.hpp
+      printf '#pragma once\n#include "urdf/model.h"\n' >"$2/urdf/include/urdf/model.hpp" ;;
   esac
 }
 
