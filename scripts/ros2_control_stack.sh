@@ -88,9 +88,12 @@ mirror_of() {  # a local git mirror of owner/name in QV_R2C_SOURCES, or nothing
   done
 }
 
-get_source() {  # owner/name commit -> $CACHE/src/<name> at that commit
-  local repo=$1 commit=$2 dest="$CACHE/src/${1#*/}" git_dir
-  [ -f "$dest/.commit" ] && [ "$(cat "$dest/.commit")" = "$commit" ] && return 0
+get_source() {  # owner/name commit -> $CACHE/src/<name>: the folders sources.txt names ("." all) at that commit
+  local repo=$1 commit=$2 dest="$CACHE/src/${1#*/}" git_dir paths
+  paths=$(awk -v r="$repo" '$1 == r {for (i = 3; i <= NF; i++) print $i}' "$D/sources.txt" \
+          | sed 's/^py://; s/^src://' | sort -u | tr '\n' ' ')
+  case " $paths " in *" . "*) paths="" ;; esac
+  [ -f "$dest/.commit" ] && [ "$(cat "$dest/.commit")" = "$commit $paths" ] && return 0
   rm -rf "$dest" && mkdir -p "$dest"
   git_dir=$(mirror_of "$repo")
   if [ -z "$git_dir" ]; then
@@ -103,10 +106,11 @@ get_source() {  # owner/name commit -> $CACHE/src/<name> at that commit
       || git --git-dir="$git_dir" fetch -q origin "$commit" >"$LOG/git.log" 2>&1 \
       || die "$repo" "commit $commit not fetched: $(tail -1 "$LOG/git.log")"
   fi
-  git --git-dir="$git_dir" archive "$commit" | tar -x -C "$dest" \
-    || die "$repo" "commit $commit is not in $git_dir"
+  # shellcheck disable=SC2086
+  git --git-dir="$git_dir" archive "$commit" $paths | tar -x -C "$dest" \
+    || die "$repo" "commit $commit (${paths:-all}) is not in $git_dir"
   patch_source "$repo" "$dest"
-  echo "$commit" >"$dest/.commit"
+  echo "$commit $paths" >"$dest/.commit"
 }
 
 first_error() {  # the first CMake or compiler error of a log, on one line
@@ -137,6 +141,9 @@ patch_source() {  # repo dir: compatibility edits to the pinned sources, applied
         rel=${h#*/include/}
         [ -e "$2/${h%.h}.hpp" ] || printf '#pragma once\n#include "%s"\n' "$rel" >"$2/${h%.h}.hpp"
       done ;;
+    ros/filters)  # FilterChain::get_length() of newer filters (force_torque_sensor_broadcaster calls it)
+      sed -i 's/^  bool clear()$/  size_t get_length() const {return reference_pointers_.size();}\n\n  bool clear()/' \
+        "$2/include/filters/filter_chain.hpp" ;;
     ros2/urdf)  # the pinned urdf names its header model.h; newer releases (and ros2_control) model.hpp
       printf '#pragma once\n#include "urdf/model.h"\n' >"$2/urdf/include/urdf/model.hpp" ;;
   esac
@@ -197,7 +204,7 @@ build_all() {
       dir="$CACHE/src/${repo#*/}/${p#py:}"
       name=$(basename "${p#py:}"); [ "$name" = . ] && name=${repo#*/}
       case "$p" in
-        -) ;;
+        src:*) ;;
         local:*) build_cmake "${p#local:}" "$D/${p#local:}" "$(cat "$D/${p#local:}"/* | sha1sum | cut -c1-12)" ;;
         py:*) build_python "$name" "$dir" "$commit" ;;
         *) build_cmake "$name" "$dir" "$commit" ;;

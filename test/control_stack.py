@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -101,17 +99,20 @@ class Proc:
         return self.p.returncode
 
 
-def run_tool(env: dict, tool: str, args: list, logdir: Path, timeout: float = 120.0) -> None:
-    """controller_manager's ``spawner`` / ``unspawner`` to its end; AssertionError with its output unless exit 0."""
+def run_tool(probe: "Probe", env: dict, tool: str, args: list, logdir: Path, timeout: float = 120.0) -> None:
+    """controller_manager's ``spawner`` / ``unspawner`` to its end (the probe spins meanwhile); AssertionError
+    with its output unless exit 0."""
     exe = Path(env["QV_R2C_PREFIX"]) / "lib" / "controller_manager" / tool
+    args = [str(a) for a in args]
     name = f"{tool}_{'_'.join(a for a in args if not a.startswith(('-', '/')))[:60]}"
-    proc = Proc(name, [exe, *args, "--controller-manager-timeout", "60"], env, logdir)
+    extra = ["--controller-manager-timeout", "60"] if tool == "spawner" else []
+    proc = Proc(name, [exe, *args, *extra], env, logdir)
     try:
-        rc = proc.p.wait(timeout)
-    except subprocess.TimeoutExpired:
+        probe.wait_for(lambda: proc.p.poll() is not None, timeout, f"exit of {tool} {args}")
+    except AssertionError:
         proc.stop()
         raise AssertionError(f"{tool} {args}: no exit within {timeout} s:\n{proc.tail()}") from None
-    proc.stop()
+    rc = proc.stop()
     assert rc == 0, f"{tool} {args} exited {rc}:\n{proc.tail()}"
 
 
@@ -123,68 +124,80 @@ def qv_node(module: str, name: str, params: Path, env: dict, logdir: Path, *extr
                        "--params-file", params, *extra], env, logdir)
 
 
+def write_yaml(path: Path, doc: dict) -> Path:
+    """``doc`` as YAML without anchors/aliases (rcl's parameter parser refuses them)."""
+    import yaml
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    path.write_text(yaml.dump(doc, Dumper=Plain))
+    return path
+
+
 def stamp(msg) -> float:
     return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
 
 
 class Recorder:
-    """Messages of the given topics, each with its arrival time, kept under a lock (executor thread)."""
+    """Messages of the given topics ({key: (type, topic, depth)}), each with its arrival time."""
 
     def __init__(self, node, topics: dict):
-        self.lock = threading.Lock()
         self.msgs = {k: [] for k in topics}
         for key, (mtype, topic, qos) in topics.items():
-            node.create_subscription(mtype, topic, lambda m, k=key: self._on(k, m), qos)
-
-    def _on(self, key: str, msg) -> None:
-        with self.lock:
-            self.msgs[key].append((time.monotonic(), msg))
+            node.create_subscription(mtype, topic, lambda m, k=key: self.msgs[k].append((time.monotonic(), m)), qos)
 
     def get(self, key: str, since: float = 0.0) -> list:
-        with self.lock:
-            return [m for t, m in self.msgs[key] if t >= since]
+        import bisect
+
+        msgs = self.msgs[key]
+        return [m for _, m in msgs[bisect.bisect_left(msgs, since, key=lambda x: x[0]):]]
 
     def timed(self, key: str) -> list:
         """(arrival time, message) pairs."""
-        with self.lock:
-            return list(self.msgs[key])
+        return list(self.msgs[key])
 
 
 
-def wait_for(cond, timeout: float, what: str):
-    """Poll ``cond()`` (the executor spins in its own thread) until it returns a true value, which is returned;
-    AssertionError naming ``what`` after ``timeout`` s."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.005)
-    raise AssertionError(f"no {what} within {timeout} s")
+class Probe:
+    """An rclpy context on ``domain_id`` with one node and rclpy's EventsExecutor, spun in this thread only (the
+    EventsExecutor holds the GIL while it waits: a spinning thread would starve this one). Every wait spins."""
 
+    def __init__(self, domain_id: int, name: str):
+        import rclpy
+        from rclpy.context import Context
 
-@contextmanager
-def ros_background(domain_id: int, name: str):
-    """An rclpy context on ``domain_id`` with one node, spun by an executor in a thread of its own."""
-    import rclpy
-    from rclpy.context import Context
+        from qv_dynamics.ros.runner import make_executor
 
-    from qv_dynamics.ros.runner import make_executor
+        self.ctx = Context()
+        rclpy.init(context=self.ctx, domain_id=domain_id, args=[])
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.ex = make_executor(self.ctx)
+        self.ex.add_node(self.node)
 
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=domain_id, args=[])
-    node = rclpy.create_node(name, context=ctx)
-    ex = make_executor(ctx)
-    ex.add_node(node)
-    th = threading.Thread(target=ex.spin, daemon=True)
-    th.start()
-    try:
-        yield node
-    finally:
-        ex.shutdown()
-        th.join(5.0)
-        node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+    def wait_for(self, cond, timeout: float, what: str, procs=()):
+        """Spin until ``cond()`` returns a true value, which is returned; AssertionError naming ``what`` after
+        ``timeout`` s, or at once when one of ``procs`` (:class:`Proc`) has exited (with its output)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            v = cond()
+            if v:
+                return v
+            for p in procs:
+                if p.p.poll() is not None:
+                    raise AssertionError(f"{p.name} exited ({p.p.returncode}) while waiting for {what}:\n{p.tail()}")
+            check = time.monotonic() + 0.02   # cond() is checked every 20 ms; every message in between is taken
+            while time.monotonic() < check:
+                self.ex.spin_once(timeout_sec=0.005)
+        raise AssertionError(f"no {what} within {timeout} s")
+
+    def close(self) -> None:
+        import rclpy
+
+        self.ex.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.ctx)
 
 
 def by_name(msg, field: str, names: list) -> np.ndarray:

@@ -38,19 +38,19 @@ pytest.importorskip("rclpy")
 from control_stack import (  # noqa: E402  (test/)
     PANDA_JOINTS,
     ROOT,
+    Probe,
     Proc,
     Recorder,
     by_name,
     qv_node,
-    ros_background,
     run_tool,
     stack_or_skip,
     stamp,
-    wait_for,
+    write_yaml,
 )
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 23) % 200
-DELTA = np.array([0.05, -0.04, 0.03, -0.02, 0.06, -0.07, 0.08])   # θ_d − q0 [rad]
+DELTA = np.array([0.05, -0.025, -0.05, 0.025, 0.075, -0.025, 0.125])   # θ_d − q0 [rad]: k_p δ 0.5 N m apart
 KP, WATCHDOG, WATCHDOG_PERIOD, MARGIN = 20.0, 0.1, 0.02, 0.05
 
 
@@ -69,8 +69,7 @@ def _files(tmp):
     doc["controller_manager"]["ros__parameters"]["hw_monitor"] = {"type": jsb}
     doc["hw_monitor"] = {"ros__parameters": {"joints": PANDA_JOINTS, "interfaces": ["position", "velocity", "effort"],
                                              "use_local_topics": True}}
-    controllers = tmp / "controllers.yaml"
-    controllers.write_text(yaml.safe_dump(doc))
+    controllers = write_yaml(tmp / "controllers.yaml", doc)
     common = {"model_config": str(model), "wrench_topics": [""], "wrench_constraints": [""]}
     params = {
         "qv_dynamics": {"ros__parameters": dict(common, diagnostics_period=1.0)},
@@ -79,8 +78,7 @@ def _files(tmp):
             law_params={"coordinates": PANDA_JOINTS, "kp": KP, "kd": 5.0}, theta_desired=(q0 + DELTA).tolist(),
             command_delay=0.0, watchdog_timeout=WATCHDOG, watchdog_period=WATCHDOG_PERIOD, safe_mode="gravity")},
     }
-    qv_params = tmp / "qv.yaml"
-    qv_params.write_text(yaml.safe_dump(params))
+    qv_params = write_yaml(tmp / "qv.yaml", params)
     return target_urdf(str(model), "mock", str(ctrl)), controllers, qv_params, q0, g
 
 
@@ -94,31 +92,28 @@ def rig(tmp_path_factory):
     env = dict(stack_or_skip("mock"), ROS_DOMAIN_ID=str(DOMAIN))
     tmp = tmp_path_factory.mktemp("r2c_mock")
     urdf, controllers, qv_params, q0, g = _files(tmp)
-    procs = []
-    with ros_background(DOMAIN, "r2c_mock_probe") as node:
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
-        rec = Recorder(node, {"js": (JointState, "/joint_states", 1000),
-                              "hw": (JointState, "/hw_monitor/joint_states", 1000),
-                              "cmd": (JointState, "/qv_controller/command_stamped", 1000),
-                              "cmd_raw": (Float64MultiArray, "/effort_controller/commands", 1000),
-                              "v": (JointState, "/qv_dynamics/v", 1000)})
-        try:
-            cm = Proc("ros2_control_node", [f"{env['QV_R2C_PREFIX']}/lib/controller_manager/ros2_control_node",
-                                            "--ros-args", "--params-file", controllers,
-                                            "-r", "~/robot_description:=/robot_description"], env, tmp)
-            procs.append(cm)
-            run_tool(env, "spawner", ["joint_state_broadcaster", "hw_monitor", "--param-file", controllers], tmp)
-            procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp),
-                      qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp)]
-            wait_for(lambda: rec.get("cmd"), 90.0, "command from qv_controller")
-            run_tool(env, "spawner", ["effort_controller", "--param-file", controllers], tmp)
-            yield type("Rig", (), dict(env=env, tmp=tmp, node=node, rec=rec, procs=procs, q0=q0, g=g,
-                                       tau=g + KP * DELTA, controllers=controllers))
-        finally:
-            codes = {p.name: p.stop() for p in reversed(procs)}
-            print("exit codes", codes)
-
+    procs, probe = [], Probe(DOMAIN, "r2c_mock_probe")
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    probe.node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
+    rec = Recorder(probe.node, {"js": (JointState, "/joint_states", 10000),
+                                "hw": (JointState, "/hw_monitor/joint_states", 10000),
+                                "cmd": (JointState, "/qv_controller/command_stamped", 10000),
+                                "cmd_raw": (Float64MultiArray, "/effort_controller/commands", 1),
+                                "v": (JointState, "/qv_dynamics/v", 1000)})
+    try:
+        procs.append(Proc("ros2_control_node", [f"{env['QV_R2C_PREFIX']}/lib/controller_manager/ros2_control_node",
+                                                "--ros-args", "--params-file", controllers,
+                                                "-r", "~/robot_description:=/robot_description"], env, tmp))
+        run_tool(probe, env, "spawner", ["joint_state_broadcaster", "hw_monitor", "--param-file", controllers], tmp)
+        procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp),
+                  qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp)]
+        probe.wait_for(lambda: rec.get("cmd"), 90.0, "command from qv_controller", procs)
+        run_tool(probe, env, "spawner", ["effort_controller", "--param-file", controllers], tmp)
+        yield type("Rig", (), dict(env=env, tmp=tmp, rec=rec, probe=probe, procs=procs, q0=q0, g=g,
+                                   tau=g + KP * DELTA, controllers=controllers))
+    finally:
+        print("exit codes", {p.name: p.stop() for p in reversed(procs)})
+        probe.close()
 
 def _hw_effort_is(rig, target, since=0.0, tol=1e-9):
     """The first hw_monitor message (after ``since``) whose efforts equal ``target``, or None."""
@@ -129,10 +124,10 @@ def _hw_effort_is(rig, target, since=0.0, tol=1e-9):
 
 
 def test_every_command_value_reaches_its_interface(rig):
-    wait_for(lambda: _hw_effort_is(rig, rig.tau), 30.0, "τ* on the effort interfaces")
+    rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.tau), 30.0, "τ* on the effort interfaces")
     assert np.min(np.abs(np.subtract.outer(rig.tau, rig.tau)) + np.eye(7)) > 0.1   # seven distinct values
     t0 = time.monotonic()
-    wait_for(lambda: len(rig.rec.get("hw", t0)) >= 200, 30.0, "200 hw_monitor messages")
+    rig.probe.wait_for(lambda: len(rig.rec.get("hw", t0)) >= 200, 30.0, "200 hw_monitor messages")
     hw = np.array([by_name(m, "effort", PANDA_JOINTS) for m in rig.rec.get("hw", t0)])
     assert np.max(np.abs(hw - rig.tau)) <= 1e-9, "an effort interface holds another value than τ*"
     last_cmd = rig.rec.get("cmd")[-1]
@@ -143,7 +138,7 @@ def test_every_command_value_reaches_its_interface(rig):
 
 def test_states_round_trip_through_the_broadcaster(rig):
     t0 = time.monotonic()
-    wait_for(lambda: len(rig.rec.get("cmd", t0)) >= 100 and len(rig.rec.get("v", t0)) >= 20, 30.0,
+    rig.probe.wait_for(lambda: len(rig.rec.get("cmd", t0)) >= 100 and len(rig.rec.get("v", t0)) >= 20, 30.0,
              "100 commands and 20 dynamics outputs")
     js = rig.rec.get("js")
     for m in js[-100:]:
@@ -159,39 +154,44 @@ def test_states_round_trip_through_the_broadcaster(rig):
 
 
 def test_broadcaster_deactivated_safe_output_within_one_watchdog_period(rig):
-    wait_for(lambda: _hw_effort_is(rig, rig.tau, time.monotonic()), 30.0, "τ* on the interfaces")
+    t = time.monotonic()
+    rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.tau, t), 30.0, "τ* on the interfaces")
     t_req = time.monotonic()
-    run_tool(rig.env, "unspawner", ["joint_state_broadcaster"], rig.tmp)
+    run_tool(rig.probe, rig.env, "unspawner", ["joint_state_broadcaster"], rig.tmp)
     t_last = stamp(rig.rec.get("js")[-1])
-    safe = wait_for(lambda: _hw_effort_is(rig, rig.g, t_req), 10.0, "safe output g(q0) on the interfaces")
+    safe = rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.g, t_req), 10.0, "safe output g(q0) at the interfaces")
     delay = stamp(safe) - t_last
     print(f"last /joint_states -> safe output at the effort interfaces: {1e3 * delay:.1f} ms "
           f"(watchdog {1e3 * WATCHDOG:.0f} ms + period {1e3 * WATCHDOG_PERIOD:.0f} ms); load {os.getloadavg()}")
     assert 0 < delay <= WATCHDOG + WATCHDOG_PERIOD + MARGIN
     t1 = time.monotonic()
-    wait_for(lambda: len(rig.rec.get("hw", t1)) >= 100, 10.0, "100 hw_monitor messages")
+    rig.probe.wait_for(lambda: len(rig.rec.get("hw", t1)) >= 100, 10.0, "100 hw_monitor messages")
     held = np.array([by_name(m, "effort", PANDA_JOINTS) for m in rig.rec.get("hw", t1)])
     assert np.max(np.abs(held - rig.g)) <= 1e-9, "the safe output is not held"
-    run_tool(rig.env, "spawner", ["joint_state_broadcaster", "--param-file", rig.controllers], rig.tmp)
-    wait_for(lambda: _hw_effort_is(rig, rig.tau, time.monotonic()), 30.0, "τ* again once states resume")
+    run_tool(rig.probe, rig.env, "spawner", ["joint_state_broadcaster", "--param-file", rig.controllers], rig.tmp)
+    t = time.monotonic()
+    rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.tau, t), 30.0, "τ* again once states resume")
 
 
 def test_controller_deactivated_safe_output_within_one_watchdog_period(rig):
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState
 
-    client = rig.node.create_client(ChangeState, "/qv_controller/change_state")
-    if not client.wait_for_service(timeout_sec=5.0):
+    client = rig.probe.node.create_client(ChangeState, "/qv_controller/change_state")
+    try:
+        rig.probe.wait_for(client.service_is_ready, 5.0, "~/change_state service")
+    except AssertionError:
         pytest.skip("qv_controller has no lifecycle interface (~/change_state)")
-    wait_for(lambda: _hw_effort_is(rig, rig.tau, time.monotonic()), 30.0, "τ* on the interfaces")
+    t = time.monotonic()
+    rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.tau, t), 30.0, "τ* on the interfaces")
     t_req, w_req = time.monotonic(), time.time()
     fut = client.call_async(ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE)))
-    assert wait_for(lambda: fut.done() and fut.result(), 10.0, "deactivate response").success
-    safe = wait_for(lambda: _hw_effort_is(rig, rig.g, t_req), 10.0, "safe output g(q0) on the interfaces")
+    assert rig.probe.wait_for(lambda: fut.done() and fut.result(), 10.0, "deactivate response").success
+    safe = rig.probe.wait_for(lambda: _hw_effort_is(rig, rig.g, t_req), 10.0, "safe output g(q0) at the interfaces")
     delay = stamp(safe) - w_req
     print(f"deactivate request -> safe output at the effort interfaces: {1e3 * delay:.1f} ms; load {os.getloadavg()}")
     assert delay <= WATCHDOG
     t1 = time.monotonic()
-    wait_for(lambda: len(rig.rec.get("hw", t1)) >= 100, 10.0, "100 hw_monitor messages")
+    rig.probe.wait_for(lambda: len(rig.rec.get("hw", t1)) >= 100, 10.0, "100 hw_monitor messages")
     held = np.array([by_name(m, "effort", PANDA_JOINTS) for m in rig.rec.get("hw", t1)])
     assert np.max(np.abs(held - rig.g)) <= 1e-9, "the safe output is not held"

@@ -31,14 +31,14 @@ pytest.importorskip("mujoco")
 
 from control_stack import (  # noqa: E402  (test/)
     ROOT,
+    Probe,
     Proc,
     Recorder,
     qv_node,
-    ros_background,
     run_tool,
     stack_or_skip,
     stamp,
-    wait_for,
+    write_yaml,
 )
 
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 29) % 200
@@ -56,8 +56,7 @@ def _files(tmp):
     sensor = {"use_sim_time": True, "wrench_topics": [FT], "wrench_sign": -1.0, "wrench_constraints": ["contact"]}
     params = {k: {"ros__parameters": dict(doc[k]["ros__parameters"], **sensor)}
               for k in ("qv_dynamics", "qv_controller")}
-    qv_params = tmp / "qv.yaml"
-    qv_params.write_text(yaml.safe_dump(params))
+    qv_params = write_yaml(tmp / "qv.yaml", params)
     from qv_control.ros.bringup import load_params_file
 
     return urdf, ctrl, qv_params, load_params_file(str(qv_params))["qv_controller"]
@@ -76,29 +75,29 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("r2c_mujoco")
     urdf, controllers, qv_params, c = _files(tmp)
     load0 = os.getloadavg()[0]
-    procs = []
-    with ros_background(DOMAIN, "r2c_mujoco_probe") as node:
-        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
-        rec = Recorder(node, {"js": (JointState, "/joint_states", 1000), "ft": (WrenchStamped, FT, 1000),
-                              "diag": (DiagnosticArray, "/diagnostics", 100),
-                              "phase": (String, "/qv_controller/phase", 100)})
-        try:
-            procs.append(Proc("mujoco_ros2_control", [
-                f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
-                "--params-file", controllers, "-p", "use_sim_time:=true"], env, tmp))
-            run_tool(env, "spawner", ["joint_state_broadcaster", "force_torque_sensor_broadcaster",
-                                      "--param-file", controllers], tmp)
-            procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp),
-                      qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp)]
-            procs[-1].wait_line("law '", 120.0)
-            run_tool(env, "spawner", ["effort_controller", "--param-file", controllers], tmp)
-            wait_for(lambda: any(m.data in ("hold", "done") for m in rec.get("phase")), 240.0, "end of the task")
-            yield dict(rec=rec, c=c, load0=load0, load1=os.getloadavg()[0],
-                       events=[ln for ln in procs[-1].text().splitlines() if "[t=" in ln])
-        finally:
-            print("exit codes", {p.name: p.stop() for p in reversed(procs)})
-
+    procs, probe = [], Probe(DOMAIN, "r2c_mujoco_probe")
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    probe.node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
+    rec = Recorder(probe.node, {"js": (JointState, "/joint_states", 1000), "ft": (WrenchStamped, FT, 1000),
+                                "diag": (DiagnosticArray, "/diagnostics", 100),
+                                "phase": (String, "/qv_controller/phase", 100)})
+    try:
+        procs.append(Proc("mujoco_ros2_control", [
+            f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
+            "--params-file", controllers, "-p", "use_sim_time:=true"], env, tmp))
+        run_tool(probe, env, "spawner", ["joint_state_broadcaster", "force_torque_sensor_broadcaster",
+                                         "--param-file", controllers], tmp)
+        procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp),
+                  qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp)]
+        probe.wait_for(lambda: "law '" in procs[-1].text(), 120.0, "qv_controller up", procs)
+        run_tool(probe, env, "spawner", ["effort_controller", "--param-file", controllers], tmp)
+        probe.wait_for(lambda: any(m.data in ("hold", "done") for m in rec.get("phase")), 240.0, "end of the task",
+                       procs)
+        yield dict(rec=rec, c=c, load0=load0, load1=os.getloadavg()[0],
+                   events=[ln for ln in procs[-1].text().splitlines() if "[t=" in ln])
+    finally:
+        print("exit codes", {p.name: p.stop() for p in reversed(procs)})
+        probe.close()
 
 def _samples(rec, c):
     """(t, f_n, tool x, tool y) rows of the F/T samples that have a joint state of the same stamp."""
