@@ -14,6 +14,10 @@ links none of them, and this machine has no lttng-ust to link). Run with the bui
 Python process provides): no symbol of them is used, but a C++ executable linking librcl fails to link
 (``undefined reference to PyList_New``) and would fail to load (``PyExc_RuntimeError``). The entries whose
 library defines no symbol the dependent needs are removed with patchelf, in this venv's copies only.
+
+3. The ament_index_cpp wheel lacks the ``version.h`` its build generates (ament_generate_version_header,
+``AMENT_INDEX_CPP_VERSION_GTE``, which mujoco_ros2_control tests): written from ament's template and the
+wheel's package.xml version.
 """
 import pathlib
 import re
@@ -64,6 +68,23 @@ def drop_python_needed(libdir: pathlib.Path) -> int:
     return dropped
 
 
+def version_headers(packages=("ament_index_cpp",)) -> int:
+    """``include/<pkg>/<pkg>/version.h`` from ament_cmake_gen_version_h's template where the wheel has none."""
+    template = (prefix / "share" / "ament_cmake_gen_version_h" / "cmake" / "version.h.in").read_text()
+    written = 0
+    for pkg in packages:
+        out = prefix / "include" / pkg / pkg / "version.h"
+        if out.exists() or not out.parent.is_dir():
+            continue
+        version = re.search(r"<version>([\d.]+)</version>", (prefix / "share" / pkg / "package.xml").read_text())[1]
+        major, minor, patch = version.split(".")
+        values = {"PROJECT_NAME_UPPER": pkg.upper(), "VERSION_MAJOR": major, "VERSION_MINOR": minor,
+                  "VERSION_PATCH": patch, "VERSION_STR": version}
+        out.write_text(re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], template))
+        written += 1
+    return written
+
+
 changed = 0
 for path in (prefix / "share").glob("*/cmake/*.cmake"):
     text = path.read_text()
@@ -74,4 +95,5 @@ for path in (prefix / "share").glob("*/cmake/*.cmake"):
         path.write_text(new)
         changed += 1
 print(f"fix_wheels: {changed} CMake files rewritten (Python headers: {py_include}), "
-      f"{drop_python_needed(prefix / 'lib')} unused DT_NEEDED entries removed")
+      f"{drop_python_needed(prefix / 'lib')} unused DT_NEEDED entries removed, "
+      f"{version_headers()} version.h written")
