@@ -167,7 +167,7 @@ build_python() {  # name dir key: pip into the install prefix (pure Python: runs
   local stamp="$INSTALL/.stamps/$1"
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$3" ] && return 0
   echo "ros2_control_stack: $1 (python)"
-  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation --no-warn-script-location \
+  "$VENV/bin/python" -m pip install -q --no-deps --ignore-installed --no-build-isolation --no-warn-script-location \
       --prefix "$INSTALL" "$2" >"$LOG/$1.log" 2>&1 \
     || die "$1" "$(grep -m1 -E 'error|Error' "$LOG/$1.log") (log: $LOG/$1.log)"
   mkdir -p "$INSTALL/.stamps" && echo "$3" >"$stamp"
@@ -176,7 +176,7 @@ build_python() {  # name dir key: pip into the install prefix (pure Python: runs
 install_runtime() {  # runtime.txt into the prefix (the stack's PYTHONPATH), once per version of the file
   local key; key=$(sha1sum "$D/runtime.txt" | cut -c1-12)
   [ "$(cat "$INSTALL/.stamps/runtime" 2>/dev/null)" = "$key" ] && return 0
-  grep -v '^#' "$D/runtime.txt" | xargs "$VENV/bin/python" -m pip install -q --no-deps --prefix "$INSTALL" \
+  grep -v '^#' "$D/runtime.txt" | xargs "$VENV/bin/python" -m pip install -q --no-deps --ignore-installed --prefix "$INSTALL" \
       >"$LOG/runtime.log" 2>&1 || die "runtime.txt" "$(grep -m1 ERROR "$LOG/runtime.log")"
   echo "$key" >"$INSTALL/.stamps/runtime"
 }

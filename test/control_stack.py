@@ -99,14 +99,17 @@ class Proc:
         return self.p.returncode
 
 
-def run_tool(probe: "Probe", env: dict, tool: str, args: list, logdir: Path, timeout: float = 120.0) -> None:
-    """controller_manager's ``spawner`` / ``unspawner`` to its end (the probe spins meanwhile); AssertionError
-    with its output unless exit 0."""
-    exe = Path(env["QV_R2C_PREFIX"]) / "lib" / "controller_manager" / tool
+def run_tool(probe: "Probe", env: dict, tool: str, args: list, logdir: Path, timeout: float = 120.0) -> str:
+    """controller_manager's ``spawner`` / ``unspawner``, or ``ros2`` (the stack's ros2cli), to its end while the
+    probe spins; its output, or AssertionError with it unless it exits 0."""
     args = [str(a) for a in args]
-    name = f"{tool}_{'_'.join(a for a in args if not a.startswith(('-', '/')))[:60]}"
-    extra = ["--controller-manager-timeout", "60"] if tool == "spawner" else []
-    proc = Proc(name, [exe, *args, *extra], env, logdir)
+    if tool == "ros2":
+        argv = ["ros2", *args]
+    else:
+        extra = ["--controller-manager-timeout", "60"] if tool == "spawner" else []
+        argv = [Path(env["QV_R2C_PREFIX"]) / "lib" / "controller_manager" / tool, *args, *extra]
+    name = f"{tool}_{'_'.join(a.strip('/').replace('/', '_') for a in args if not a.startswith(('-', '{')))[:60]}"
+    proc = Proc(name, argv, env, logdir)
     try:
         probe.wait_for(lambda: proc.p.poll() is not None, timeout, f"exit of {tool} {args}")
     except AssertionError:
@@ -114,14 +117,16 @@ def run_tool(probe: "Probe", env: dict, tool: str, args: list, logdir: Path, tim
         raise AssertionError(f"{tool} {args}: no exit within {timeout} s:\n{proc.tail()}") from None
     rc = proc.stop()
     assert rc == 0, f"{tool} {args} exited {rc}:\n{proc.tail()}"
+    return proc.text()
 
 
-def qv_node(module: str, name: str, params: Path, env: dict, logdir: Path, *extra: str) -> Proc:
-    """A qv node as its own process in this interpreter, from the work tree."""
+def qv_node(module: str, name: str, params: Path, env: dict, logdir: Path, prefix: str = "") -> Proc:
+    """A qv node as its own process in this interpreter, from the work tree, behind a command ``prefix`` (as the
+    launch files' ``controller_prefix`` / ``dynamics_prefix``)."""
     env = dict(env, PYTHONPATH=f"{ROOT}:{env.get('PYTHONPATH', '')}", PYTHONUNBUFFERED="1",
                RCUTILS_LOGGING_BUFFERED_STREAM="0")
-    return Proc(name, [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
-                       "--params-file", params, *extra], env, logdir)
+    return Proc(name, [*prefix.split(), sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
+                       "--params-file", params], env, logdir)
 
 
 def write_yaml(path: Path, doc: dict) -> Path:
@@ -141,23 +146,34 @@ def stamp(msg) -> float:
 
 
 class Recorder:
-    """Messages of the given topics ({key: (type, topic, depth)}), each with its arrival time."""
+    """Messages of the given topics ({key: (type, topic, depth)}), each with its arrival time. Kept serialized (a
+    1 kHz topic costs the probe no deserialization while the loop runs) and deserialized when read."""
 
     def __init__(self, node, topics: dict):
         self.msgs = {k: [] for k in topics}
+        self.types = {k: mtype for k, (mtype, _, _) in topics.items()}
         for key, (mtype, topic, qos) in topics.items():
-            node.create_subscription(mtype, topic, lambda m, k=key: self.msgs[k].append((time.monotonic(), m)), qos)
+            node.create_subscription(mtype, topic, lambda m, k=key: self.msgs[k].append((time.monotonic(), m)), qos,
+                                     raw=True)
+
+    def _decode(self, key: str, i: int):
+        from rclpy.serialization import deserialize_message
+
+        t, m = self.msgs[key][i]
+        if isinstance(m, bytes):
+            m = deserialize_message(m, self.types[key])
+            self.msgs[key][i] = (t, m)
+        return m
 
     def get(self, key: str, since: float = 0.0) -> list:
         import bisect
 
-        msgs = self.msgs[key]
-        return [m for _, m in msgs[bisect.bisect_left(msgs, since, key=lambda x: x[0]):]]
+        first = bisect.bisect_left(self.msgs[key], since, key=lambda x: x[0])
+        return [self._decode(key, i) for i in range(first, len(self.msgs[key]))]
 
     def timed(self, key: str) -> list:
         """(arrival time, message) pairs."""
-        return list(self.msgs[key])
-
+        return [(self.msgs[key][i][0], self._decode(key, i)) for i in range(len(self.msgs[key]))]
 
 
 class Probe:
