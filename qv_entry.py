@@ -69,6 +69,10 @@ def legged_controller_node() -> int:
     return run_node("qv_control.ros.legged_controller_node", "qv_legged_controller_node")
 
 
+def spawner() -> int:
+    return run_node("qv_control.ros.spawner", "qv_spawner")
+
+
 def qv() -> int:
     """``qv``: a signal before the command's guard is in place ends it with one line and 128 + its number."""
     _PROG[:] = ["qv", 1]

@@ -49,6 +49,7 @@ setup(
             "qv_legged_mujoco_node = qv_entry:legged_mujoco_node",
             "qv_legged_controller_node = qv_entry:legged_controller_node",
             "qv_loop_plant_node = qv_entry:loop_plant_node",
+            "qv_spawner = qv_entry:spawner",
         ],
         # the packages whose compiled (numba) kernels live in their room <package>.kernels (KERNEL_MODULES there),
         # warmed into numba's disk cache by qv_dynamics.kernels.loader.warm_all (`qv warm`)

@@ -1,6 +1,9 @@
-"""Law tick of every law in ``make_law`` vs ``pin.constraintDynamics`` on the same states (target:
-<= 10x): the arm laws on the Panda + table contact (point contact, axis z) + six minimal coordinates; the legged
-law on ANYmal C standing on its four feet (pin.constraintDynamics with the four 3-D foot contacts).
+"""Law tick of every law in ``make_law`` vs ``pin.constraintDynamics`` on the same states (targets: the arm laws
+<= 5x, the legged law and two arms <= 6x): the arm laws on the Panda + table contact (point contact, axis z) + six
+minimal coordinates and on another 7-DoF arm (xArm7 of example-robot-data, the same task at its flange); the legged
+law on ANYmal C standing on its four feet (pin.constraintDynamics with the four 3-D foot contacts); the two-arm law
+(passive box joints, internal-force PI) on two Pandas holding a box (pin.constraintDynamics with the two 6-D loop
+closures of the same closed chain). Every ratio is measured side by side in one run; the load average is printed.
 
 The states are those of a lock-step closed-loop run of the Panda table task (config/panda_table.yaml: the
 tool presses 10 N on the table while it traces a square), so every law sees realistic inputs (no torque
@@ -44,6 +47,8 @@ PARAMS = {  # gains of config/panda_table.yaml for the quasi-velocity laws; PIDC
     "pidc_force": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0),
     "passive": dict(kp=400.0, kd=40.0, actuated=JOINTS),
 }
+#: the whole-body operational-space law: the same coordinates and PIDC-type gains (numpy products, no compiled tick)
+COORD_BASELINES = {"osc_constrained": dict(kp=400.0, kd=40.0, kf=0.3, ki=30.0)}
 #: the tool-frame baselines (θ = tool position): the operational-space law with the table task's bandwidths and
 #: force PI (config/panda_table.yaml), the impedance baseline with the demo's gains (config/demo.yaml)
 TOOL = "panda_hand_tcp"
@@ -111,7 +116,8 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
     pin.initConstraintDynamics(model, pdata, cms, cds)
     prox = pin.ProximalSettings(1e-12, 0.0, 1)
     # every law of the registry that runs on the fixed-base Panda (the legged law: bench/legged.py)
-    laws = {name: make_law(name, system, coordinates=COORDS, **PARAMS[name]) for name in LAWS if name in PARAMS}
+    params = {**PARAMS, **COORD_BASELINES}
+    laws = {name: make_law(name, system, coordinates=COORDS, **params[name]) for name in LAWS if name in params}
     tool = tool_laws(system, states[0].q)
     missing = sorted(set(LAWS) - set(laws) - set(tool) - {"legged"})
     assert not missing, f"laws not benchmarked: {missing}"
@@ -129,7 +135,7 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
         times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
                                                       cms, cds, prox)
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
-          f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame)")
+          f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame); load {load()}")
     med = median_table(times, "law", 24, extra=("saturated", sat))
     worst = max(med[k] for k in laws) / med["pin.constraintDynamics"]
     from qv_dynamics.kernels.loader import STATUS
@@ -137,21 +143,34 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
     print("compiled kernels (QV_COMPILED=0 for the numpy path): "
           + ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in sorted(STATUS.items())))
     legs = legged_tick(max(20, n_states // 3), reps)
-    worst = max(worst, legs["legged"] / legs["pin.constraintDynamics"])
-    print(f"target (every law <= 10x pin.constraintDynamics, the legged law included): worst {worst:.1f}x -> "
-          f"{'met' if worst <= 10 else 'NOT met'}")
-    shared_breakdown(system, laws["pidc"], states, refs, reps)
-    quasi_breakdown(laws["quasi_tracking"], states, refs, reps)
+    other = other_arm_tick(max(20, n_states // 3), reps)
+    arms = two_arm_tick(max(20, n_states // 3), reps)
+    worst_other = max(other[k] for k in other if k != "pin.constraintDynamics") / other["pin.constraintDynamics"]
+    worst6 = max(legs["legged"] / legs["pin.constraintDynamics"], arms["passive"] / arms["pin.constraintDynamics"])
+    print(f"targets: every arm law <= 5x pin.constraintDynamics (Panda worst {worst:.1f}x, xArm7 worst "
+          f"{worst_other:.1f}x), legged and two arms <= 6x (worst {worst6:.1f}x) -> "
+          f"{'met' if max(worst, worst_other) <= 5 and worst6 <= 6 else 'NOT met'}; load {load()}")
+    legs = {"legged": legs, "xarm7": other, "two_arms": arms}
+    tick_breakdown({k: laws[k] for k in ("quasi_tracking", "pidc")}, states[:40], refs[:40], reps)
     return med, legs
 
 
-def table(path: str, med: dict, legs: dict, n_states: int, reps: int) -> None:
+def load() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def table(path: str, med: dict, more: dict, n_states: int, reps: int) -> None:
     """The law-tick medians and their ratios to ``pin.constraintDynamics`` as a Markdown table at ``path``."""
-    pin_arm, pin_legs = med["pin.constraintDynamics"], legs["pin.constraintDynamics"]
-    rows = [[f"`{k}`", "Panda, table contact (1 row)", f"{t:.1f}", f"{pin_arm:.1f}", f"{t / pin_arm:.1f}"]
-            for k, t in med.items() if k != "pin.constraintDynamics"]
-    rows.append(["`legged`", "ANYmal C, four feet (12 rows)", f"{legs['legged']:.1f}", f"{pin_legs:.1f}",
-                 f"{legs['legged'] / pin_legs:.1f}"])
+    rows = []
+    for robot, times, names in (("Panda, table contact (1 row)", med, None),
+                                ("xArm7, table contact (1 row)", more["xarm7"], None),
+                                ("ANYmal C, four feet (12 rows)", more["legged"], {"legged": "legged"}),
+                                ("two Pandas + box, two welds (12 rows)", more["two_arms"], {"passive": "passive"})):
+        p = times["pin.constraintDynamics"]
+        rows += [[f"`{k}`", robot, f"{t:.1f}", f"{p:.1f}", f"{t / p:.1f}"]
+                 for k, t in times.items() if k != "pin.constraintDynamics" and (names is None or k in names)]
     write_table(path, f"Law tick: one compute(state, reference) per law against pin.constraintDynamics on the same "
                 f"states ({n_states} closed-loop states x {reps} reps, medians)",
                 f"PYTHONPATH=. .venv/bin/python bench/law_tick.py --states {n_states} --reps {reps} --write-table PATH",
@@ -159,6 +178,93 @@ def table(path: str, med: dict, legs: dict, n_states: int, reps: int) -> None:
                 "pin.constraintDynamics is called with StdVec_RigidConstraintModel / StdVec_RigidConstraintData "
                 "containers, as Pinocchio's examples call it; its contacts are 3-D at the same frames. Timings on "
                 "a shared machine: read the ratios, measured side by side.")
+
+
+XARM = "xarm_description/urdf/xarm7.urdf"
+XARM_COORDS = ["link_eef.x", "link_eef.y", "link_eef.rx", "link_eef.ry", "link_eef.rz", "joint3"]
+
+
+def other_arm_tick(n_states: int = 100, reps: int = 5) -> dict:
+    """The arm laws on another 7-DoF arm (xArm7, example-robot-data): its flange on a table (point contact, z),
+    θ = flange x, y, orientation and joint 3, states of a random walk near a bent pose, the hold target, 10 N down;
+    vs ``pin.constraintDynamics`` with a 3-D contact at the flange, interleaved."""
+    from qv_dynamics.robots import example_robot_data_dir
+
+    system = ConstrainedSystem.from_urdf(str(example_robot_data_dir() / XARM),
+                                         constraints=[{"type": "point_contact", "frame": "link_eef", "axes": ["z"],
+                                                       "name": "contact"}])
+    q0 = np.array([0.0, 0.3, 0.0, 0.9, 0.0, 0.6, 0.0])
+    gains = {k: (dict(v, actuated=[f"joint{i}" for i in range(1, 8)]) if k == "passive" else v)
+             for k, v in PARAMS.items()}
+    laws = {name: make_law(name, system, coordinates=XARM_COORDS, **p) for name, p in gains.items()}
+    pin.framesForwardKinematics(system.model, system.data, q0)
+    R0 = system.data.oMf[system.frame_id("link_eef")].rotation.copy()
+    laws.update({name: make_law(name, system, q_null=q0, rotation=R0, **dict(p, frame="link_eef"))
+                 for name, p in TOOL_PARAMS.items()})
+    model = system.model
+    pdata = model.createData()
+    cms, cds = pin_constraint_vectors(system, [("3d", "link_eef")])
+    pin.initConstraintDynamics(model, pdata, cms, cds)
+    prox = pin.ProximalSettings(1e-12, 0.0, 1)
+    rng = np.random.default_rng(3)
+    ref = Reference(lambda_=np.array([-10.0]))
+    tref = Reference(theta=system.data.oMf[system.frame_id("link_eef")].translation.copy(), lambda_=ref.lambda_)
+    times = {k: [] for k in [*laws, "pin.constraintDynamics"]}
+    q = q0.copy()
+    tau0 = np.zeros(7)
+    for k in range(n_states):
+        v = 0.05 * rng.standard_normal(7)
+        q = q + 1e-3 * v
+        s = State(t=1e-3 * k, q=q.copy(), qdot=v, lambda_meas=np.array([-10.0]))
+        for name, law in laws.items():
+            times[name] += time_calls(law.compute, reps, s, tref if name in TOOL_PARAMS else ref)
+        times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
+                                                      cms, cds, prox)
+    print(f"Law tick, xArm7 + table contact (1 row) + six coordinates {XARM_COORDS}; {n_states} states x {reps} reps")
+    return median_table(times, "law", 24)
+
+
+def two_arm_tick(n_states: int = 100, reps: int = 5) -> dict:
+    """The two-arm law (``passive``: the box's six joints passive, the internal-force PI, as ``qv demo bimanual``)
+    on two Pandas holding a box, on states of its closed loop in the simulator, vs ``pin.constraintDynamics`` with
+    the two 6-D loop closures (hand to box) of the same closed chain, interleaved."""
+    from qv_control.demo.bimanual import BimanualConfig, BoxPlan, coordinates
+    from qv_dynamics import simulate
+    from qv_dynamics.sim.bimanual import arm_joints, bimanual_system, nominal_q
+
+    system = bimanual_system()
+    q0 = nominal_q(system)
+    mask = np.zeros(system.nv, bool)
+    mask[[system.joint_v_index(j) for j in arm_joints()]] = True
+    cfg = BimanualConfig(conditions="ideal")
+    plan = BoxPlan(cfg, system, q0, mask)
+    law = make_law("passive", system, coordinates=coordinates(plan.R0), actuated=arm_joints(), kp=cfg.kp, kd=cfg.kd,
+                   kf=cfg.kf, ki=cfg.ki, q0=q0, internal_tol=cfg.internal_tol)
+    tr = simulate(system, q0, np.zeros(system.nv), law, t_final=1e-3 * (n_states + 1), dt=1e-3,
+                  reference=plan.reference)
+    assert tr.ok, tr.error
+    law.reset()
+    model = system.model
+    pdata = model.createData()
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in system.constraints:
+        fa, fb = model.frames[c.frame_id], model.frames[c.frame_b_id]
+        cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_6D, model, fa.parentJoint, fa.placement, fb.parentJoint,
+                                      fb.placement, pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        cms.append(cm)
+        cds.append(cm.createData())
+    pin.initConstraintDynamics(model, pdata, cms, cds)
+    prox = pin.ProximalSettings(1e-12, 0.0, 1)
+    tau0 = np.zeros(system.nv)
+    times = {"passive": [], "pin.constraintDynamics": []}
+    for i in range(len(tr.t) - 1):
+        s = State(t=float(tr.t[i]), q=tr.q[i], qdot=tr.qdot[i], lambda_meas=tr.lam[i - 1] if i else None)
+        times["passive"] += time_calls(law.compute, reps, s, plan.reference(s.t))
+        times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
+                                                      cms, cds, prox)
+    print(f"Law tick, two Pandas holding a box (two 6-D loop closures, box passive), {len(tr.t) - 1} closed-loop "
+          f"states x {reps} reps")
+    return median_table(times, "law", 24)
 
 
 def legged_tick(n_states: int = 100, reps: int = 5) -> dict:
@@ -192,60 +298,30 @@ def legged_tick(n_states: int = 100, reps: int = 5) -> dict:
     return median_table(times, "law", 24)
 
 
-def shared_breakdown(system, law, states, refs, reps: int = 5) -> dict:
-    """Medians of the steps every law pays (state check, the terms, coordinates, reference, limiter) and of the
-    Pinocchio passes inside them, on the same states: where the shared microseconds go. The terms come from the
-    law's sampler (Pinocchio's passes + one kernel call); ``system.evaluate`` (the same terms in fresh arrays) is
-    shown beside it."""
-    model, data = system.model, system.data
-    ev = system.evaluate
-    part = np.full(system.nv, 1.0) if law.limits is None else 0.1 * law.limits  # within the limits
-    steps = {
-        "_read_state": lambda s, r: law._read_state(s),
-        "law._terms (the sampler's)": lambda s, r: law._terms(s.q, s.qdot),
-        "(system.evaluate)": lambda s, r: ev(s.q, s.qdot, checked=True),
-        "coords.evaluate (shared data)": lambda s, r: law.coords.evaluate(s.q, s.qdot, data=data),
-        "_read_reference": lambda s, r: law._read_reference(r, s.t, law.last["theta"], 1),
-        "_finish (limiter)": lambda s, r: law._finish(part, None, part),
-        "  pin.crba": lambda s, r: pin.crba(model, data, s.q),
-        "  pin.computeGeneralizedGravity": lambda s, r: pin.computeGeneralizedGravity(model, data, s.q),
-        "  pin.computeCoriolisMatrix": lambda s, r: pin.computeCoriolisMatrix(model, data, s.q, s.qdot),
-        "  pin.updateFramePlacements": lambda s, r: pin.updateFramePlacements(model, data),
-        "  (pin.computeAllTerms)": lambda s, r: pin.computeAllTerms(model, data, s.q, s.qdot),
-    }
-    times = {k: [] for k in steps}
-    for s, r in zip(states, refs):
-        law.compute(s, r)  # law.last["theta"] and the coordinates' references at this state
-        for k, f in steps.items():
-            times[k] += time_calls(f, reps, s, r)
-    med = medians_us(times)
-    print(f"shared part of a law tick ({law.name}; indented: the Pinocchio passes inside the terms)")
-    for k, t in med.items():
-        print(f"  {k:32s} {t:8.2f} µs")
-    return med
-
-
-def quasi_breakdown(law, states, refs, reps: int = 5) -> dict:
-    """Medians of the parts of a quasi_tracking tick on the same states: the state check, the decomposition
-    (``evaluate`` + ``quasi_decompose`` with ``prev``) and the fused tick after it (reference, force PI, the one
-    kernel call: coordinates, motion, force channel, torque channels, limiter)."""
-    times: dict[str, list[float]] = {k: [] for k in ("_read_state", "_decompose (evaluate + quasi_decompose)",
-                                                      "_tick (fused, after the decomposition)",
-                                                      "  _read_reference", "  force PI")}
-    for s, r in zip(states, refs):
-        law.compute(s, r)
-        t, q, qdot, lam = law._read_state(s)
-        terms, qs = law._decompose(q, qdot)
-        times["_read_state"] += time_calls(law._read_state, reps, s)
-        times["_decompose (evaluate + quasi_decompose)"] += time_calls(law._decompose, reps, q, qdot)
-        times["_tick (fused, after the decomposition)"] += time_calls(law._tick, reps, t, q, qdot, lam, terms, qs, r)
-        times["  _read_reference"] += time_calls(law._read_reference, reps, r, t, law._theta_hold, terms.m)
-        times["  force PI"] += time_calls(law._force_correction, reps, t, r.lambda_, lam)
-    med = medians_us(times)
-    print(f"parts of a {law.name} tick")
-    for k, v in med.items():
-        print(f"  {k:40s} {v:8.2f} µs")
-    return med
+def tick_breakdown(laws: dict, states, refs, reps: int = 5) -> dict:
+    """Medians of the parts of a compiled tick on the same states, per law: the whole ``compute``, Pinocchio's
+    Coriolis pass, the one kernel call (state, reference and the packed blocks), and the Python around them (the
+    difference: the state and reference read, the rare-event checks, the call itself)."""
+    out = {}
+    for name, law in laws.items():
+        ct = getattr(law, "_ct", None)
+        if ct is None or ct.I is None:
+            continue
+        model, data = ct.model, ct.data
+        times = {"compute": [], "pin.computeCoriolisMatrix": [], "kernel": []}
+        for s, r in zip(states, refs):
+            law.compute(s, r)
+            tau = np.empty(ct.n)
+            times["compute"] += time_calls(law.compute, reps, s, r)
+            times["pin.computeCoriolisMatrix"] += time_calls(pin.computeCoriolisMatrix, reps, model, data, s.q, s.qdot)
+            v = ct.views
+            times["kernel"] += time_calls(ct.kernel, reps, v[0], v[1], v[2], v[3], v[4], v[5], ct.I, ct.F, s.q, s.qdot,
+                                          s.lambda_meas, r.theta, r.theta_dot, r.theta_ddot, r.lambda_, s.t, tau)
+        med = medians_us(times)
+        med["Python around"] = med["compute"] - med["pin.computeCoriolisMatrix"] - med["kernel"]
+        print(f"parts of a {name} tick: " + ", ".join(f"{k} {v:.2f} µs" for k, v in med.items()))
+        out[name] = med
+    return out
 
 
 _FIRST_TICK = """

@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from qv_dynamics.runfiles import machine  # noqa: F401  (the tables' machine line, re-exported)
+
 
 def time_calls(fn: Callable, reps: int, *args) -> list[float]:
     """Seconds of ``reps`` back-to-back calls ``fn(*args)``, each timed on its own."""
@@ -35,22 +37,6 @@ def median_table(times: dict[str, list[float]], label: str = "", width: int = 42
     for k, t in med.items():
         print(f"  {k:{width}s} {t:10.1f} {t / p:7.1f}" + (f" {column.get(k, 0):>10}" if extra else ""))
     return med
-
-
-def machine() -> str:
-    """One line naming the machine a figure was measured on: CPU model, cores, load, Python and numpy."""
-    import os
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{cpu}, {os.cpu_count()} cores (load {load} over 1/5/15 min), {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}, numpy {np.__version__}")
 
 
 def write_table(path: str, title: str, command: str, header: list[str], rows: list[list[str]],

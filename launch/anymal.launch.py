@@ -15,11 +15,11 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import resolve_launch
+from qv_control.ros.launch_actions import MANAGED, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 # every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
-EXECUTABLES = [(PACKAGE, "qv_legged_controller_node")]
+EXECUTABLES = [(PACKAGE, "qv_legged_controller_node"), (PACKAGE, "qv_spawner")]
 OPTIONAL = {"plant": [(PACKAGE, "qv_legged_mujoco_node")]}
 
 
@@ -33,7 +33,8 @@ def _nodes(context, *args, **kwargs):
         Node(package=PACKAGE, executable="qv_legged_mujoco_node", name="qv_legged_mujoco", output="screen",
              parameters=[params, mode], condition=IfCondition(LaunchConfiguration("plant"))),
         Node(package=PACKAGE, executable="qv_legged_controller_node", name="qv_legged_controller",
-             output="screen", parameters=[params, sim_time]),
+             output="screen", parameters=[params, sim_time, MANAGED]),
+        qv_spawner("qv_legged_controller"),   # configure, then activate once it reads the robot's states
     ]
 
 

@@ -26,12 +26,12 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import resolve_launch
+from qv_control.ros.launch_actions import MANAGED, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 PARAMS = "config/bimanual_ros.yaml"
 # every (package, executable) this file starts, resolved before any starts
-EXECUTABLES = [(PACKAGE, "qv_loop_plant_node"), (PACKAGE, "qv_controller_node")]
+EXECUTABLES = [(PACKAGE, "qv_loop_plant_node"), (PACKAGE, "qv_controller_node"), (PACKAGE, "qv_spawner")]
 
 
 def _nodes(context, *args, **kwargs):
@@ -39,7 +39,7 @@ def _nodes(context, *args, **kwargs):
     share = get_package_share_directory(PACKAGE)
     params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, PARAMS)
     mode = LaunchConfiguration("mode").perform(context)
-    ctrl = [params]
+    ctrl = [params, MANAGED]
     if mode == "lockstep":
         ctrl.append({"watchdog_timeout": float(LaunchConfiguration("lockstep_watchdog").perform(context))})
     return [
@@ -47,6 +47,7 @@ def _nodes(context, *args, **kwargs):
              parameters=[params, {"mode": mode}]),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
              parameters=ctrl),
+        qv_spawner("qv_controller"),   # configure, then activate once it reads the plant's states
     ]
 
 

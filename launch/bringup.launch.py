@@ -49,7 +49,8 @@ def _model_urdf(params: str) -> str:
 
 def executables_for(rsp: bool, rviz: bool) -> list:
     """(package, executable) of every process this launch starts."""
-    out = [(PACKAGE, "qv_sim_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+    out = [(PACKAGE, "qv_sim_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node"),
+           (PACKAGE, "qv_spawner")]
     if rsp:
         out.append(("robot_state_publisher", "robot_state_publisher"))
     if rviz:
@@ -69,6 +70,8 @@ def _nodes(context, *args, **kwargs):
     from ament_index_python.packages import get_package_share_directory
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import Node
+
+    from qv_control.ros.launch_actions import MANAGED, qv_spawner
 
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context)
@@ -92,8 +95,9 @@ def _nodes(context, *args, **kwargs):
         Node(package=PACKAGE, executable="qv_dynamics_node", name="qv_dynamics", output="screen",
              parameters=[params, sim_time], prefix=arg("dynamics_prefix") or None, exec_name="qv_dynamics_node"),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=[params, sim_time], prefix=arg("controller_prefix") or None,
+             parameters=[params, sim_time, MANAGED], prefix=arg("controller_prefix") or None,
              exec_name="qv_controller_node"),
+        qv_spawner("qv_controller"),   # configure, then activate once it reads the simulator's states
     ]
     if rsp:
         nodes.append(Node(package="robot_state_publisher", executable="robot_state_publisher", output="log",

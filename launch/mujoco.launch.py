@@ -8,7 +8,10 @@ Parameters: ``config/demo_mujoco.yaml`` (sections qv_mujoco, qv_dynamics, qv_con
 ``/joint_states``, ``/clock`` and the tool F/T wrench, the controller answers on
 ``/effort_controller/commands`` running the contact task of its ``task.*`` parameters (approach, touch,
 10 N, circle, force step, release; phase on ``/qv_controller/phase``), and the dynamics node follows its
-contact switches. The same plant through controller_manager is ``mujoco_ros2_control.launch.py robot:=panda``.
+contact switches. The controller is a managed node (``managed: true``): ``qv_spawner`` configures it and
+activates it once it reads the plant's states; the plant holds the arm until its first command, and the
+task starts once the loop runs steadily (qv_control.ros.lifecycle). The same plant through controller_manager
+is ``mujoco_ros2_control.launch.py robot:=panda``.
 """
 import os
 
@@ -19,7 +22,15 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import launch_flag, params_and_model, prefix_arguments, qv_node, resolve_launch
+from qv_control.ros.launch_actions import (
+    MANAGED,
+    launch_flag,
+    params_and_model,
+    prefix_arguments,
+    qv_node,
+    qv_spawner,
+    resolve_launch,
+)
 
 PACKAGE = "qv_ros"
 ROBOTS = {
@@ -28,7 +39,8 @@ ROBOTS = {
 }
 RVIZ_CONFIG = "config/qv.rviz"
 # every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
-EXECUTABLES = [(PACKAGE, "qv_mujoco_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+EXECUTABLES = [(PACKAGE, "qv_mujoco_node"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node"),
+               (PACKAGE, "qv_spawner")]
 OPTIONAL = {"rsp": [("robot_state_publisher", "robot_state_publisher")], "rviz": [("rviz2", "rviz2")]}
 
 
@@ -50,7 +62,8 @@ def _nodes(context, *args, **kwargs):
     nodes = [
         qv_node("qv_mujoco_node", "qv_mujoco", params, mode),
         qv_node("qv_dynamics_node", "qv_dynamics", params, sim_time, prefix="dynamics_prefix"),
-        qv_node("qv_controller_node", "qv_controller", params, sim_time, prefix="controller_prefix"),
+        qv_node("qv_controller_node", "qv_controller", params, {**sim_time, **MANAGED}, prefix="controller_prefix"),
+        qv_spawner("qv_controller"),   # configure, then activate once it reads the plant's states
         Node(package="rviz2", executable="rviz2", output="log", arguments=["-d", os.path.join(share, RVIZ_CONFIG)],
              parameters=[sim_time], condition=IfCondition(LaunchConfiguration("rviz"))),
     ]

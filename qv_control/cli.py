@@ -1,5 +1,5 @@
 """The ``qv`` command: ``qv simulate <scenario>``, ``qv bringup <config.yaml>``, ``qv demo``, ``qv inspect``,
-``qv export-urdf``, ``qv export-mjcf``, ``qv warm``.
+``qv conditions``, ``qv formulation``, ``qv export-urdf``, ``qv export-mjcf``, ``qv warm``.
 
 Every command runs under one guard: Ctrl-C (SIGINT) or SIGTERM ends it with one line and exit code 130 / 143,
 a bad-input error of the library (:class:`qv_dynamics.errors.QVError`) with one line and exit code 2, and an
@@ -20,6 +20,8 @@ COMMANDS = {
     "demo": ("qv_control.demo.runs", "main", "the main demo: Panda on a MuJoCo table, force + path"),
     "conditions": ("qv_control.demo.conditions_report", "main",
                    "the contact task under real conditions (friction, noise, delay, model error, tool, impacts)"),
+    "formulation": ("qv_control.demo.formulation", "main",
+                    "the formulation rows: closed chain, passive joint, redundant and singular contacts, per law"),
     "inspect": ("qv_dynamics.describe", "main", "print the quasi-velocity decomposition of a robot"),
     "export-urdf": ("qv_dynamics.plants.export", "main_urdf", "URDF for ros2_control mock / Gazebo / MuJoCo"),
     "export-mjcf": ("qv_dynamics.plants.export", "main_mjcf", "MJCF (robot + scene) of a model config"),
@@ -33,6 +35,7 @@ SUBCOMMANDS = {
 # the report folder of the commands whose ``--out`` default is their module's (checked here when not given)
 OUT_DEFAULTS = {
     "demo": "out/demo", "demo anymal": "out/anymal", "demo bimanual": "bimanual_out", "conditions": "out/conditions",
+    "formulation": "out/formulation",
 }
 # commands that write into an ``--out`` folder (the others take ``--out`` never, or as a file: export-*)
 OUT_COMMANDS = ("simulate", "bringup", *OUT_DEFAULTS)

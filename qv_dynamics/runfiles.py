@@ -154,5 +154,23 @@ def prepare_out_dir(directory, patterns: Iterable[str], log: Callable[[str], Non
     return removed
 
 
-__all__ = ["OutputError", "write_text", "write_json", "savez", "savefig", "check_writable", "reserve", "release",
-           "prepare_out_dir"]
+def machine() -> str:
+    """One line naming the machine a figure was measured on: CPU model, cores, load, Python and numpy (written
+    beside every generated table of the docs)."""
+    import platform
+
+    import numpy as np
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"{cpu}, {os.cpu_count()} cores (load {load} over 1/5/15 min), {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}, numpy {np.__version__}")
+
+
+__all__ = ["OutputError", "machine", "write_text", "write_json", "savez", "savefig", "check_writable", "reserve",
+           "release", "prepare_out_dir"]

@@ -169,11 +169,14 @@ def _usage_error(proc, *words) -> None:
 def test_out_folder_of_every_report_command_checked_before_any_compute(capfd, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
-    for args in (["conditions"], ["demo", "anymal"], ["demo", "bimanual"]):
+    for args in (["conditions"], ["formulation"], ["demo", "anymal"], ["demo", "bimanual"]):
         for out in (["--out", str(blocker / "sub")], [f"--out={blocker / 'sub'}"]):
             proc = qv(capfd, *args, *out)
             _usage_error(proc, "not writable", str(blocker / "sub"))
             assert proc.stdout == ""  # refused before the command's module ran
+    proc = qv(capfd, "formulation", "--out", str(tmp_path / "f"), "--write-table", str(blocker / "sub" / "t.md"))
+    _usage_error(proc, "not writable", str(blocker / "sub"))   # the table's folder too, before any row runs
+    assert "wall time" not in proc.stdout
 
 
 def test_library_input_errors_of_the_commands_are_one_line(capfd, tmp_path):

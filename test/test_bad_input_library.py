@@ -116,7 +116,7 @@ def _gain_names(cls) -> list[str]:
 
 
 @pytest.mark.parametrize("law", ["quasi_tracking", "quasi_setpoint", "pidc", "pidc_force", "passive", "osc",
-                                 "impedance"])
+                                 "osc_constrained", "impedance"])
 def test_every_gain_of_every_law_refuses_nan_inf_negative_and_text(law):
     from qv_control import make_law
     from qv_control.laws import LAWS

@@ -163,6 +163,42 @@ def test_lambda_desired_labels_matched_by_row_and_unknown_row_refused(ros):
         retire(ex, node)
 
 
+def test_lambda_desired_of_a_constraint_set_that_changed_never_reaches_the_law(ros):
+    """λ_d = [] accepted while no constraint is active (0 rows), then the contact switched on (as a task's
+    touch-down does): the empty λ_d no longer fits the one active row; it is dropped and counted once, the law
+    computes with its own λ (without the check the impedance baseline raised IndexError on every state), and the
+    command equals the library law's on the same state."""
+    from qv_control.laws.impedance import ImpedanceForceBaseline
+
+    ctx, ex, probe = ros
+    system, _ = load_model_config("demo_model.yaml")
+    law = ImpedanceForceBaseline(system, frame="panda_hand_tcp", contact="contact")
+    joints = [f"panda_joint{i}" for i in range(1, 8)]
+    node = ControllerNode("qv_lam_set", context=ctx, system=system, law=law, parameter_overrides=[
+        Parameter("joints", value=joints), Parameter("controller_name", value="lam_set_ctrl"),
+        Parameter("watchdog_timeout", value=5.0)])
+    ex.add_node(node)
+    try:
+        lpub = probe.create_publisher(Float64MultiArray, "/qv_lam_set/lambda_desired", 10)
+        wire = Wire(probe, ex, "/joint_states", JointState, "/lam_set_ctrl/commands", Float64MultiArray)
+        wire.connect()
+        assert spin_until(ex, lambda: lpub.get_subscription_count() >= 1)
+        lpub.publish(Float64MultiArray(data=[]))
+        assert spin_until(ex, lambda: node.lambda_d is not None) and node.lambda_d.size == 0
+        system.set_active("contact", True)
+        q = np.array([0.0, 0.2, 0.0, -2.0, 0.0, 2.2, 0.785])
+        out = wire.send(joint_state(joints, q, [0.0] * 7, t=1.0), expect=1)
+        assert node.rejects["lambda_desired"].counts == {"size": 1} and node.lambda_d is None
+        assert node.rejects["law"].total == 0 and node.stats["commands"] == 1
+        wire.send(joint_state(joints, q, [0.0] * 7, t=1.001), expect=1)
+        assert node.rejects["lambda_desired"].counts == {"size": 1}        # counted once
+        ref = ImpedanceForceBaseline(system, frame="panda_hand_tcp", contact="contact")
+        np.testing.assert_allclose(out[-1].data, ref.compute(State(1.0, q, np.zeros(7)), Reference()), atol=1e-9)
+    finally:
+        system.set_active("contact", False)
+        retire(ex, node)
+
+
 def test_law_that_cannot_compute_is_an_error_state_in_diagnostics(ros):
     ctx, ex, probe = ros
     node = ControllerNode("qv_fail", context=ctx, parameter_overrides=arm_params(
@@ -233,19 +269,24 @@ def test_old_and_future_stamps_dropped_and_counted_dynamics(ros):
 
 
 def test_force_integral_uses_bounded_non_negative_dt():
-    """A stamp far ahead must not freeze the integral for good: dt is clipped to [0, max_dt] and the
-    integrator follows the stamps again afterwards (reference: the integral of a constant error)."""
+    """A stamp far ahead must not freeze the integral for good, nor integrate the gap: dt is clipped to
+    [0, min(max_dt, 2 sample periods)] (the period: the smallest step seen) and the integrator follows the
+    stamps again afterwards (reference: the integral of a constant error)."""
     pi = ForcePI(kf=0.0, ki=1.0, max_dt=0.1)
     e = np.array([2.0])
     pi.update(0.0, e)
     pi.update(0.01, e)
     np.testing.assert_allclose(pi.z, [0.02], rtol=1e-12)
-    pi.update(1e9, e)  # a corrupted stamp: at most max_dt of integration
-    np.testing.assert_allclose(pi.z, [0.02 + 0.2], rtol=1e-12)
+    pi.update(1e9, e)  # a corrupted stamp (or a stall): at most two periods of integration
+    np.testing.assert_allclose(pi.z, [0.02 + 2 * 0.02], rtol=1e-12)
     pi.update(0.02, e)  # back to the true time: dt < 0 integrates nothing
-    np.testing.assert_allclose(pi.z, [0.22], rtol=1e-12)
+    np.testing.assert_allclose(pi.z, [0.06], rtol=1e-12)
     pi.update(0.03, e)  # and integrates again
-    np.testing.assert_allclose(pi.z, [0.24], rtol=1e-12)
+    np.testing.assert_allclose(pi.z, [0.08], rtol=1e-12)
+    slow = ForcePI(kf=0.0, ki=1.0, max_dt=0.1)   # a slow loop: max_dt bounds before two periods do
+    for t in (0.0, 0.08, 1e9):
+        slow.update(t, e)
+    np.testing.assert_allclose(slow.z, [2.0 * (0.08 + 0.1)], rtol=1e-12)
 
 
 def test_normal_rate_estimate_recovers_after_a_future_stamp():
@@ -256,11 +297,14 @@ def test_normal_rate_estimate_recovers_after_a_future_stamp():
     rng = np.random.default_rng(11)
     q, _ = arm_state(system, rng)
     qdot = 0.3 * rng.standard_normal(3)  # a normal velocity component too (a compliant contact)
+    sync = law._ct.sync if law._ct is not None else (lambda: None)   # (a compiled tick's state into the law)
     for t in (0.0, 0.001, 1e9, 0.002):
         law.compute(State(t, q, qdot), Reference(theta=np.array(THETA_D), lambda_=np.array(LAMBDA_D)))
+    sync()
     g_prev = law._gvn_prev[1].copy()
     q2 = q + 1e-3 * qdot
     law.compute(State(0.003, q2, qdot), Reference(theta=np.array(THETA_D), lambda_=np.array(LAMBDA_D)))
+    sync()
     assert law._gvn_rate is not None and law._gvn_prev[0] == 0.003
     np.testing.assert_allclose(law._gvn_rate, (law._gvn_prev[1] - g_prev) / 0.001, rtol=1e-12)
 

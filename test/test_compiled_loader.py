@@ -32,7 +32,7 @@ def test_every_kernel_module_is_listed_for_warming():
     """setup.py's entry-point group names exactly the modules that define kernels: none left cold by qv warm."""
     found = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts)
                    for pkg in ("qv_dynamics", "qv_control") for p in (ROOT / pkg).rglob("*.py") if _defines_kernels(p))
-    assert found == kernel_modules() and len(found) == 6
+    assert found == kernel_modules() and len(found) == 7
 
 
 _COLD = """
@@ -49,8 +49,9 @@ qs = quasi_decompose(t, prev=quasi_decompose(t))
 law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"], kp=400.0,
                kd=40.0)
 print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels.laws", "tracking") is None,
-      law.coords._kernel is None, load("qv_control.kernels.tick", "projection_tick") is None,
-      load("qv_control.kernels.quasi_tick", "quasi_tick") is None)
+      law.coords._kernel is None, load("qv_control.kernels.tick", "projection_law_tick") is None,
+      load("qv_control.kernels.quasi_tick", "quasi_law_tick") is None,
+      load("qv_control.kernels.contact_qp", "solve_qp") is None)
 for m in sorted(STATUS):
     print(m, STATUS[m])
 """
@@ -63,7 +64,7 @@ def test_cold_cache_runs_the_numpy_paths_and_compiles_nothing(tmp_path):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT), QV_COMPILED="1")
     out = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True, text=True, timeout=120,
                          check=True).stdout.splitlines()
-    assert out[0] == "True True True True True True True"
+    assert out[0] == "True True True True True True True True"
     status = dict(line.split(" ", 1) for line in out[1:])
     assert sorted(status) == kernel_modules()
     assert all(s.startswith("numpy path (no compiled cache") for s in status.values()), status
@@ -94,3 +95,33 @@ def test_kernel_sources_cover_every_jitted_helper_and_a_newer_one_makes_the_cach
     if not cache_ready(*kernels):
         pytest.skip("numba's cache is not warmed here (scripts/setup.sh warms it)")
     assert not cache_ready(*kernels, newest_source=time.time() + 60.0)
+
+
+_FLUSH = """
+import os
+import numpy as np
+from qv_control.kernels import integrals
+from qv_dynamics.kernels.loader import flush_stale
+import importlib
+out = np.zeros(2)
+integrals.clipped_step(np.ones(2), True, 0.0, 0.001, np.ones(2), 0.1, False, out, np.inf)
+integrals.target_commit(2, np.zeros(2), np.zeros(2), np.ones(2))
+old, fresh = integrals.clipped_step._cache._cache_file, integrals.target_commit._cache._cache_file
+os.utime(old._index_path, (1.0, 1.0))   # written before every source it depends on
+print(bool(old._load_index()), bool(fresh._load_index()))
+flush_stale(importlib.import_module("qv_control.kernels.tick"))
+print(bool(old._load_index()), bool(fresh._load_index()))
+"""
+
+
+def test_a_stale_kernel_module_flushes_the_helpers_it_draws_from(tmp_path):
+    """numba keys every jitted function's cache on its own file: a helper whose file did not change but whose
+    callee's did would load machine code with the old callee inlined. When ``qv warm`` finds a kernel module's
+    cache stale it empties the cache of every jitted function of the module and of the modules it draws from:
+    here a helper of qv_control.kernels.integrals (drawn from by the projection tick), compiled into a cache of
+    its own and older than its sources, is emptied by flushing the tick; one written after them is kept."""
+    pytest.importorskip("numba")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", _FLUSH], env=env, capture_output=True, text=True, timeout=300,
+                         check=True).stdout.split()
+    assert out == ["True", "True", "False", "True"]

@@ -21,6 +21,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from qv_control.ros.bringup import to_parameters  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
 from qv_control.task import TaskRefused  # noqa: E402
+from qv_dynamics.errors import ModelError  # noqa: E402
 from qv_dynamics.ros.dynamics_node import DynamicsNode  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 
@@ -122,8 +123,8 @@ def test_run_time_contact_switch_phase_topic_and_silent_ft(session):
 
 def test_no_touch_down_within_the_window_ends_in_a_safe_hold(session):
     ctx, ex, probe = session
-    node = ControllerNode("qv_task_window", context=ctx, parameter_overrides=to_parameters(
-        params(approach_window=0.05, autostart=True, hold=0.0)))
+    node = ControllerNode("qv_task_window", context=ctx, parameter_overrides=to_parameters(  # start at once
+        dict(params(approach_window=0.05, autostart=True, hold=0.0), start_steady_states=1)))
     ex.add_node(node)
     pub_js = probe.create_publisher(JointState, "/joint_states", 10)
     try:
@@ -158,16 +159,32 @@ def test_refused_task_ends_the_process_with_one_line_and_exit_2():
     assert any("exceeds the effort limit" in ln for ln in lines) and "Traceback" not in r.stderr
 
 
+def _state_with_wrench(ex, node, pub_js, pub_ft, k: int, fn: float) -> None:
+    """The wrench reading fn (N pressing, sensor axes at Q0) and then the joint state at Q0, both stamped k ms;
+    returns when the node has answered the state (a command or a safe output)."""
+    R = node.system.frame_placement(np.asarray(Q0), FRAME).rotation
+    stamp = rclpy.time.Time(seconds=0.001 * k).to_msg()
+    w = WrenchStamped()
+    w.header.stamp = stamp
+    w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = map(float, R.T @ np.array([0.0, 0.0, -fn]))
+    pub_ft.publish(w)
+    spin_until(ex, lambda: node.task_layer.wrench_rx is not None, 1.0)
+    js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
+    js.header.stamp = stamp
+    pub_js.publish(js)
+    n0 = node.stats["commands"] + node.stats["safe_commands"]
+    spin_until(ex, lambda: node.stats["commands"] + node.stats["safe_commands"] > n0, 1.0)
+
+
 def test_force_limit_trips_the_hold_and_lifts_off(session):
     """task.force_limit (default 3 × the commanded force): a wrench reading 35 N while pressing for 10 N sends
     the task to its safe hold, constraint off, counted in the diagnostics values; the held reference lifts the
     tool task.retract above its measured height (forward kinematics at the state's q)."""
     ctx, ex, probe = session
-    node = ControllerNode("qv_task_limit", context=ctx, parameter_overrides=to_parameters(
-        params(approach_window=30.0, autostart=True, hold=0.0)))
+    node = ControllerNode("qv_task_limit", context=ctx, parameter_overrides=to_parameters(  # start at once
+        dict(params(approach_window=30.0, autostart=True, hold=0.0), start_steady_states=1)))
     ex.add_node(node)
     system = node.system
-    R = system.frame_placement(np.asarray(Q0), FRAME).rotation
     z0 = system.frame_placement(np.asarray(Q0), FRAME).translation[2]
     pub_js = probe.create_publisher(JointState, "/joint_states", 10)
     pub_ft = probe.create_publisher(WrenchStamped, "/qv_test/ft", 10)
@@ -176,17 +193,7 @@ def test_force_limit_trips_the_hold_and_lifts_off(session):
         assert spin_until(ex, lambda: pub_js.get_subscription_count() >= 1 and pub_ft.get_subscription_count() >= 1,
                           5.0)
         for k, fn in enumerate([5.0] * 20 + [35.0] * 5):
-            stamp = rclpy.time.Time(seconds=0.001 * (k + 1)).to_msg()
-            w = WrenchStamped()
-            w.header.stamp = stamp
-            w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = map(float, R.T @ np.array([0.0, 0.0, -fn]))
-            pub_ft.publish(w)
-            spin_until(ex, lambda: layer.wrench_rx is not None, 1.0)
-            js = JointState(name=JOINTS, position=Q0, velocity=[0.0] * 7, effort=[0.0] * 7)
-            js.header.stamp = stamp
-            pub_js.publish(js)
-            n0 = node.stats["commands"] + node.stats["safe_commands"]
-            spin_until(ex, lambda: node.stats["commands"] + node.stats["safe_commands"] > n0, 1.0)
+            _state_with_wrench(ex, node, pub_js, pub_ft, k + 1, fn)
         task = layer.task
         assert task.phase == "hold" and "above the limit 30.0 N" in task.reason
         assert layer.diagnostics()["force_limit_trips"] == 1 and not system.constraint("contact").active
@@ -195,3 +202,49 @@ def test_force_limit_trips_the_hold_and_lifts_off(session):
                                                            "safe hold"]
     finally:
         retire(ex, node)
+
+
+def test_stale_joint_states_in_contact_send_the_task_to_its_hold(session):
+    """Pressing (contact switched on from the wrench), the joint states stop: the watchdog sends the safe output
+    and the task goes to its hold ("joint states stale ... in contact"; ~/phase says so); when the states return
+    the node keeps sending the safe output (the hold), not the law."""
+    ctx, ex, probe = session
+    node = ControllerNode("qv_task_stale", context=ctx, parameter_overrides=to_parameters(
+        {**params(approach_window=30.0, autostart=True, hold=0.0), "watchdog_timeout": 0.05, "watchdog_period": 0.01,
+             "start_steady_states": 1}))
+    ex.add_node(node)
+    system = node.system
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    phases = []
+    probe.create_subscription(String, "/qv_task_stale/phase", lambda m: phases.append(m.data), latched)
+    pub_js = probe.create_publisher(JointState, "/joint_states", 10)
+    pub_ft = probe.create_publisher(WrenchStamped, "/qv_test/ft", 10)
+    layer = node.task_layer
+
+    def send(k: int) -> None:
+        _state_with_wrench(ex, node, pub_js, pub_ft, k, 5.0)
+
+    try:
+        assert spin_until(ex, lambda: pub_js.get_subscription_count() >= 1 and pub_ft.get_subscription_count() >= 1)
+        for k in range(1, 11):
+            send(k)
+        assert layer.task.phase == "contact" and system.constraint("contact").active
+        assert spin_until(ex, lambda: layer.task.phase == "hold" and phases[-1:] == ["hold"], 5.0)
+        assert "joint states stale" in layer.task.reason and node.stats["watchdog_episodes"] >= 1
+        commands = node.stats["commands"]
+        for k in range(11, 16):
+            send(k)
+        assert node.stats["commands"] == commands and not system.constraint("contact").active
+    finally:
+        retire(ex, node)
+
+
+@pytest.mark.parametrize("extra", [{"theta_desired": [0.5] * 8}, {"lambda_desired": [-20.0]},
+                                   {"reference.times": [0.0, 1.0], "reference.waypoints": [0.0] * 16}])
+def test_references_given_with_a_task_are_refused_at_start(extra):
+    """theta_desired at start replaced the task's motion from the first state on; with task.enabled it (and
+    lambda_desired, a reference spline) is refused at start, naming it."""
+    with ros_session(DOMAIN, "qv_test_task_refs") as (ctx, ex, probe):
+        with pytest.raises(ModelError, match="cannot be given with task.enabled"):
+            ControllerNode("qv_task_refs", context=ctx, parameter_overrides=to_parameters({**params(), **extra}),
+                           automatically_declare_parameters_from_overrides=False)

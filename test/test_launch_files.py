@@ -83,10 +83,42 @@ def test_spawners_are_ordered(launch):
     for call in _calls(func, "OnProcessExit") + _calls(func, "OnProcessStart"):
         kw = {k.arg: k.value for k in call.keywords}
         actions = kw["on_exit"] if "on_exit" in kw else kw["on_start"]
-        handlers[(call.func.id, kw["target_action"].id)] = [e.id for e in actions.elts]
-    assert handlers[("OnProcessExit", "spawn_broadcasters")] == ["qv_dynamics", "qv_controller"]
-    assert handlers[("OnProcessStart", "qv_controller")] == ["spawn_effort"]
+        handlers[(call.func.id, kw["target_action"].id)] = [e.id for e in actions.elts] \
+            if isinstance(actions, ast.List) else actions.id
+    assert handlers[("OnProcessExit", "spawn_broadcasters")] == ["qv_dynamics", "qv_controller", "spawn_qv"]
     assert handlers[("OnProcessExit", "after")] == ["spawn_broadcasters"]
+    # the effort controller only once qv_spawner has exited with success (the qv controller is active)
+    assert handlers[("OnProcessExit", "spawn_qv")] == "after_qv"
+    after_qv = next(n for n in ast.walk(func) if isinstance(n, ast.FunctionDef) and n.name == "after_qv")
+    ret = next(n for n in ast.walk(after_qv) if isinstance(n, ast.Return)).value
+    assert ast.unparse(ret.test) == "event.returncode == 0" and ast.unparse(ret.body) == "[spawn_effort]"
+    assert "spawn_effort" not in ast.unparse(ret.orelse)
+
+
+def test_qv_controllers_are_managed_and_spawned():
+    """Every launch file that starts a qv controller node starts it managed (waiting for a lifecycle
+    manager: ``MANAGED`` among its parameters) and a ``qv_spawner`` naming that node (the shared
+    ``ordered_qv_bringup`` does both for the controller_manager launch files)."""
+    helper = ast.parse((ROOT / "qv_control" / "ros" / "launch_actions.py").read_text())
+    assert ast.literal_eval(next(n.value for n in helper.body if isinstance(n, ast.Assign)
+                                 and getattr(n.targets[0], "id", "") == "MANAGED")) == {"managed": True}
+    for path in sorted(LAUNCH.glob("*.launch.py")):
+        tree = ast.parse(path.read_text())
+        if _calls(tree, "ordered_qv_bringup"):
+            continue
+        controllers = {}
+        for c in _calls(tree, "Node") + _calls(tree, "qv_node"):
+            kw = {k.arg: k.value for k in c.keywords}
+            exe = c.args[0].value if c.args else getattr(kw.get("executable"), "value", "")
+            if exe in ("qv_controller_node", "qv_legged_controller_node"):
+                name = c.args[1].value if c.args else kw["name"].value
+                controllers[name] = ast.unparse(c)
+        spawned = {c.args[0].value for c in _calls(tree, "qv_spawner")}
+        assert controllers and set(controllers) == spawned, (path.name, controllers, spawned)
+        for name, call in controllers.items():
+            assert "MANAGED" in call or "ctrl" in call, (path.name, call)
+        if "ctrl = [params, MANAGED]" not in path.read_text():
+            assert all("MANAGED" in call for call in controllers.values()), path.name
 
 
 def test_mujoco_ros2_control_launch_holds_the_simulation_until_the_controller_runs():

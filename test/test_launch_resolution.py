@@ -23,8 +23,8 @@ LAUNCH = ROOT / "launch"
 SHARED = ROOT / "qv_control" / "ros" / "launch_actions.py"
 FILES = sorted(p.name for p in LAUNCH.glob("*.launch.py"))
 # calls that start something (or need a package's files): none may come before the resolution
-STARTS = {"Node", "qv_node", "ordered_qv_bringup", "IncludeLaunchDescription", "get_package_share_directory",
-          "robot_files", "target_urdf", "export_mjcf_text", "resolve_urdf", "_urdf_path"}
+STARTS = {"Node", "qv_node", "qv_spawner", "ordered_qv_bringup", "IncludeLaunchDescription",
+          "get_package_share_directory", "robot_files", "target_urdf", "export_mjcf_text", "resolve_urdf", "_urdf_path"}
 
 
 def _calls(tree: ast.AST) -> list[ast.Call]:
@@ -46,6 +46,8 @@ def _started(tree: ast.Module, names: dict) -> set[tuple]:
             out.add((names[pkg.id] if isinstance(pkg, ast.Name) else pkg.value, exe.value))
         elif _name(call) == "qv_node":
             out.add(("qv_ros", call.args[0].value))
+        elif _name(call) == "qv_spawner":
+            out.add(("qv_ros", "qv_spawner"))
         elif _name(call) == "ordered_qv_bringup":
             out |= {tuple(p) for p in names["ORDERED_BRINGUP"]}
         elif _name(call) == "get_package_share_directory" and isinstance(call.args[0], ast.Constant):
@@ -124,7 +126,7 @@ def test_resolver_names_every_missing_package(tmp_path):
     are refused naming every missing package (not only the first), and a complete plan resolves to paths.
     Run in a fresh interpreter with that AMENT_PREFIX_PATH (the ament index caches nothing, but the
     environment is the one a sourced workspace gives)."""
-    prefix = _prefix(tmp_path, {"qv_ros": ["qv_sim_node", "qv_dynamics_node", "qv_controller_node"]})
+    prefix = _prefix(tmp_path, {"qv_ros": ["qv_sim_node", "qv_dynamics_node", "qv_controller_node", "qv_spawner"]})
     plans = {}
     for launch in ("mujoco_ros2_control.launch.py", "gazebo.launch.py", "ros2_control.launch.py"):
         tree = ast.parse((LAUNCH / launch).read_text())

@@ -21,6 +21,7 @@ def _integral_after(law, theta_d, qdots, dt=1e-3):
         law.compute(State(t=k * dt, q=Q0, qdot=qd, lambda_meas=np.array([-10.0])),
                     Reference(theta=theta_d, theta_dot=np.zeros(theta_d.size),
                               theta_ddot=np.zeros(theta_d.size), lambda_=np.array([-10.0])))
+    law._own_state()   # (the compiled tick's state into the law's Python objects)
     return law._integral.z.copy(), law.last["eps"].copy()
 
 

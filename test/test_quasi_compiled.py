@@ -1,6 +1,7 @@
-"""The compiled steady-state decomposition (qv_dynamics.kernels.quasi via quasi_decompose(gauge="auto"))
-against the reference formulation (gauge="svd": full SVD of Λ, Procrustes rotations by SVD, SPEC §2) along
-smooth 1 kHz motions, and the numpy path it falls back to when the kernel is unavailable or declines."""
+"""The compiled steady-state decomposition (qv_dynamics.kernels.quasi via quasi_decompose(gauge="auto"), its
+bases by qv_dynamics.kernels.aligned) against the reference formulation (gauge="svd": full SVD of Λ, Procrustes
+rotations by SVD, SPEC §2) along smooth 1 kHz motions, and the numpy path it falls back to when the kernel is
+unavailable or declines."""
 from __future__ import annotations
 
 import dataclasses

@@ -24,7 +24,6 @@ import pinocchio as pin
 
 from ..laws.registry import scale_inertias
 from ..task import LowPass, contact_inertia, touch_speed
-from .cases import CASE_PLANTS
 from .config import DemoConfig, make_system
 
 #: tool frame of the flange-mounted F/T sensor in the tool conditions (the Panda's flange)
@@ -58,7 +57,6 @@ class Condition:
     approach_speed: float = 0.05   # m/s cruise speed towards the table
     planned: bool = True           # plan the touch-down speed from the impact model (False: fixed speed)
     reference: str = ""            # a reference row, not judged by the acceptance: why it is kept
-    case: str = ""                 # a constraint row of qv_control.demo.cases (its own scene and laws)
 
 
 def _conditions() -> dict[str, Condition]:
@@ -96,7 +94,6 @@ def _conditions() -> dict[str, Condition]:
 
 
 CONDITIONS = _conditions()
-CONDITIONS.update({n: Condition(n, plant=CASE_PLANTS[n], case=n) for n in CASE_PLANTS})
 
 
 # ---------------------------------------------------------------------------------------------- models

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from qv_dynamics.jsonutil import jsonable
 
-from .cases import write_case_plots
 from .conditions import CONDITIONS, conditions_config, open_loop_sliding_band
 from .conditions_runs import KINDS, run_condition
 
@@ -106,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "conditions.json").write_text(json.dumps(jsonable(doc), indent=2))
     (out / "conditions.md").write_text(markdown_table(doc))
-    write_case_plots(out)                       # the constraint rows' plots (qv_control.demo.cases)
     print(f"\nwall time {doc['_meta']['wall_time_s']:.0f} s; {out}/conditions.json, {out}/conditions.md")
     return 0
 

@@ -100,10 +100,6 @@ class _Sensors:
 def run_condition(cond: Condition | str, kind: str = "qv", cfg: DemoConfig | None = None, seed: int = 0) -> dict:
     """Run one condition with one controller; returns arrays, events, plan and the figures."""
     cond = CONDITIONS[cond] if isinstance(cond, str) else cond
-    if cond.case:
-        from .cases import run_case
-
-        return run_case(cond.case, kind)
     cfg = replace(cfg or conditions_config(), approach_speed=cond.approach_speed)
     plant_sys = make_system(cfg)
     q0 = np.asarray(cfg.q0, float)

@@ -10,17 +10,25 @@ reference it must equal; the test pairing them:
 - ``coordinates``: :meth:`qv_control.coordinates.MinimalCoordinates.evaluate` with ``compiled=False``;
   test_law_compiled.py
 - ``tick``: a projection law's ``compute`` with ``compiled=False``; test_law_compiled.py
-- ``quasi_tick``: a quasi-velocity law's ``compute`` with ``compiled=False``; test_law_compiled.py
+- ``quasi_tick``: a quasi-velocity law's whole tick (``compute`` with ``compiled=False``); test_law_compiled.py
+- ``limiter``: :func:`qv_control.saturation.saturate`; test_law_compiled.py
+- ``integrals``: :class:`qv_control.laws.integral.BoundedIntegral`, :class:`qv_control.laws.base.ForcePI`;
+  test_law_compiled.py
+- ``internal``: :func:`qv_control.laws.passive.passive_projector`,
+  :func:`qv_control.laws.internal_force.internal_force_basis`; test_passive_compiled.py
+- ``conditioning``: :func:`qv_control.coordinates.check_reduced_jacobian` (D and cond(D)); test_law_compiled.py
+- ``contact_qp``: :class:`qv_control.laws.contact_qp.ContactForceQP` (quadprog); test_contact_qp.py
 
-``layout`` sizes the ticks' output buffers (plain Python, used by the laws at construction).
+``layout`` names the blocks of the whole-tick kernels' packed arguments (plain Python, used by the laws at
+construction); ``blocks`` reads them and does what every tick does before its law (the checks, the terms).
 """
 
 #: modules of the room that are support, not kernels (no numpy reference of their own)
-SUPPORT = ("layout",)
+SUPPORT = ("layout", "blocks")
 
 #: modules with kernel entry points (``@kernel``) and a ``warm()``: ``qv warm`` compiles them
-KERNEL_MODULES = ("qv_control.kernels.coordinates", "qv_control.kernels.laws", "qv_control.kernels.quasi_tick",
-                  "qv_control.kernels.tick")
+KERNEL_MODULES = ("qv_control.kernels.contact_qp", "qv_control.kernels.coordinates", "qv_control.kernels.laws",
+                  "qv_control.kernels.quasi_tick", "qv_control.kernels.tick")
 
 #: kernel module -> (numpy reference, test file that holds them against each other)
 PAIRS = {
@@ -29,4 +37,9 @@ PAIRS = {
                                        "test_law_compiled.py"),
     "qv_control.kernels.tick": ("qv_control.laws.projection_base.ProjectionLawBase", "test_law_compiled.py"),
     "qv_control.kernels.quasi_tick": ("qv_control.laws.quasi_base.QuasiLawBase", "test_law_compiled.py"),
+    "qv_control.kernels.limiter": ("qv_control.saturation.saturate", "test_law_compiled.py"),
+    "qv_control.kernels.integrals": ("qv_control.laws.integral.BoundedIntegral", "test_law_compiled.py"),
+    "qv_control.kernels.internal": ("qv_control.laws.internal_force.internal_force_basis", "test_passive_compiled.py"),
+    "qv_control.kernels.conditioning": ("qv_control.coordinates.check_reduced_jacobian", "test_law_compiled.py"),
+    "qv_control.kernels.contact_qp": ("qv_control.laws.contact_qp.ContactForceQP", "test_contact_qp.py"),
 }

@@ -58,14 +58,15 @@ def _mm3(A, B, C) -> None:
 
 
 @njit(cache=True)
-def _rotation(R, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
-    """φ, GJ_ω, GJ̇_ω + ĠJ_ω of one frame (3 rows each); False beyond MAX_ROTATION_ANGLE (the caller raises).
-    ``W``: scratch (7 × 3 × 3)."""
+def _rotation(X, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
+    """φ, GJ_ω, GJ̇_ω + ĠJ_ω of one frame (3 rows each) whose placement ``X`` holds R column-major and ``Rref`` its
+    reference row-major (9 entries); False beyond
+    MAX_ROTATION_ANGLE (the caller raises). ``W``: scratch (7 × 3 × 3)."""
     n = qdot.shape[0]
     E, P, P2, G, Pd, S, Gd = W[0], W[1], W[2], W[3], W[4], W[5], W[6]
     for i in range(3):
         for j in range(3):
-            E[i, j] = R[i, 0] * Rref[j, 0] + R[i, 1] * Rref[j, 1] + R[i, 2] * Rref[j, 2]
+            E[i, j] = X[i] * Rref[3 * j] + X[3 + i] * Rref[3 * j + 1] + X[6 + i] * Rref[3 * j + 2]
     th = _log3(E, phi)
     if not th <= MAX_ROTATION_ANGLE:
         return False
@@ -108,19 +109,34 @@ def evaluate_into(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, out) -> 
     n = qdot.shape[0]
     nslot = sup.shape[0]
     F = np.empty((nslot, 12, n))
+    X = np.empty((nslot, 12))
+    for s in range(nslot):
+        R, p = (R0, p0) if s == 0 else (R1, p1)
+        for j in range(3):
+            for i in range(3):
+                X[s, 3 * j + i] = R[i, j]
+            X[s, 9 + j] = p[j]
+        _frame_rates(Jw, dJw, X[s, 9:12], sup[s], qdot, F[s, :6], F[s, 6:])
+    return coordinates_core(F, X, np.ascontiguousarray(Rref).reshape((Rref.shape[0], 9)), plan, k, q, qdot, out)
+
+
+@njit(cache=True)
+def coordinates_core(F, X, Rref, plan, k, q, qdot, out) -> int:
+    """:func:`evaluate_into` from each frame slot's J6, J̇6 (``F[s, :6]``, ``F[s, 6:]``,
+    :func:`qv_dynamics.kernels.frame.frame_rates`), placement ``X[s]`` (rotation column-major, origin) and
+    orientation reference ``Rref[s]`` (row-major, 9 entries)."""
+    n = qdot.shape[0]
+    nslot = F.shape[0]
     rot = np.empty((nslot, 9, n))   # φ (column 0 of row 0..2), GJ_ω, GJ̇_ω + ĠJ_ω
     W = np.empty((7, 3, 3))
     phi = np.empty(3)
-    done = [False, False]
-    for s in range(nslot):
-        _frame_rates(Jw, dJw, p0 if s == 0 else p1, sup[s], qdot, F[s, :6], F[s, 6:])
+    done = np.zeros(nslot, np.bool_)
     m = plan.shape[0] - k
     base = 2 * k + m
     for i in range(k + m):
         kind, s, a, vi = plan[i, 0], plan[i, 1], plan[i, 2], plan[i, 3]
         if kind == 2 and not done[s]:
-            if not _rotation(R0 if s == 0 else R1, Rref[s], F[s, :6], F[s, 6:], qdot, phi, rot[s, 3:6],
-                             rot[s, 6:9], W):
+            if not _rotation(X[s], Rref[s], F[s, :6], F[s, 6:], qdot, phi, rot[s, 3:6], rot[s, 6:9], W):
                 return 1 + s
             for t in range(3):
                 rot[s, t, 0] = phi[t]
@@ -136,7 +152,7 @@ def evaluate_into(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, out) -> 
             out[base, i] = q[a]
             out[i, vi] = 1.0
         elif kind == 1:
-            out[base, i] = (p0 if s == 0 else p1)[a]
+            out[base, i] = X[s, 9 + a]
             for j in range(n):
                 out[i, j] = F[s, a, j]
                 out[k + i, j] = F[s, 6 + a, j]

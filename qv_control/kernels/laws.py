@@ -22,62 +22,13 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mv
-from qv_dynamics.kernels.sim_linalg import chol_solve, jacobi, lu_apply, lu_factor, lu_solve
+from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
+from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor
+
+from .conditioning import _reduced, cond_certified, cond_jacobi, reduced_core
 
 _M = "float64[:, :]"   # any layout: the decomposition hands out views of its output blocks
 _SIG = f"int64({', '.join([_M] * 10)}, {', '.join(['float64[:]'] * 8)}, float64, float64, int64, float64[:, ::1])"
-
-
-@njit(cache=True)
-def _cond(D, U) -> float:
-    """σ₁/σ_k of a square D, inf when D is singular: the row norms of D rotated by one-sided Jacobi
-    (:func:`~qv_dynamics.kernels.sim_linalg.jacobi`) until its rows are orthogonal, started from UᵀD with the
-    orthogonal U (k × k) of the previous call (the identity: a cold start) and updated in place (D = U·rows), so
-    that a D that moved little since needs about one sweep. The caller resets U to the identity now and then
-    (its orthogonality drifts by rounding)."""
-    k = D.shape[0]
-    B = np.empty((k, D.shape[1]))
-    for i in range(k):
-        for j in range(D.shape[1]):
-            s = 0.0
-            for t in range(k):
-                s += U[t, i] * D[t, j]
-            B[i, j] = s
-    jacobi(B, U)
-    hi, lo = 0.0, np.inf
-    for i in range(k):
-        s = 0.0
-        for t in range(B.shape[1]):
-            s += B[i, t] * B[i, t]
-        hi, lo = max(hi, s), min(lo, s)
-    return math.sqrt(hi / lo) if lo > 0.0 else np.inf
-
-
-@njit(cache=True)
-def _solve(D, b):
-    """D⁻¹b (LU with partial pivoting, :func:`~qv_dynamics.kernels.sim_linalg.lu_solve`; D checked first)."""
-    x = np.empty(b.shape[0])
-    lu_solve(D, b, x)
-    return x
-
-
-@njit(cache=True)
-def _reduced(Qi, V, r, J, N, D) -> None:
-    """N = Q⁻ᵀV₂ and D = JN (eq. 34), V₂ = the columns of V from r on, Q⁻¹ lower triangular."""
-    n, k = N.shape
-    for i in range(n):
-        for j in range(k):
-            s = 0.0
-            for t in range(i, n):  # (Q⁻ᵀ)_it = Q⁻¹_ti, zero for t < i
-                s += Qi[t, i] * V[t, r + j]
-            N[i, j] = s
-    for i in range(D.shape[0]):
-        for j in range(k):
-            s = 0.0
-            for t in range(n):
-                s += J[i, t] * N[t, j]
-            D[i, j] = s
 
 
 @kernel(f"float64({_M}, {_M}, int64, {_M}, float64[:, ::1])")
@@ -86,79 +37,122 @@ def reduced_jacobian(Qi, V, r, J, D) -> float:
     return reduced_core(Qi, V, r, J, D, np.eye(D.shape[0]))
 
 
-@njit(cache=True)
-def reduced_core(Qi, V, r, J, D, U) -> float:
-    """D = JQ⁻ᵀV₂ (k × k, eq. 34) into ``D`` and cond(D) (Jacobi from the rotation U, :func:`_cond`)."""
-    n = V.shape[0]
-    _reduced(Qi, V, r, J, np.empty((n, n - r)), D)
-    return _cond(D, U)
-
-
 @kernel(_SIG)
 def tracking(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
              normal, out) -> int:
     """:func:`tracking_core` as one compiled entry point (cold-started Jacobi)."""
     return tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd,
-                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]))
+                         cond_max, normal, out, np.eye(V.shape[0] - W1.shape[0]), True)
+
+
+@njit(cache=True)
+def _normal_terms(Qi, Qd, V, W1, Lam, G, J, Ad, v, LU, piv, out, wk) -> None:
+    """v_n = V₁ᵀv, Gv_n = D⁻¹JQ⁻ᵀV₁v_n into ``out`` rows 4, 3 and Γ_vn v_n = V₂ᵀ(ΓV₁v_n + Q⁻¹(Ȧᵀz − Q̇Λᵀz)),
+    z = W₁ᵀv_n, into ``wk[0]`` (first k entries; ``wk``: 5 rows of n scratch)."""
+    n = V.shape[0]
+    r = W1.shape[0]
+    k = n - r
+    V1, V2 = V[:, :r], V[:, r:]
+    v_n, z = out[4, :r], wk[4, :r]
+    mtv_into(V1, v, v_n)
+    V1vn, t1, t2 = wk[1], wk[2], wk[3]
+    mv_into(V1, v_n, V1vn)
+    mtv_into(Qi, V1vn, t1)                      # Q⁻ᵀV₁v_n
+    gvn = out[3, :k]
+    mv_into(J, t1, gvn)
+    lu_apply_into(LU, piv, gvn, gvn)
+    mtv_into(W1, v_n, z)
+    mtv_into(Lam, z, t1)                        # Λᵀz
+    mv_into(Qd, t1, t2)                         # Q̇Λᵀz
+    mtv_into(Ad, z, t1)                         # Ȧᵀz
+    for i in range(n):
+        t1[i] -= t2[i]
+    mv_into(Qi, t1, t2)
+    mv_into(G, V1vn, t1)
+    for i in range(n):
+        t1[i] += t2[i]
+    mtv_into(V2, t1, wk[0, :k])
 
 
 @njit(cache=True)
 def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, thd_d, thdd_d, kp, kd, cond_max,
-                  normal, out, U) -> int:
+                  normal, out, U, exact) -> int:
     """The law's products (module doc) for r = rows of W₁ and the basis V = [V₁ V₂] (n × n), from θ, θ_d, θ̇,
     θ̇_d, θ̈_d, K_p (k-vectors): N = Q⁻ᵀV₂, D = JN and cond(D); 0 (nothing else computed) when cond(D) >
     ``cond_max``: the caller raises. ``out`` rows: u_v, ε, σ, Gv_n, e = θ − θ_d (k entries), v_n (r
-    entries), [cond(D)], D (k rows)."""
+    entries), [cond(D)], D (k rows). ``exact`` False: cond(D) only certified below ``cond_max``
+    (:func:`cond_certified`; the Jacobi value when the bound does not, NaN in out[6, 0] otherwise); ``Gv`` with
+    no rows: Γ_v v_r formed as V₂ᵀΓ(V₂v_r)."""
     n = V.shape[0]
     r = W1.shape[0]
     k = n - r
     N = np.empty((n, k))
     D = out[7:7 + k, :k]
     _reduced(Qi, V, r, J, N, D)
-    out[6, 0] = cond = _cond(D, U)
-    if not cond <= cond_max:
-        return 0
-    e = out[5, :k]
-    s_d = np.empty(k)
-    sd_dot = np.empty(k)
-    for i in range(k):
-        e[i] = th[i] - th_d[i]
-        s_d[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
-        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
-    V1 = V[:, :r]
-    V2 = V[:, r:]
     LU = np.empty((k, k))
     piv = np.empty(k, np.int64)
-    lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
-    sigma = lu_apply(LU, piv, s_d)
-    eps = vr - sigma
-    u_v = np.zeros(k)
+    if exact or not (lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max)):
+        out[6, 0] = cond = cond_jacobi(D, U)
+        if not cond <= cond_max:
+            return 0
+        lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
+    else:
+        out[6, 0] = np.nan
+    wk = np.empty((9, n))
+    e, u_v, eps, sigma, sd_dot = out[5, :k], out[0, :k], out[1, :k], out[2, :k], wk[5, :k]
+    for i in range(k):
+        e[i] = th[i] - th_d[i]
+        sigma[i] = thd_d[i] - kp[i] * e[i]                     # Dσ
+        sd_dot[i] = thdd_d[i] - kp[i] * (thd[i] - thd_d[i])
+    lu_apply_into(LU, piv, sigma, sigma)
+    for i in range(k):
+        eps[i] = vr[i] - sigma[i]
+    V1 = V[:, :r]
+    V2 = V[:, r:]
     if normal and r:
-        v_n = mv(V1.T, v)
-        out[4, :r] = v_n
-        V1vn = mv(V1, v_n)
-        gvn = lu_apply(LU, piv, mv(J, mv(Qi.T, V1vn)))
-        out[3, :k] = gvn
-        z = mv(W1.T, v_n)
-        u_v = mv(V2.T, mv(G, V1vn) + mv(Qi, mv(Ad.T, z) - mv(Qd, mv(Lam.T, z))))
-        eps += gvn
+        _normal_terms(Qi, Qd, V, W1, Lam, G, J, Ad, v, LU, piv, out, wk)
+        for i in range(k):
+            eps[i] += out[3, i]
+            u_v[i] = wk[0, i]
     else:
         out[3, :k] = 0.0
-    w = mv(N, sigma)
-    y = mv(Qd.T, w)
-    a = -y
+        u_v[:] = 0.0
+    w, y, a, b = wk[6], wk[7], wk[8], wk[1]
+    mv_into(N, sigma, w)
+    mtv_into(Qd, w, y)
+    for i in range(n):
+        a[i] = -y[i]
     if r:
-        a -= mv(V1, mv(W1, mv(Ad, w) - mv(Lam, y)))
-    Dd_sigma = mv(Jd, w) + mv(J, mv(Qi.T, a))
-    u_v += lu_apply(LU, piv, sd_dot - Dd_sigma) + mv(Gv, vr) - kd * eps
-    out[0, :k] = u_v
-    out[1, :k] = eps
-    out[2, :k] = sigma
+        c, d = wk[2, :r], wk[3, :r]
+        mv_into(Ad, w, c)
+        mv_into(Lam, y, d)
+        for i in range(r):
+            c[i] -= d[i]
+        mv_into(W1, c, d)
+        mv_into(V1, d, b)
+        for i in range(n):
+            a[i] -= b[i]
+    mtv_into(Qi, a, b)                          # Q⁻ᵀa
+    dds, t = wk[2, :k], wk[3, :k]
+    mv_into(Jd, w, dds)
+    mv_into(J, b, t)
+    for i in range(k):
+        sd_dot[i] -= dds[i] + t[i]              # ṡ_d − Ḋσ
+    lu_apply_into(LU, piv, sd_dot, sd_dot)
+    gv = wk[4, :k]
+    if Gv.shape[0] == k:
+        mv_into(Gv, vr, gv)
+    else:
+        mv_into(V2, vr, w)
+        mv_into(G, w, y)
+        mtv_into(V2, y, gv)
+    for i in range(k):
+        u_v[i] += (sd_dot[i] + gv[i]) - kd * eps[i]
     return 1
 
 
 @njit(cache=True)
-def _householder(At, Qf, R) -> None:
+def householder(At, Qf, R) -> None:
     """Aᵀ = Q_f[:, :m]R with Q_f (n × n) orthogonal (Householder QR, the full factor accumulated)."""
     n, m = At.shape
     X = At.copy()
@@ -200,21 +194,40 @@ def _householder(At, Qf, R) -> None:
       "float64[:, ::1])")
 def pidc(A, ad, J, Jdq, acc, rtol, atol, mats, vecs) -> int:
     """:func:`pidc_core` as one compiled entry point (cold-started Jacobi)."""
-    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]))
+    return pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, np.eye(A.shape[1] - A.shape[0]), True, np.inf)
 
 
 @njit(cache=True)
-def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
+def _projectors(Qf, Ri, P, ApT) -> None:
+    """P = NNᵀ (N = the last n − m columns of Q_f) and (A⁺)ᵀ = R⁻¹Zᵀ (Z = the first m: A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)."""
+    n, m = Qf.shape[0], Ri.shape[0]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(m, n):
+                s += Qf[i, t] * Qf[j, t]
+            P[i, j] = s
+    for i in range(m):
+        for j in range(n):
+            s = 0.0
+            for t in range(i, m):
+                s += Ri[i, t] * Qf[j, t]
+            ApT[i, j] = s
+
+
+@njit(cache=True)
+def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U, exact, cond_max) -> int:
     """PIDC's projection and motion part (paper `aghili-projection-operator` eq. 15–16, 40, 45–46) for A of
     full row rank m (1 = certified by 1/‖R⁻¹‖_F > max(rtol·‖A‖_F, atol) with Aᵀ = ZR; 0: the numpy path
     decides): N = a basis of N(A) (Householder), P = NNᵀ, A⁺ = ZR⁻ᵀ, a⊥ = −A⁺Ȧq̇, D = JN (k × k),
     u_p = a⊥ + N D⁻¹(acc − J̇q̇ − Ja⊥) with acc = θ̈_d + G_D ė + G_P e. Out: ``mats`` rows P (n), A⁺ᵀ (m),
-    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]."""
+    D (k, first k columns); ``vecs`` rows u_p, a⊥ and cond(D) in vecs[2, 0]. ``exact`` False: cond(D) ≤
+    ``cond_max`` only certified (:func:`cond_certified`, NaN in vecs[2, 0]; the Jacobi value when not)."""
     m, n = A.shape
     k = n - m
     Qf = np.empty((n, n))
     R = np.zeros((m, m))
-    _householder(np.ascontiguousarray(A.T), Qf, R)
+    householder(np.ascontiguousarray(A.T), Qf, R)
     af = 0.0
     for i in range(m):
         for j in range(n):
@@ -222,25 +235,41 @@ def pidc_core(A, ad, J, Jdq, acc, rtol, atol, mats, vecs, U) -> int:
     Ri = np.zeros((m, m))
     if not full_rank(R, Ri, math.sqrt(af), rtol, atol):
         return 0
-    Z = np.ascontiguousarray(Qf[:, :m])
-    N = np.ascontiguousarray(Qf[:, m:])
-    P = mats[:n]
-    P[:] = N.dot(N.T)
+    _projectors(Qf, Ri, mats[:n], mats[n:n + m])
     ApT = mats[n:n + m]
-    ApT[:] = Ri.dot(Z.T)  # (A⁺)ᵀ = R⁻¹Zᵀ (A = RᵀZᵀ, A⁺ = ZR⁻ᵀ)
     a_perp = vecs[1]
     a_perp[:] = 0.0
     for i in range(m):
         for j in range(n):
             a_perp[j] -= ApT[i, j] * ad[i]
-    Jc = np.ascontiguousarray(J)
-    D = Jc.dot(N)
-    mats[n + m:n + m + k, :k] = D
-    vecs[2, 0] = cond = _cond(D, U)
-    if not cond < np.inf:  # singular: the caller raises (its message names the coordinates)
-        return 1
-    x = _solve(D, acc - Jdq - Jc.dot(a_perp))
-    vecs[0] = a_perp + N.dot(x)
+    D = mats[n + m:n + m + k, :k]
+    b = np.empty(k)
+    for i in range(k):
+        s = acc[i] - Jdq[i]
+        for t in range(n):
+            s -= J[i, t] * a_perp[t]
+        b[i] = s
+        for j in range(k):
+            s = 0.0
+            for t in range(n):
+                s += J[i, t] * Qf[t, m + j]
+            D[i, j] = s                          # D = JN
+    LU = np.empty((k, k))
+    piv = np.empty(k, np.int64)
+    if exact or not (lu_factor(D, LU, piv) and cond_certified(D, LU, piv, cond_max)):
+        vecs[2, 0] = cond = cond_jacobi(D, U)
+        if not cond <= cond_max or not cond < np.inf:  # the caller raises (its message names the coordinates)
+            return 1
+        lu_factor(D, LU, piv)
+    else:
+        vecs[2, 0] = np.nan
+    lu_apply_into(LU, piv, b, b)
+    u_p = vecs[0]
+    for i in range(n):
+        s = a_perp[i]
+        for j in range(k):
+            s += Qf[i, m + j] * b[j]
+        u_p[i] = s
     return 1
 
 
@@ -253,14 +282,31 @@ def coupled(M, P, x, y, out) -> None:
 @njit(cache=True)
 def coupled_core(M, P, x, y, out) -> None:
     """μx and μy with μ = (I−P)MM_c⁻¹, M_c = M + PM − MP (paper `aghili-projection-operator` eq. 23, 32),
-    by LU solves with M_c (p.d., not symmetric); into ``out`` rows 0 and 1."""
+    by one LU factorization of M_c (p.d., not symmetric) and two solves; into ``out`` rows 0 and 1."""
     n = M.shape[0]
-    Pc = np.ascontiguousarray(P)
-    PM = Pc.dot(M)
-    Mc = M + PM - M.dot(Pc)
-    for row, b in ((0, x), (1, y)):
-        w = M.dot(_solve(Mc, b))
-        out[row, :n] = w - Pc.dot(w)
+    Mc = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            s = M[i, j]
+            for t in range(n):
+                s += P[i, t] * M[t, j] - M[i, t] * P[t, j]
+            Mc[i, j] = s
+    LU = np.empty((n, n))
+    piv = np.empty(n, np.int64)
+    lu_factor(Mc, LU, piv)
+    w, v = np.empty(n), np.empty(n)
+    for row in range(2):
+        lu_apply_into(LU, piv, x if row == 0 else y, v)
+        for i in range(n):
+            s = 0.0
+            for t in range(n):
+                s += M[i, t] * v[t]
+            w[i] = s
+        for i in range(n):
+            s = 0.0
+            for t in range(n):
+                s += P[i, t] * w[t]
+            out[row, i] = w[i] - s
 
 
 @njit(cache=True)
@@ -321,7 +367,7 @@ def warm() -> None:
     v7 = np.ones(7)
     osc(2.0 * np.eye(7), np.eye(6, 7), v7, v7, v7, np.ones(6), np.ones(6), np.ones(6), 1.0, 1.0, np.empty((9, 7)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
-    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((3, 2)),
+    pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((4, 2)),
          np.empty((3, 2)))
     n, r = 3, 1
     V, E = np.eye(n), np.eye(n)

@@ -1,28 +1,26 @@
-"""A projection law's tick after Pinocchio's passes in one compiled (numba) call: the minimal
-coordinates (:func:`qv_control.kernels.coordinates.evaluate_into`), the PIDC projection and motion part
-(:func:`qv_control.kernels.laws.pidc_core`, paper `aghili-projection-operator` eq. 15–16, 40, 45–46), the torque
-channels of the law and the limiter's peak ratio. The numpy reference path is the same law with
-``compiled=False``; every quantity is the same equation in the same order (rounding differences only).
+"""A projection law's whole tick in one compiled (numba) call after Pinocchio's Coriolis pass: the checks and the
+terms (:mod:`.blocks`), the minimal coordinates (:func:`.coordinates.coordinates_core`), the PIDC projection and
+motion part (:func:`.laws.pidc_core`, paper `aghili-projection-operator` eq. 15–16, 40, 45–46, A's rank certified
+by its QR), the law's channels and the limiter (:func:`.limiter.saturate`). The numpy reference path is the same
+law with ``compiled=False``; every quantity is the same equation (rounding only; the internal-force coordinates z in
+their own basis, :mod:`.internal`).
 
-With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_p, a⊥, P from :func:`pidc_core`:
+With e = θ_d − θ, ė = θ̇_d − θ̇, acc = θ̈_d + G_D ė + G_P e and u_p, a⊥, P, A⁺ from :func:`pidc_core`, ``mode``:
 
-- ``mode`` 0 (PIDC, eq. 45, f = f∥): base = Ph, motion = PMu_p, no force channel;
-- ``mode`` 1 (hybrid, eq. 54): u_F = (I−P)f_F for f_F = Aᵀλ_d + PI (from the caller), base = h + μMa⊥,
-  motion = PMu_p + μPMu_p, μ = (I−P)MM_c⁻¹ (:func:`qv_control.kernels.laws.coupled_core`);
-- ``mode`` 2 (passive joints, every joint actuated: I + H = I, eq. 62): base = Ph, motion = PMu_p and
-  λ_m = A⁺ᵀ(base + motion − h − Mu_p) (the multiplier the motion command produces); ``mode`` 3 adds the
-  internal-force channel without PI (:func:`_internal`; ``f_F`` = its check tolerances (rtol, atol)).
+- 0 PIDC (eq. 45): base = Ph, motion = PMu_p;
+- 1 hybrid (eq. 54): f_F = Aᵀλ_d + k_f e + k_i∫e (e = Aᵀ(λ_d,prev − λ_meas), :func:`.integrals.pi_step`),
+  force = (I − P)f_F, base = h + μMa⊥, motion = PMu_p + μPMu_p, μ = (I−P)MM_c⁻¹ (:func:`.laws.coupled_core`);
+- 2 passive joints (eq. 56–62): base, motion = (I + H)Ph, (I + H)PMu_p, zero on the passive joints
+  (:func:`.internal.passive_apply`), λ_m = A⁺ᵀ(base + motion − h − Mu_p), and the internal-force channel
+  τ_F = AᵀE(z − Eᵀλ_m) (:func:`.internal.internal_basis`) with z = Eᵀλ_d (its non-internal part checked: above
+  the tolerance the numpy path raises, or with ``non_internal="project"`` it is projected and counted) + EᵀPI
+  (e = EEᵀ(EEᵀλ_d,prev − λ_meas), the integral a :func:`.integrals.bounded_step`);
+- 3 legged: mode 2 with the base integral's k_i z added to θ̈_d of the six base coordinates, z from the
+  friction-cone QP of the foot forces (:func:`.contact_qp.contact_qp`), the joint friction model added to the
+  base channel, and after the limiter the base integral's step on e of the base coordinates.
 
-τ = base [+ force] + motion and peak = max |τ_i|/L_i over the finite limits (NaN: inf), as
-:func:`qv_control.saturation.saturate` computes them; the caller scales the channels when peak > 1.
-
-``out`` rows (n columns): τ, base, force, motion, u_p, a⊥, λ_m (m entries), θ, e, [cond D, peak, dim 𝓔],
-z and z_d of the internal-force channel (m entries), then
-P (n rows), A⁺ᵀ (m rows), D (k rows, k columns) and the coordinates' workspace (2k + 3 rows). ``U``: the
-Jacobi rotation of cond(D) kept between ticks (:func:`qv_control.kernels.laws._cond`).
-Returns 1, or 0 (A not certified of full row rank: the numpy path decides), 2 (cond D > cond_max: the
-numpy path raises), 3 (an orientation coordinate beyond its chart: the numpy path raises), 4 (λ_d not
-internal: the numpy path raises).
+Returns OK (1) and commits the state, or 0 without touching it: the numpy path serves the tick (bad input, A or
+Y or A_p not certified of full rank, cond D > cond_max, an orientation beyond its chart, a λ_d to refuse).
 """
 from __future__ import annotations
 
@@ -32,178 +30,347 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import mv
+from qv_dynamics.linalg import ATOL, RTOL
 
-from .coordinates import evaluate_into
+from . import layout as L
+from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .contact_qp import contact_qp
+from .coordinates import coordinates_core
+from .integrals import bounded_step, pi_commit, pi_step, target_commit, target_error
+from .internal import internal_basis, passive_apply
 from .laws import coupled_core, pidc_core
-from .layout import TICK_ROWS as ROWS
-from .layout import tick_rows as rows
+from .limiter import saturate
 
-_M = "float64[:, :]"
-
-
-@njit(cache=True)
-def peak_ratio(tau, limits) -> float:
-    """max |τ_i|/L_i over the finite L_i, inf at a NaN or a zero limit (as :func:`~qv_control.saturation.saturate`
-    computes the peak ratio)."""
-    peak = 0.0
-    for i in range(tau.shape[0]):
-        li = limits[i]
-        if li == 0.0:
-            return np.inf
-        if li < np.inf:
-            x = abs(tau[i]) / li
-            if not x <= peak:
-                peak = x if x == x else np.inf
-                if peak == np.inf:
-                    break
-    return peak
+_OPT = "optional(float64[:])"
+_SIG = (f"int64(float64[:, ::1], float64[:, ::1], float64[::1, :], float64[::1, :], float64[:, ::1], "
+        f"float64[:, ::1], int64[:, ::1], float64[:, ::1], float64[:], float64[:], {_OPT}, {_OPT}, {_OPT}, {_OPT}, "
+        f"{_OPT}, float64, float64[::1])")
 
 
 @njit(cache=True)
-def _pmv(P, M, x, y) -> None:
-    """y = P(Mx)."""
-    y[:] = mv(P, mv(M, x))
+def _motion(I, F, Wc, A, ad, th_d, thd_d, thdd_d, mats, vecs, e):
+    """acc and PIDC's projection and u_p (:func:`pidc_core`) into ``mats``, ``vecs``; e = θ_d − θ into ``e``;
+    returns (ok, cond D or NaN when certified)."""
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    k = e.shape[0]
+    kp, kd, kiz = fv(I, F, L.F_KP), par[L.P_KD], fv(I, F, L.F_EP)
+    legged = iv(I, L.I_SIZES)[L.SZ_MODE] == 3
+    acc = np.empty(k)
+    for i in range(k):
+        e[i] = th_d[i] - Wc[2 * k, i]
+        thdd = thdd_d[i] + kiz[i] if legged and i < 6 else thdd_d[i]
+        acc[i] = (thdd + kd * (thd_d[i] - Wc[2 * k + 1, i])) + kp[i] * e[i]
+    U = fm(I, F, L.F_UC)
+    if not (int(st[L.S_COND_CALLS]) + 1) & 1023:
+        U[:] = np.eye(k)
+    if not pidc_core(A, ad, Wc[:k], Wc[2 * k + 2, :k], acc, par[L.P_RTOL], par[L.P_ATOL], mats, vecs, U, False,
+                     par[L.P_COND_MAX]):
+        return False, 0.0
+    cond = vecs[2, 0]
+    return not cond > par[L.P_COND_MAX], cond
 
 
 @njit(cache=True)
-def _channels(mode, M, h, P, ApT, u_p, a_perp, f_F, out) -> None:
-    """base, force, motion (and λ_m in mode 2) into ``out`` rows 1, 2, 3 (6) (module doc)."""
-    n = h.shape[0]
-    base, force, motion = out[1], out[2], out[3]
-    _pmv(P, M, u_p, motion)                          # PMu_p
-    if mode == 1:
-        for i in range(n):
-            s = 0.0
-            for t in range(n):
-                s += P[i, t] * f_F[t]
-            force[i] = f_F[i] - s                    # (I−P)f_F
-        Ma = np.zeros(n)
-        for i in range(n):
-            for t in range(n):
-                Ma[i] += M[i, t] * a_perp[t]
-        mu = np.empty((2, n))
-        coupled_core(np.ascontiguousarray(M), np.ascontiguousarray(P), Ma, motion.copy(), mu)  # μMa⊥, μPMu_p
-        for i in range(n):
-            base[i] = h[i] + mu[0, i]
-            motion[i] = motion[i] + mu[1, i]
-        return
-    force[:] = 0.0
-    for i in range(n):
-        s = 0.0
-        for t in range(n):
-            s += P[i, t] * h[t]
-        base[i] = s                                  # Ph
-    if mode >= 2:
-        m = ApT.shape[0]
-        r = np.empty(n)
-        for i in range(n):
-            s = 0.0
-            for t in range(n):
-                s += M[i, t] * u_p[t]
-            r[i] = base[i] + motion[i] - h[i] - s
-        for j in range(m):
-            s = 0.0
-            for i in range(n):
-                s += ApT[j, i] * r[i]
-            out[6, j] = s                            # λ_m = A⁺ᵀ(f − h − Mu_p)
-
-
-@njit(cache=True)
-def _internal(A, lam_d, check, rtol, atol, out) -> bool:
-    """The internal-force channel with every joint actuated (qv_control.laws.internal_force, no PI): E = U₁ of
-    A = U₁S₁V₁ᵀ (the same LAPACK dgesdd as its numpy path), z_m = Eᵀλ_m, z_d = Eᵀλ_d after the check
-    ‖λ_d − EEᵀλ_d‖ ≤ check[1] + check[0]·‖λ_d‖ (False: the numpy path raises), τ_F = AᵀE(z_d − z_m) into row 2,
-    z_d into rows 10 and 11, dim 𝓔 into out[9, 2]."""
-    m, n = A.shape
-    if m == 0:
-        out[9, 2] = 0
-        out[2] = 0.0
-        return True
-    U, sv, _ = np.linalg.svd(np.ascontiguousarray(A))
-    tol = max(rtol * sv[0], atol)
-    r = 0
-    for i in range(sv.shape[0]):
-        r += sv[i] > tol
-    out[9, 2] = r
-    zz = np.empty(r)
+def _internal(I, F, t, A, lam_m, lam_d, lam, E, zf, res) -> int:
+    """The internal-force channel (module doc, modes 2 and 3 without the QP): z into ``res[0]``, z_d into
+    ``res[1]`` (first s entries), the PI's new ∫e into ``zf``; returns the target case of the PI's history (−1: no
+    PI this tick, −2: λ_d refused)."""
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    m, s = E.shape
+    z, z_d = res[0, :s], res[1, :s]
     off = lam_d.copy()
-    total = 0.0
-    for j in range(r):
-        a = b = 0.0
+    tot = 0.0
+    for j in range(s):
+        a = 0.0
         for i in range(m):
-            a += U[i, j] * lam_d[i]
-            b += U[i, j] * out[6, i]
-        out[10, j] = out[11, j] = a
-        zz[j] = a - b
+            a += E[i, j] * lam_d[i]
+        z_d[j] = z[j] = a
         for i in range(m):
-            off[i] -= U[i, j] * a
+            off[i] -= E[i, j] * a
     size = 0.0
     for i in range(m):
         size += off[i] * off[i]
-        total += lam_d[i] * lam_d[i]
-    if math.sqrt(size) > check[1] + check[0] * math.sqrt(total):
-        return False
-    out[2] = mv(A.T, mv(U[:, :r], zz))          # AᵀE(z_d − z_m)
-    return True
+        tot += lam_d[i] * lam_d[i]
+    size, tot = math.sqrt(size), math.sqrt(tot)
+    if size > par[L.P_ICHECK_ATOL] + par[L.P_ICHECK_RTOL] * tot:
+        if par[L.P_NONINT] == 0.0:
+            return -2
+        res[3, 0], res[3, 1] = 1.0, size              # counted when the tick commits
+    if lam is None or not (par[L.P_IKF] > 0.0 or par[L.P_IKI] > 0.0):
+        return -1
+    Ezd, e, w = np.empty(m), np.empty(m), np.empty(s)
+    for i in range(m):
+        a = 0.0
+        for j in range(s):
+            a += E[i, j] * z_d[j]
+        Ezd[i] = a
+    case = target_error(st[L.S_HIST_T], st[L.S_HIST_PREV] != 0.0, fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, Ezd,
+                        lam, e)
+    _project(E, e, w)                                 # e ← EEᵀe
+    res[2, 0] = bounded_step(fv(I, F, L.F_PIZ), st[L.S_PI_Z] != 0.0, st[L.S_PI_T], t, e, par[L.P_IKI],
+                             par[L.P_IMAX], par[L.P_IDT], st[L.S_FORCE_FROZEN] != 0.0, zf)
+    for i in range(m):
+        e[i] = par[L.P_IKF] * e[i] + par[L.P_IKI] * zf[i]     # the correction (λ-space)
+    for j in range(s):
+        a = 0.0
+        for i in range(m):
+            a += E[i, j] * e[i]
+        z[j] = z[j] + a
+    res[4, :m] = Ezd
+    return case
 
 
-_SIG = (f"int64({_M}, {_M}, {_M}, float64[:], {_M}, float64[:], float64[:, :, ::1], int64[:, ::1], "
-        f"int64[:, ::1], int64, float64[::1], float64[::1], {_M}, float64[:], {_M}, float64[:], float64[:], "
-        "float64[:], float64[:], float64[:], float64[:], float64, float64, float64, float64, int64, float64[:], "
-        "float64[:], float64[:, ::1], float64[:, ::1])")
+@njit(cache=True)
+def _project(E, x, w) -> None:
+    """x ← EEᵀx (``w``: s scratch)."""
+    m, s = E.shape
+    for j in range(s):
+        a = 0.0
+        for i in range(m):
+            a += E[i, j] * x[i]
+        w[j] = a
+    for i in range(m):
+        a = 0.0
+        for j in range(s):
+            a += E[i, j] * w[j]
+        x[i] = a
+
+
+@njit(cache=True)
+def _force_torque(A, E, pas, z, z_m, out) -> None:
+    """AᵀE(z − z_m) into ``out``, zero on the passive joints (:meth:`InternalForceBasis.torque`)."""
+    m, s = E.shape
+    lam = np.zeros(m)
+    for i in range(m):
+        for j in range(s):
+            lam[i] += E[i, j] * (z[j] - z_m[j])
+    for c in range(A.shape[1]):
+        a = 0.0
+        for i in range(m):
+            a += A[i, c] * lam[i]
+        out[c] = a
+    for a in range(pas.shape[0]):
+        out[pas[a]] = 0.0
+
+
+@njit(cache=True)
+def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf):
+    """Mode 1's channels (module doc); returns (PI target case, ∫e stamp, ∫e exists, feedback) for the commit."""
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    m, n = A.shape
+    P = mats[:n]
+    Fd, corr = np.zeros(n), np.zeros(n)
+    for i in range(m):
+        for j in range(n):
+            Fd[j] += lam_d[i] * A[i, j]
+    case, pt, zv, fb = 0, st[L.S_PI_T], st[L.S_PI_Z], False
+    if lam is not None:
+        lm = np.zeros(n)
+        for i in range(m):
+            for j in range(n):
+                lm[j] += lam[i] * A[i, j]
+        case, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, Fd, lm, corr,
+                               zf)
+        fb = par[L.P_PI_ON] != 0.0
+    fF = Fd + corr if fb else Fd
+    Ma = M.dot(vecs[1]) if n * n * n >= 4096 else _mv(M, vecs[1])
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += P[i, j] * fF[j]
+        force[i] = fF[i] - s
+    mu = np.empty((2, n))
+    coupled_core(M, np.ascontiguousarray(P), Ma, motion.copy(), mu)
+    for i in range(n):
+        base[i] = h[i] + mu[0, i]
+        motion[i] = motion[i] + mu[1, i]
+    fm(I, F, L.F_DIAG)[L.D_AUX, :n] = Fd
+    return case, pt, zv, fb
+
+
+@njit(cache=True)
+def _mv(A, x):
+    y = np.zeros(A.shape[0])
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            y[i] += A[i, j] * x[j]
+    return y
+
+
+@njit(cache=True)
+def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res, zf):
+    """Modes 2, 3 (module doc): the channels, λ_m into ``res[5]`` and the internal-force torque into ``force``;
+    returns (ok, PI case, s = dim 𝓔, QP feasible, QP slack)."""
+    par = fv(I, F, L.F_PAR)
+    m, n = A.shape
+    pas = iv(I, L.I_PAS)
+    if not passive_apply(mats[:n], pas, RTOL, ATOL, base, motion):
+        return False, 0, 0, True, 0.0
+    u_p, ApT = vecs[0], mats[n:n + m]
+    r = base + motion - h - _mv(M, u_p)
+    lam_m = res[5, :m]
+    for j in range(m):
+        a = 0.0
+        for i in range(n):
+            a += ApT[j, i] * r[i]
+        lam_m[j] = a                                  # λ_m = A⁺ᵀ(f − h − Mu_p)
+    ok, E = internal_basis(A, pas, par[L.P_IRTOL], par[L.P_IATOL])
+    if not ok:
+        return False, 0, 0, True, 0.0
+    s = E.shape[1]
+    z_m = np.zeros(s)
+    for j in range(s):
+        for i in range(m):
+            z_m[j] += E[i, j] * lam_m[i]
+    case, feasible, slack = -1, True, 0.0
+    if iv(I, L.I_SIZES)[L.SZ_MODE] == 3:
+        lam0 = lam_m - E.dot(z_m) if s * m >= 4096 else lam_m - _mv(E, z_m)
+        feasible, slack = contact_qp(lam0, E, fm(I, F, L.F_QP), fv(I, F, L.F_FMAX), par, res[0, :s])
+        res[1, :s] = res[0, :s]
+    else:
+        case = _internal(I, F, t, A, lam_m, lam_d, lam, E, zf, res)
+        if case == -2:
+            return False, 0, 0, True, 0.0
+    _force_torque(A, E, pas, res[0, :s], z_m, force)
+    for i in range(m):                                # E z and the commanded λ = λ_m − EEᵀλ_m + Ez
+        a = b = 0.0
+        for j in range(s):
+            a += E[i, j] * res[0, j]
+            b += E[i, j] * z_m[j]
+        res[6, i] = a
+        res[7, i] = lam_m[i] - b + a
+    return True, case, s, feasible, slack
+
+
+@njit(cache=True)
+def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
+    """The terms and the coordinates: (ok, M, g, h, A, ȦQ̇, Wc)."""
+    ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
+    M, g, h = np.empty((n, n)), np.empty(n), np.empty(n)
+    X, Fr = np.empty((ns, 12)), np.empty((ns, 12, n))
+    A, ad, Adot = np.empty((m, n)), np.empty(m), np.empty((m, n))
+    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
+    Wc = np.empty((2 * k + 3, n))
+    ok = not coordinates_core(Fr, X, fm(I, F, L.F_RREF), im(I, L.I_PLAN), k, q, qdot, Wc)
+    return ok, M, g, h, A, ad, Wc
+
+
+@njit(cache=True)
+def _legged_base(I, F, qdot, base) -> None:
+    """The joint friction model added to the base channel (mode 3): d·q̇ + f_c·tanh(q̇/v_s)."""
+    par = fv(I, F, L.F_PAR)
+    if par[L.P_HAS_FRICTION] == 0.0:
+        return
+    fr = fm(I, F, L.F_FRICTION)
+    for i in range(base.shape[0]):
+        base[i] = base[i] + (fr[0, i] * qdot[i] + fr[1, i] * math.tanh(qdot[i] / par[L.P_FRICTION_V]))
+
+
+@njit(cache=True)
+def _commit(I, F, t, mode, cond, e, vecs, th_d, lam_d, Wc, base, force, motion, res, s, case, pt, zv, fb, zf,
+            feasible, slack) -> None:
+    """The state after a served tick and the diagnostics block."""
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    n, k, m = base.shape[0], e.shape[0], lam_d.shape[0]
+    D_ = fm(I, F, L.F_DIAG)
+    sc = D_[L.D_SCALARS]
+    if mode == 1 and case >= 0:
+        pi_commit(st, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), case, zf, pt, zv, D_[L.D_AUX, :n],
+                  t, par[L.P_PI_ON] != 0.0)
+    elif mode == 2 and case >= 0:
+        target_commit(case, fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), res[4, :m])
+        if case:
+            st[L.S_HIST_T], st[L.S_HIST_PREV] = t, 1.0 if case == 2 else 0.0
+        fv(I, F, L.F_PIZ)[:] = zf
+        st[L.S_PI_T], st[L.S_PI_Z] = res[2, 0], 1.0
+    if res[3, 0] != 0.0:
+        st[L.S_PROJECTED] += 1.0
+        st[L.S_OFF_MAX] = max(st[L.S_OFF_MAX], res[3, 1])
+    if mode == 3:
+        st[L.S_QP_SOLVES] += 1.0 if s else 0.0
+        st[L.S_QP_INFEASIBLE] += 0.0 if feasible else 1.0
+    active = sc[L.DS_ACTIVE] != 0.0
+    st[L.S_FORCE_FROZEN] = 1.0 if active and sc[L.DS_FORCE_SCALE] < 1.0 else 0.0
+    st[L.S_MOTION_FROZEN] = 1.0 if active and sc[L.DS_MOTION_SCALE] < 1.0 else 0.0
+    st[L.S_COND_CALLS] += 1.0
+    st[L.S_TICKS] += 1.0
+    st[L.S_TAUI] = 1.0
+    sc[L.DS_COND], sc[L.DS_FEEDBACK], sc[L.DS_T], sc[L.DS_DIM] = cond, 1.0 if fb else 0.0, t, s
+    sc[L.DS_FEASIBLE], sc[L.DS_SLACK] = 1.0 if feasible else 0.0, slack
+    D_[L.D_BASE, :n], D_[L.D_FORCE, :n], D_[L.D_MOTION, :n], D_[L.D_UP, :n] = base, force, motion, vecs[0]
+    D_[L.D_E, :k], D_[L.D_THETA, :k], D_[L.D_THETA_D, :k], D_[L.D_LAMBDA_D, :m] = e, Wc[2 * k, :k], th_d, lam_d
+    D_[L.D_LAMBDA_M, :m], D_[L.D_Z, :s], D_[L.D_Z_D, :s] = res[5, :m], res[0, :s], res[1, :s]
+    D_[L.D_INTERNAL, :m], D_[L.D_LAMBDA_CMD, :m] = res[6, :m], res[7, :m]
+
+
+@njit(cache=True)
+def _legged_integral(I, F, t, e) -> None:
+    """After the limiter (mode 3): the base integral's step on e of the six base coordinates (held while this tick
+    scaled the motion channel) and k_i z for the next tick's θ̈_d."""
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    ki = fv(I, F, L.F_KI6)
+    on = False
+    for i in range(6):
+        on = on or ki[i] != 0.0
+    if not on:
+        return
+    z = np.empty(6)
+    st[L.S_INT_T] = bounded_step(fv(I, F, L.F_IZ), st[L.S_INT_Z] != 0.0, st[L.S_INT_T], t, e[:6], 1.0,
+                                 par[L.P_KI_LIMIT], par[L.P_INT_DT], st[L.S_MOTION_FROZEN] != 0.0, z)
+    fv(I, F, L.F_IZ)[:] = z
+    st[L.S_INT_Z] = 1.0
+    kiz = fv(I, F, L.F_EP)
+    for i in range(6):
+        kiz[i] = ki[i] * z[i]
+    fm(I, F, L.F_DIAG)[L.D_KIZ, :6] = kiz[:6]
 
 
 @kernel(_SIG)
-def projection_tick(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, M, h, A, ad, th_d, thd_d, thdd_d,
-                    lam_d, kp, kd, rtol, atol, cond_max, mode, f_F, limits, out, U) -> int:
-    """The tick of a projection law (module doc)."""
-    m, n = A.shape
-    W = out[ROWS + n + m + k:]                       # the coordinates' rows
-    if evaluate_into(Jw, dJw, R0, p0, R1, p1, Rref, plan, sup, k, q, qdot, W):
-        return 3
-    b = 2 * k + plan.shape[0] - k
-    theta, thd, Jdq = W[b, :k], W[b + 1, :k], W[b + 2, :k]
-    acc = np.empty(k)
-    for i in range(k):
-        e = th_d[i] - theta[i]
-        out[7, i] = theta[i]
-        out[8, i] = e
-        acc[i] = thdd_d[i] + kd * (thd_d[i] - thd[i]) + kp[i] * e
-    mats = out[ROWS:ROWS + n + m + k]
-    vecs = np.empty((3, n))
-    if not pidc_core(A, ad, W[:k], Jdq, acc, rtol, atol, mats, vecs, U):
+def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
+    """The whole tick of a projection law (module doc)."""
+    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
-    cond = vecs[2, 0]
-    out[9, 0] = cond
-    if not cond <= cond_max:
-        return 2
-    out[4] = vecs[0]
-    out[5] = vecs[1]
-    _channels(mode, M, h, mats[:n], mats[n:n + m], out[4], out[5], f_F, out)
-    if mode == 3 and not _internal(A, lam_d, f_F, rtol, atol, out):
-        return 4
-    tau = out[0]
-    for i in range(n):
-        tau[i] = (out[1, i] + out[2, i]) + out[3, i] if mode == 1 or mode == 3 else out[1, i] + out[3, i]
-    out[9, 1] = peak_ratio(tau, limits)
+    sz = iv(I, L.I_SIZES)
+    n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
+    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
+    if st[L.S_LIVE] == 0.0 or (th is None and st[L.S_HOLD] == 0.0) or k != n - m:
+        return 0
+    ok, M, g, h, A, ad, Wc = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
+    if not ok:
+        return 0
+    th_d = th if th is not None else fv(I, F, L.F_HOLD)
+    lam_d = lamd if lamd is not None else np.zeros(m)
+    mats, vecs, e = np.empty((n + m + k, n)), np.empty((3, n)), np.empty(k)
+    ok, cond = _motion(I, F, Wc, A, ad, th_d, thd if thd is not None else np.zeros(k),
+                       thdd if thdd is not None else np.zeros(k), mats, vecs, e)
+    if not ok:
+        return 0
+    P = mats[:n]
+    base, force, motion = _mv(P, h), np.zeros(n), _mv(P, _mv(M, vecs[0]))
+    w = max(n, m)
+    res, zf = np.zeros((8, w)), np.zeros(n if mode == 1 else m)
+    case, pt, zv, fb, s, feasible, slack = -1, 0.0, 0.0, False, 0, True, 0.0
+    if mode == 1:
+        case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf)
+    elif mode >= 2:
+        ok, case, s, feasible, slack = _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
+                                                zf)
+        if not ok:
+            return 0
+        if mode == 3:
+            _legged_base(I, F, qdot, base)
+    sc = fm(I, F, L.F_DIAG)[L.D_SCALARS]
+    saturate(base, force, mode != 0, motion, fv(I, F, L.F_LIM), par[L.P_HAS_LIMITS] != 0.0, tau,
+             sc[L.DS_ACTIVE:L.DS_PEAK + 1])
+    _commit(I, F, t, mode, cond, e, vecs, th_d, lam_d, Wc, base, force, motion, res, s, case, pt, zv, fb, zf,
+            feasible, slack)
+    fm(I, F, L.F_AFULL)[:] = A
+    fm(I, F, L.F_DMAT)[:] = mats[n + m:n + m + k, :k]
+    if mode == 3:
+        _legged_integral(I, F, t, e)
     return 1
 
 
-
-
 def warm() -> None:
-    """Run the kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles it into numba's disk cache first)."""
-    n, k = 2, 1
-    E, z3 = np.eye(3), np.zeros(3)
-    plan = np.array([[0, 0, 0, 0]])
-    out = np.zeros((rows(n, 1, k, 1), n))
-    projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
-                    np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
-                    np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
-                    1e6, 1, np.ones(n), np.full(n, math.inf), out, np.eye(k))
-    out[:] = 0.0
-    projection_tick(np.ones((6, n)), np.ones((6, n)), E, z3, E, z3, np.zeros((2, 3, 3)), plan,
-                    np.ones((2, n), np.int64), k, np.ones(n), np.ones(n), np.eye(n), np.ones(n), np.eye(1, n, 1),
-                    np.zeros(1), np.zeros(k), np.zeros(k), np.zeros(k), np.ones(1), np.ones(k), 1.0, 1e-9, 1e-9,
-                    1e6, 3, np.array([1e-6, 1e-6]), np.full(n, math.inf), out, np.eye(k))
+    """Nothing beyond compiling: the kernel runs in the laws' tests (:func:`qv_dynamics.kernels.loader.warm_all`
+    compiles it into numba's disk cache for its one signature)."""

@@ -17,13 +17,16 @@ import numpy as np
 
 from qv_dynamics.errors import DimensionError, NonFiniteError, QVError, as_vector
 from qv_dynamics.kernels.loader import load
+from qv_dynamics.linalg import ATOL, RTOL
 from qv_dynamics.quasi_sampler import QuasiSampler
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import MinimalCoordinates, as_coordinates
-from ..references import ReferenceValues, validate_reference
+from ..kernels.layout import GAP_PERIODS
+from ..references import CheckedReference, ReferenceValues, validate_reference
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .integral import PreviousTarget
+from .packed import Setting, evaluated
 
 _F64 = np.dtype(np.float64)
 
@@ -80,18 +83,30 @@ def tool_and_contact(system, frame: str, contact: str | None) -> int:
     return fid
 
 
+
+
 class ForcePI:
     """PI on a measured force: correction = k_f·e + k_i·∫e dt, e = desired − measured (eq. 52).
 
     The measurement reaches the law one sample late (it is the force produced by the previous command),
     so the algebraic force loop e_k = −k_f e_{k−1} + … is stable only for k_f < 1 (checked). The integral
-    is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, max_dt) and frozen while the
-    limiter scales the force channel (anti-windup). It resets when the number of constraint rows changes.
+    is advanced with the time stamps of the states by dt = clip(t − t_prev, 0, min(max_dt, GAP_PERIODS·T))
+    (T the smallest step seen: the sample period) and frozen while the limiter scales the force channel
+    (anti-windup). It resets when the number of constraint rows changes. A late sample integrates at most
+    GAP_PERIODS periods: the error in a gap was not observed, and the plant held the previous command (or its
+    drives held the pose and the force fell) meanwhile; integrating the error found after a 100 ms stall as
+    if it had lasted the whole gap added k_i·e·0.1 s = 30 N to a 10 N press (k_i = 30 /s) and struck the
+    table at 25–49 N on resume (``bench/startup_gap.py --in-contact``; 12–16 N with the cap).
 
     Because the reading is one sample old, :meth:`error` compares it with the desired value *of the previous
     sample* (the command it was produced under), not with the new one: after a step of the desired force
     the feedforward delivers the step and the PI does not add k_f·(step) on top of it (measured before this:
     21.2 % overshoot for one sample, 12 → 20 N with k_f = 0.5, k_i = 30)."""
+
+    kf = Setting()
+    ki = Setting()
+    max_dt = Setting()
+    enabled = Setting()
 
     def __init__(self, kf=0.0, ki=0.0, max_dt: float = 0.1):
         self.kf = scalar_gain("kf (force proportional gain)", kf, positive=False, upper=1.0)
@@ -103,6 +118,7 @@ class ForcePI:
     def reset(self) -> None:
         self.z: np.ndarray | None = None
         self.t_prev: float | None = None
+        self.period = math.inf          # the smallest positive step between samples seen
         self._target = PreviousTarget()
 
     def error(self, t: float, desired: np.ndarray, measured: np.ndarray | None) -> np.ndarray | None:
@@ -127,32 +143,14 @@ class ForcePI:
         if self.t_prev is not None and not freeze:
             # bounded, non-negative step: a stamp that goes back integrates nothing, a gap (or a stamp far
             # ahead) at most max_dt; t_prev always follows the stamps, so one bad stamp cannot freeze it
-            dt = min(max(t - self.t_prev, 0.0), self.max_dt)
+            step = t - self.t_prev
+            if 0.0 < step < self.period:
+                self.period = step
+            dt = min(max(step, 0.0), self.max_dt, GAP_PERIODS * self.period)
             if dt > 0.0:
                 self.z = self.z + dt * error
         self.t_prev = t
         return self.kf * error + self.ki * self.z
-
-
-class LazyKernel:
-    """A kernel of ``qv_control.kernels.laws`` that only a law's numpy-side path calls (the first sample's and the
-    fallbacks' products), loaded at its first use (:func:`qv_dynamics.kernels.loader.load`) rather than when the law is
-    built: a law whose ticks all go through its fused kernel never loads it (start-up time). None when the law
-    runs the numpy path (``compiled=False``) or the kernel cannot be loaded."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __set_name__(self, owner, attr: str) -> None:
-        self.attr = f"_loaded{attr}"
-
-    def __get__(self, law, owner=None):
-        if law is None:
-            return self
-        fn = law.__dict__.get(self.attr, self)
-        if fn is self:
-            fn = law.__dict__[self.attr] = load("qv_control.kernels.laws", self.name) if law.compiled else None
-        return fn
 
 
 class ControlLaw(ABC):
@@ -162,6 +160,16 @@ class ControlLaw(ABC):
     name = "base"
     #: the law takes a tick's terms through :meth:`_terms` (or a decomposition through the sampler)
     uses_terms: bool = False
+    # gains and limits read by the compiled tick (qv_control.laws.packed: assigning one repacks it)
+    kp = Setting()
+    kd = Setting()
+    cond_max = Setting()
+    limits = Setting()
+    #: the whole-tick kernel (``module.name``) of the law, or None
+    tick_kernel: str | None = None
+    _ct = None          # the law's CompiledTick (qv_control.laws.packed), or None: the numpy path every tick
+    _last_from = None   # the CompiledTick whose diagnostics ``last`` shows when read
+    _sat_from = None    # the same for ``saturation``
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, kf=0.0, ki=0.0, effort_limits="urdf",
                  cond_max: float = 1e6, compiled: bool = True):
@@ -177,7 +185,7 @@ class ControlLaw(ABC):
         self.limits = resolve_limits(system, effort_limits)
         self.cond_max = scalar_gain("cond_max", cond_max)
         self.saturation = SaturationStatus()
-        self.last: dict = {}
+        self.last = {}
         # a tick's terms (and a quasi law's decomposition) from Pinocchio's passes + one compiled call, for the
         # laws that take their terms from ``system.evaluate`` (uses_terms)
         self._sampler = QuasiSampler(system) if self.compiled and self.uses_terms else None
@@ -185,8 +193,101 @@ class ControlLaw(ABC):
         # ((nq,), (nv,)) of the fixed-base fast state check (:meth:`_read_arrays`); None: always the checks
         self._shapes = None if system.floating_base else ((system.nq,), (system.nv,))
         self._unit_parts = [(lo, hi) for _, lo, hi in system.unit_norm_parts()]  # quaternions inside the tree
-        self._cond_U: np.ndarray | None = None   # the compiled ticks' Jacobi rotation of cond(D)
-        self._cond_calls = 0
+
+    # ------------------------------------------------------------------ the compiled tick
+    @property
+    def last(self) -> dict:
+        """Diagnostics of the last call (θ, θ_d, errors, ε, cond(D), ...): formed from the compiled tick's
+        diagnostics block when read."""
+        if self._last_from is not None:
+            self._last, self._last_from = self._last_from.diagnostics(), None
+        return self._last
+
+    @last.setter
+    def last(self, value: dict) -> None:
+        self._last, self._last_from = value, None
+
+    @property
+    def saturation(self) -> SaturationStatus:
+        """What the limiter did in the last call."""
+        if self._sat_from is not None:
+            self._saturation, self._sat_from = self._sat_from.saturation(), None
+        return self._saturation
+
+    @saturation.setter
+    def saturation(self, value: SaturationStatus) -> None:
+        self._saturation, self._sat_from = value, None
+
+    def _start_compiled_tick(self) -> None:
+        """Build the law's compiled tick (:class:`qv_control.laws.packed.CompiledTick`) when its kernel loads and
+        Pinocchio's Data has the layout its views need; packed at the first numpy-path tick."""
+        if not self.compiled or self.tick_kernel is None:
+            return
+        from .packed import CompiledTick, data_views
+
+        module, name = self.tick_kernel.rsplit(".", 1)
+        kernel = load(module, name)
+        views = data_views(self.system) if kernel is not None else None
+        if views is not None:
+            self._ct = CompiledTick(self, kernel, views)
+
+    def _compiled_compute(self, state: State, reference) -> np.ndarray:
+        """τ by the compiled tick, or by the numpy path :meth:`_compute` (no compiled tick, options it does not
+        serve, a callable reference that does not evaluate to a Reference, or a rare event) with the state handed
+        over and taken back around it."""
+        ct = self._ct
+        if ct is None or not self._compiled_case():
+            return self._compute(state, reference)
+        if reference is not None and type(reference) is not Reference and type(reference) is not CheckedReference:
+            reference = evaluated(reference, state)
+            if not isinstance(reference, Reference):
+                return ct.numpy_tick(self._compute, state, reference)
+        tau = ct.run(state, reference)
+        return tau if tau is not None else ct.numpy_tick(self._compute, state, reference)
+
+    def _compute(self, state: State, reference) -> np.ndarray:
+        """The numpy path of ``compute`` (a law with a compiled tick defines it)."""
+        raise NotImplementedError
+
+    def _compiled_case(self) -> bool:
+        """Whether the law's present options are the compiled tick's (else the numpy path serves every tick)."""
+        return True
+
+    def _tick_mode(self) -> int:
+        """The kernel's law mode (I_SIZES)."""
+        return 0
+
+    def _tolerances(self) -> tuple[float, float]:
+        """(rtol, atol) of the rank decision."""
+        return RTOL, ATOL
+
+    def _extra_frames(self) -> tuple:
+        """Frame ids the kernel needs besides the coordinates' and the constraints'."""
+        return ()
+
+    def _pack(self, packer, plan) -> None:
+        """The law's own blocks (parameters beyond the common ones)."""
+
+    def _pi_size(self, n: int, m: int) -> int:
+        """Entries of the force PI's state (λ-space: m)."""
+        return m
+
+    def _export_state(self, tick) -> None:
+        """The compiled tick's state into the law's Python objects (before a numpy-path tick)."""
+
+    def _import_state(self, tick) -> bool:
+        """The law's Python objects into the compiled tick's state (after a numpy-path tick); False: the next tick
+        takes the numpy path too."""
+        return False
+
+    def _diagnostics(self, tick) -> dict:
+        """``last`` of a compiled tick."""
+        return {}
+
+    def _own_state(self) -> None:
+        """The Python objects hold the state from now on (a method changing it outside a tick)."""
+        if self._ct is not None:
+            self._ct.hand_over()
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _terms(self, q: np.ndarray, qdot: np.ndarray):
@@ -198,6 +299,7 @@ class ControlLaw(ABC):
 
     def reset(self) -> None:
         """Forget the latched hold target, the force integral and the basis history."""
+        self._own_state()
         self._theta_hold = None
         self.force_pi.reset()
         self.saturation = SaturationStatus()
@@ -264,16 +366,6 @@ class ControlLaw(ABC):
         if self._theta_hold is None:  # (numpy path: no coordinates kernel to load for this one sample)
             return self.coords.evaluate(q, qdot, data=self.system.data, compiled=False).theta
         return self._theta_hold
-
-    def _cond_rotation(self) -> np.ndarray:
-        """The rotation (k × k) from which the compiled ticks start the Jacobi iteration of cond(D)
-        (:func:`qv_control.kernels.laws._cond`): kept between samples, so that a slowly moving D needs about one
-        sweep; the identity at first, after a sample the kernel declined, and every 1024 samples (rounding
-        drifts its orthogonality)."""
-        self._cond_calls += 1
-        if self._cond_U is None or not self._cond_calls & 1023:
-            self._cond_U = np.eye(self.k)
-        return self._cond_U
 
     def _finish(self, base, force, motion) -> np.ndarray:
         tau, self.saturation = saturate(base, force, motion, self.limits)

@@ -70,4 +70,39 @@ class PreviousTarget:
         return (desired if prev is None else prev) - measured
 
 
-__all__ = ["BoundedIntegral", "PreviousTarget"]
+def export_pi(pi, ct) -> None:
+    """The compiled tick's force-PI state (:mod:`qv_control.kernels.quasi_tick`) into ``pi``."""
+    from ..kernels import layout as L
+
+    st = ct.state
+    pi.z = ct.vector(L.F_PIZ).copy() if st[L.S_PI_Z] else None
+    pi.t_prev = None if math.isnan(st[L.S_PI_T]) else float(st[L.S_PI_T])
+    pi.period = float(st[L.S_PI_PERIOD])
+    ht = st[L.S_HIST_T]
+    pi._target._hist = None if math.isnan(ht) else (
+        float(ht), ct.vector(L.F_PID).copy(), ct.vector(L.F_PIDP).copy() if st[L.S_HIST_PREV] else None)
+
+
+def import_pi(pi, ct) -> None:
+    """``pi``'s state into the compiled tick (the target history and ∫e only when they have the size of its block)."""
+    from ..kernels import layout as L
+
+    st, m = ct.state, ct.vector(L.F_PIZ).shape[0]
+    ok = pi.z is not None and pi.z.shape == (m,)
+    st[L.S_PI_Z] = ok
+    if ok:
+        ct.vector(L.F_PIZ)[:] = pi.z
+    st[L.S_PI_T] = np.nan if pi.t_prev is None or not ok else pi.t_prev
+    st[L.S_PI_PERIOD] = pi.period
+    h = pi._target._hist
+    if h is None or h[1].shape != (m,):
+        st[L.S_HIST_T], st[L.S_HIST_PREV] = np.nan, 0.0
+        return
+    st[L.S_HIST_T] = h[0]
+    ct.vector(L.F_PID)[:] = h[1]
+    st[L.S_HIST_PREV] = h[2] is not None
+    if h[2] is not None:
+        ct.vector(L.F_PIDP)[:] = h[2]
+
+
+__all__ = ["BoundedIntegral", "PreviousTarget", "export_pi", "import_pi"]

@@ -288,5 +288,42 @@ class InternalForceChannel:
         return InternalForceCommand(basis.torque(z - z_m), z, z_d, corr, basis)
 
 
+def export_internal(ch: InternalForceChannel, ct) -> None:
+    """The compiled tick's internal-force PI state (:mod:`qv_control.kernels.tick`) into ``ch``; its counted
+    projections move into ``ch``'s counters."""
+    from ..kernels import layout as L
+
+    st = ct.state
+    ch._integral.z = ct.vector(L.F_PIZ).copy() if st[L.S_PI_Z] else None
+    ch._integral.t_prev = None if math.isnan(st[L.S_PI_T]) or not st[L.S_PI_Z] else float(st[L.S_PI_T])
+    ht = st[L.S_HIST_T]
+    ch._target._hist = None if math.isnan(ht) else (
+        float(ht), ct.vector(L.F_PID).copy(), ct.vector(L.F_PIDP).copy() if st[L.S_HIST_PREV] else None)
+    ch.projected += int(st[L.S_PROJECTED])
+    ch.non_internal_max = max(ch.non_internal_max, float(st[L.S_OFF_MAX]))
+    st[L.S_PROJECTED] = st[L.S_OFF_MAX] = 0.0
+
+
+def import_internal(ch: InternalForceChannel, ct) -> None:
+    """``ch``'s PI state into the compiled tick (what has the tick's m rows)."""
+    from ..kernels import layout as L
+
+    st, m = ct.state, ct.m
+    z, tp = ch._integral.z, ch._integral.t_prev
+    st[L.S_PI_Z] = z is not None and z.shape == (m,)
+    if st[L.S_PI_Z]:
+        ct.vector(L.F_PIZ)[:] = z
+    st[L.S_PI_T] = np.nan if tp is None else tp
+    h = ch._target._hist
+    ok = h is not None and h[1].shape == (m,)
+    st[L.S_HIST_T] = h[0] if ok else np.nan
+    st[L.S_HIST_PREV] = ok and h[2] is not None
+    if ok:
+        ct.vector(L.F_PID)[:] = h[1]
+        if h[2] is not None:
+            ct.vector(L.F_PIDP)[:] = h[2]
+    st[L.S_PROJECTED] = st[L.S_OFF_MAX] = 0.0
+
+
 __all__ = ["Chooser", "InternalForceBasis", "InternalForceChannel", "InternalForceCommand",
-           "NonInternalForceError", "internal_force_basis"]
+           "NonInternalForceError", "export_internal", "import_internal", "internal_force_basis"]

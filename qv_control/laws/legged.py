@@ -30,6 +30,7 @@ Diagnostics in :attr:`last`: ``foot_forces`` (k × 3, on the robot, world axes, 
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -38,8 +39,9 @@ from qv_dynamics.errors import ModelError
 from qv_dynamics.state import Reference, State
 
 from ..gait import GaitPlan, plan_from_spec
+from ..kernels import layout as L
 from .base import ControlLaw, scalar_gain, vector_gain
-from .contact_qp import ContactForceQP
+from .contact_qp import ContactForceQP, cone_margins
 from .integral import BoundedIntegral
 from .internal_force import InternalForceChannel
 from .passive import PassiveJointLaw
@@ -61,18 +63,20 @@ class LeggedLaw(ControlLaw):
     (default: every 1-DoF joint, the root free-flyer passive)."""
 
     name = "legged"
+    tick_kernel = "qv_control.kernels.tick.projection_law_tick"
 
     def __init__(self, system, feet: Sequence[str] | None = None, plan=None, base_frame: str = "base",
                  kp=400.0, kd=40.0, ki=1000.0, ki_limit: float = 5.0, kp_swing: float = 900.0, mu: float = 0.8,
                  f_min: float = 10.0, f_nominal: float | None = None, actuated: Sequence[str] | None = None,
                  effort_limits="urdf", cond_max: float = 1e6, rotation_reference=None,
-                 joint_friction: bool = False, friction_velocity: float = 0.01):
+                 joint_friction: bool = False, friction_velocity: float = 0.01, compiled: bool = True):
         if not system.floating_base:
             raise ModelError("LeggedLaw needs a floating-base model (from_urdf(..., floating_base=True))")
         self._R0_given = rotation_reference is not None
         R0 = rotation_matrix(rotation_reference) if self._R0_given else np.eye(3)
         self.base_spec = {"frame": base_frame, "axes": list(BASE_AXES), "rotation_reference": R0}
-        super().__init__(system, [self.base_spec], kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max)
+        super().__init__(system, [self.base_spec], kp=kp, kd=kd, effort_limits=effort_limits, cond_max=cond_max,
+                         compiled=compiled)
         if feet is None:
             feet = [c.name for c in system.constraints if c.type == "point_contact"]
         self.feet = list(feet)
@@ -102,6 +106,14 @@ class LeggedLaw(ControlLaw):
         if self.limits is not None:   # the base has no actuator: no limit to check there (τ_base = 0)
             self.limits = np.where(mask, self.limits, np.inf)
         self.friction = JointFriction(system.model, mask, friction_velocity) if joint_friction else None
+        # the compiled tick (qv_control.kernels.tick, mode 3) of the stance in force; a plan without steps or sway
+        # has one constant reference
+        self._static = not self.plan.steps and self.plan.sway is None
+        self._static_ref: Reference | None = None
+        self._ct_swing: tuple | None = None
+        self._start_compiled_tick()
+        if self._ct is not None:
+            self._ct.source = self._law_for(())
 
     # ------------------------------------------------------------------ pieces
     def _law_for(self, swing: tuple) -> PassiveJointLaw:
@@ -110,7 +122,8 @@ class LeggedLaw(ControlLaw):
             coords = [self.base_spec] + [{"frame": f, "axes": ["x", "y", "z"]} for f in swing]
             kp = np.concatenate([self.kp, np.full(3 * len(swing), self.kp_swing)])
             law = PassiveJointLaw(self.system, coords, actuated=self.actuated, kp=kp, kd=self.kd,
-                                  effort_limits=None, cond_max=self.cond_max)
+                                  effort_limits=None, cond_max=self.cond_max, compiled=self.compiled)
+            law._ct = None   # (its ticks run inside this law's compiled tick)
             self._laws[swing] = law
         return law
 
@@ -156,11 +169,14 @@ class LeggedLaw(ControlLaw):
             for law in self._laws.values():
                 law.coords.anchor(q)                                    # the base is their only rotated frame
 
-    def _reference(self, t: float, q: np.ndarray, swing: tuple) -> Reference:
+    def _reference(self, t: float, q: np.ndarray, swing: tuple, integral: bool = True) -> Reference:
+        """θ_d, θ̇_d, θ̈_d of the plan at ``t`` (+ k_i z on θ̈_d of the base when ``integral``: the compiled tick adds
+        it itself)."""
         th, thd, thdd = self.plan.base(t)
         th = th.copy()
         th[:3] += self._base0
-        thdd = thdd + self._ki_z
+        if integral:
+            thdd = thdd + self._ki_z
         parts = [(th, thd, thdd)] + [self.plan.swing(f, t, self._p_lift[f]) for f in swing]
         return Reference(theta=np.concatenate([p[0] for p in parts]),
                          theta_dot=np.concatenate([p[1] for p in parts]),
@@ -174,7 +190,54 @@ class LeggedLaw(ControlLaw):
     # ------------------------------------------------------------------ law
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         """τ (n-vector, zero on the base) for the plan at ``state.t``; ``reference`` is not used (the plan
-        is the reference)."""
+        is the reference). A tick whose contact set is the last one's runs compiled (module doc)."""
+        ct = self._ct
+        if ct is None or self._base0 is None or ct.I is None or not ct.live:
+            return self._numpy_tick(state, reference)
+        if self._static:
+            ref = self._static_ref
+        else:
+            ref = self._plan_tick(state.t)
+            if ref is None:
+                return self._numpy_tick(state, reference)
+        tau = ct.run(state, ref)
+        return tau if tau is not None else self._numpy_tick(state, reference)
+
+    def _numpy_tick(self, state, reference):
+        if self._ct is None:
+            return self._compute(state, reference)
+        self._ct.hand_over()
+        tau = self._compute(state, reference)
+        self._ct_swing = self.last["swing"]
+        self._ct.source = self._law_for(self._ct_swing)
+        if self._static:
+            self._static_ref = self._reference(0.0, None, (), integral=False)
+        self._ct.take_back()
+        return tau
+
+    def _plan_tick(self, t) -> Reference | None:
+        """The plan's reference at ``t`` when its contact set is the active one (the F_FMAX caps set), else None
+        (a switch: the numpy path switches the constraints)."""
+        try:
+            t = float(t)
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(t):
+            return None
+        swing, w = [], []
+        for f in self.feet:
+            kind, x = self.plan.phase(f, t)
+            if kind == "swing":
+                swing.append(f)
+            else:
+                w.append(np.inf if x >= 1.0 else x * self.f_nominal)
+        if tuple(swing) != self._ct_swing or self._ct.vector(L.F_FMAX).shape[0] != len(w):
+            return None
+        self._ct.vector(L.F_FMAX)[:] = w
+        return self._reference(t, None, tuple(swing), integral=False)
+
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute` (the reference with ``compiled=False``)."""
         t = float(state.t)
         q = self.system.check_q(state.q)
         if self._base0 is None:
@@ -198,6 +261,77 @@ class LeggedLaw(ControlLaw):
             self.last.update(foot_forces=res.forces, cone_margins=res.margins, qp_feasible=res.feasible,
                              qp_slack=res.slack)
         return tau
+
+    # ------------------------------------------------------------------ the compiled tick's state
+    def _tick_mode(self) -> int:
+        return 3
+
+    def _pack(self, packer, plan) -> None:
+        law, qp = self._ct.source, self.qp
+        par = packer._floats[L.F_PAR][0]
+        ch = self.channel
+        par[[L.P_IRTOL, L.P_IATOL, L.P_KI_LIMIT, L.P_INT_DT, L.P_QP_FMIN, L.P_QP_EPS, L.P_QP_SLACK,
+             L.P_HAS_FRICTION]] = ch.rtol, ch.atol, self.integral.limit, self.integral.max_dt, qp.f_min, qp.eps, \
+            qp.slack_weight, self.friction is not None
+        packer.ints(L.I_PAS, np.flatnonzero(~law.mask))
+        packer.floats(L.F_KI6, self.ki)
+        if self.friction is not None:
+            par[L.P_FRICTION_V] = self.friction.v_s
+            packer.floats(L.F_FRICTION, np.vstack([self.friction.d, self.friction.fc]))
+        feet = plan["m"] // 3
+        faces, W = qp._faces(np.tile([0.0, 0.0, 1.0], (feet, 1)))
+        packer.floats(L.F_QP, np.hstack([faces.reshape(feet, 18), W.reshape(feet, 9)]))
+        packer.floats(L.F_FMAX, np.full(feet, np.inf))
+        packer.floats(L.F_IZ, np.zeros(6))
+        packer.floats(L.F_EP, np.zeros(max(6, law.k)))
+
+    def _pi_size(self, n: int, m: int) -> int:
+        return 0
+
+    def _export_state(self, ct) -> None:
+        st = ct.state
+        self.integral.z = ct.vector(L.F_IZ).copy() if st[L.S_INT_Z] else None
+        self.integral.t_prev = None if math.isnan(st[L.S_INT_T]) or not st[L.S_INT_Z] else float(st[L.S_INT_T])
+        self._ki_z = ct.vector(L.F_EP)[:6].copy()
+        self.qp.solves += int(st[L.S_QP_SOLVES])
+        self.qp.infeasible += int(st[L.S_QP_INFEASIBLE])
+        st[L.S_QP_SOLVES] = st[L.S_QP_INFEASIBLE] = 0.0
+        if st[L.S_TAUI]:   # (a compiled tick since the state was taken back)
+            ct.source._A_full, ct.source._T_lost = ct.block(L.F_AFULL).copy(), None
+
+    def _import_state(self, ct) -> bool:
+        st = ct.state
+        z, tp = self.integral.z, self.integral.t_prev
+        st[L.S_INT_Z] = z is not None and z.shape == (6,)
+        if st[L.S_INT_Z]:
+            ct.vector(L.F_IZ)[:] = z
+        st[L.S_INT_T] = np.nan if tp is None else tp
+        ct.vector(L.F_EP)[:6] = self._ki_z
+        ct.block(L.F_UC)[:] = np.eye(ct.k)
+        st[L.S_COND_CALLS] = st[L.S_TAUI] = st[L.S_QP_SOLVES] = st[L.S_QP_INFEASIBLE] = 0.0
+        st[L.S_HOLD] = 0.0
+        sat = self.saturation
+        st[L.S_FORCE_FROZEN], st[L.S_MOTION_FROZEN] = sat.force_frozen, sat.motion_frozen
+        if self._f_max.shape == ct.vector(L.F_FMAX).shape:
+            ct.vector(L.F_FMAX)[:] = self._f_max
+        return self._base0 is not None
+
+    def _diagnostics(self, ct) -> dict:
+        D = ct.block(L.F_DIAG)
+        sc, k, n, m = D[L.D_SCALARS], ct.k, self.system.nv, ct.m
+        e = D[L.D_E, :k].copy()
+        swing = self._ct_swing
+        lam_cmd = D[L.D_LAMBDA_CMD, :m].copy()
+        d = dict(t=float(sc[L.DS_T]), theta=D[L.D_THETA, :k].copy(), theta_d=D[L.D_THETA_D, :k].copy(),
+                 e_theta=-e, e_p=e, cond_D=ct.cond(), u_p=D[L.D_UP, :n].copy(), lambda_d=D[L.D_LAMBDA_D, :m].copy(),
+                 controllability_residual=0.0, swing=swing, active_feet=[f for f in self.feet if f not in swing],
+                 lambda_cmd=lam_cmd, saturation=self.saturation, base_integral=D[L.D_KIZ, :6].copy())
+        if int(sc[L.DS_DIM]):
+            forces = -lam_cmd.reshape(-1, 3)
+            normals = np.tile([0.0, 0.0, 1.0], (forces.shape[0], 1))
+            d.update(foot_forces=forces, cone_margins=cone_margins(forces, normals, self.qp.mu),
+                     qp_feasible=bool(sc[L.DS_FEASIBLE]), qp_slack=float(sc[L.DS_SLACK]))
+        return d
 
     def reset(self) -> None:
         super().reset()

@@ -26,13 +26,14 @@ transfer, as in the quasi-velocity law: a model error is not dropped at touch-do
 motion channel is scaled first (:func:`qv_control.saturation.saturate`); Ωa* has no component along e_f,
 so scaling it leaves λ = f.
 
-``axes`` keeps a subset of the six task rows (a planar mechanism: (x, z) of its pin; J, ẋ, a* and Λ_x are then
-of those rows only). ``damping`` δ₀ > 0 replaces Λ_x near a singularity by the damped pseudo-inverse V
-diag(σ/(σ² + δ²))Uᵀ of J M⁻¹ Jᵀ, what ROS 2 OSC / Cartesian impedance implementations do so that Λ_x stays
-bounded where J loses rank (:func:`damped_inverse`: δ grows from 0 as σ_min falls below 0.1σ₁); both run on the
-numpy path. ``moment_axes`` (rows among 3–5) add moment rows to the force task (a flat face pressed with a
-commanded moment): λ_d, λ_meas and the force PI then have the entries ``(force_axis, *moment_axes)``, each the
-wrench component the robot applies.
+``axes`` keeps a subset of the six task rows, by name (x y z rx ry rz) or index 0–5 (a planar mechanism: (x, z)
+of its pin; J, ẋ, a* and Λ_x are then of those rows only; ``force_axis`` and ``moment_axes`` take names too).
+``damping`` δ₀ > 0 replaces Λ_x near a singularity by the damped pseudo-inverse V diag(σ/(σ² + δ²))Uᵀ of
+J M⁻¹ Jᵀ, what ROS 2 OSC / Cartesian impedance implementations do so that Λ_x stays bounded where J loses rank
+(:func:`damped_inverse`: δ grows from 0 as σ_min falls below 0.1σ₁); both run on the numpy path. ``moment_axes``
+(rows among 3–5) add moment rows to the force task (a flat face pressed with a commanded moment): λ_d, λ_meas
+and the force PI then have the entries ``(force_axis, *moment_axes)``, each the wrench component the robot
+applies.
 
 After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
 (:func:`qv_control.kernels.laws.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
@@ -67,12 +68,13 @@ class OperationalSpaceLaw:
     theta_names = ["x", "y", "z"]
 
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
-                 force_axis: int = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
+                 force_axis: int | str = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
                  ki_motion: float = 0.0, integral_limit: float = 5.0, q_null=None, rotation=None,
                  effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True,
                  axes=(0, 1, 2, 3, 4, 5), damping: float = 0.0, moment_axes=()):
         self.system, self.frame, self.contact = system, frame, contact
-        self.axes = tuple(int(a) for a in axes)
+        axes, force_axis, moment_axes = _axis_ids(axes), _axis_ids([force_axis])[0], _axis_ids(moment_axes)
+        self.axes = axes
         if not self.axes or len(set(self.axes)) != len(self.axes) or not set(self.axes) <= set(range(6)):
             raise DimensionError(f"osc axes: distinct task rows among 0..5 (x y z rx ry rz), got {axes!r}")
         self.damping = scalar_gain("damping", damping, positive=False)
@@ -86,9 +88,9 @@ class OperationalSpaceLaw:
         if force_axis not in (0, 1, 2) or force_axis not in self.axes:
             raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z) and a task row, got {force_axis!r}")
         self.force_axis = int(force_axis)
-        self.force_axes = (self.force_axis,) + tuple(int(a) for a in moment_axes)
-        if not set(moment_axes) <= {3, 4, 5} or not set(self.force_axes) <= set(self.axes):
+        if not set(moment_axes) <= {3, 4, 5} or not set(moment_axes) <= set(self.axes):
             raise DimensionError(f"moment_axes must be task rows among 3, 4, 5 (rx ry rz), got {moment_axes!r}")
+        self.force_axes = (self.force_axis,) + tuple(int(a) for a in moment_axes)
         kp, kd = scalar_gain("kp", kp), scalar_gain("kd", kd)
         k_i = scalar_gain("ki_motion", ki_motion, positive=False)
         # (s + k_p)(s² + k_d s + k_I) = s³ + (k_p + k_d)s² + (k_p k_d + k_I)s + k_p k_I: the qv law's poles
@@ -237,6 +239,15 @@ class OperationalSpaceLaw:
         tau, self.saturation = saturate(base, force, motion, self.limits)
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau
+
+
+#: the task rows by name (``axes``, ``force_axis`` and ``moment_axes`` take names or indices)
+AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")
+
+
+def _axis_ids(axes) -> tuple:
+    """Task-row indices of ``axes`` (names among AXIS_NAMES or integers; an unknown name is left for the checks)."""
+    return tuple((AXIS_NAMES.index(a) if a in AXIS_NAMES else a) if isinstance(a, str) else int(a) for a in axes)
 
 
 def _channels_numpy(law: OperationalSpaceLaw, M, h, J, Jdqd, q, qd, a_star):

@@ -10,12 +10,13 @@ from typing import Sequence
 
 import numpy as np
 
-from qv_dynamics.linalg import ATOL, RTOL, norm2
+from qv_dynamics.linalg import norm2
 from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
+from ..kernels import layout as L
 from .base import GainError
-from .internal_force import InternalForceChannel
+from .internal_force import InternalForceChannel, export_internal, import_internal
 from .projection_base import ProjectionLawBase, UncontrollableError
 
 
@@ -97,7 +98,7 @@ class PassiveJointLaw(ProjectionLawBase):
     space are logged in ``law.internal.events``."""
 
     name = "passive"
-    tick_mode = 2  # the compiled tick serves the case I + H = I (every joint actuated)
+    tick_mode = 2
 
     def __init__(self, system, coordinates, actuated: Sequence[str] = (), kp=100.0, kd=20.0, kf=0.0, ki=0.0,
                  q0=None, controllability_tol: float = 1e-8, effort_limits="urdf", cond_max: float = 1e6,
@@ -108,7 +109,6 @@ class PassiveJointLaw(ProjectionLawBase):
         self.internal = InternalForceChannel(self.force_pi.kf, self.force_pi.ki, chooser=internal_chooser,
                                              check_rtol=internal_tol, check_atol=internal_tol,
                                              non_internal=non_internal)
-        self._tols: tuple = (None, None)  # the internal-force check's (rtol, atol) and their array (mode 3)
         self.actuated = list(actuated)
         self.mask = _actuated_mask(system, self.actuated)
         self._passive = ~self.mask
@@ -148,44 +148,52 @@ class PassiveJointLaw(ProjectionLawBase):
         lam_m = Apinv.T @ (base + motion - terms.h - terms.M @ u_p)
         return t, terms, base, motion, u_p, lam_m, ref, lam_meas
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        ch = self.internal
-        # the compiled tick (every joint actuated); with the internal-force channel when it has no PI or chooser
-        whole = ch.chooser is None and not (ch.kf > 0 or ch.ki > 0) and (ch.rtol, ch.atol) == (RTOL, ATOL) \
-            and ch.non_internal == "raise"
-        fast = None if self._passive.any() else \
-            self._compiled_tick(state, reference, self._check_tolerances, 3 if whole else 2)
-        if fast is not None:
-            t, terms, ref, out, lam_meas = fast
-            m = terms.m
-            self.last.update(controllability_residual=0.0)
-            base, motion, u_p, lam_m = out[1], out[3], out[4], out[6, :m]
-            if whole:
-                s = int(out[9, 2])
-                ch.note((m, s, s), t, terms.row_labels)
-                self.last.update(lambda_motion=lam_m, internal_z=out[10, :s], internal_z_d=out[11, :s],
-                                 internal_dim=s)
-                return self._limited(out, True)
-        else:
-            t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
+    def _compiled_case(self) -> bool:
+        return self.internal.chooser is None   # (a Python chooser of z: the numpy path)
+
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute`."""
+        t, terms, base, motion, u_p, lam_m, ref, lam_meas = self.motion_multiplier(state, reference)
         basis = self.internal.basis(terms.A, self.mask, t, terms.row_labels)
         cmd = self.internal.command(t, basis, lam_m, ref.lambda_, lam_meas, self.saturation.force_frozen,
                                     terms.row_labels)
-        self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size)
+        self.last.update(lambda_motion=lam_m, internal_z=cmd.z, internal_z_d=cmd.z_d, internal_dim=basis.size,
+                         internal_force=basis.E @ cmd.z)
         return self._finish(base, cmd.tau, motion)
+
+    # ------------------------------------------------------------------ the compiled tick's state
+    def _pack(self, packer, plan) -> None:
+        ch = self.internal
+        par = packer._floats[L.F_PAR][0]
+        par[[L.P_IRTOL, L.P_IATOL, L.P_ICHECK_RTOL, L.P_ICHECK_ATOL, L.P_NONINT, L.P_IKF, L.P_IKI, L.P_IMAX,
+             L.P_IDT]] = ch.rtol, ch.atol, ch.check_rtol, ch.check_atol, ch.non_internal == "project", ch.kf, ch.ki, \
+            ch.i_max, ch.max_dt
+        packer.ints(L.I_PAS, np.flatnonzero(self._passive))
+
+    def _export_state(self, ct) -> None:
+        super()._export_state(ct)
+        export_internal(self.internal, ct)
+
+    def _import_state(self, ct) -> bool:
+        import_internal(self.internal, ct)
+        return super()._import_state(ct)
+
+    def _diagnostics(self, ct) -> dict:
+        d = super()._diagnostics(ct)
+        D, m = ct.block(L.F_DIAG), ct.m
+        s = int(D[L.D_SCALARS, L.DS_DIM])
+        d.update(controllability_residual=0.0, lambda_motion=D[L.D_LAMBDA_M, :m].copy(),
+                 internal_z=D[L.D_Z, :s].copy(), internal_z_d=D[L.D_Z_D, :s].copy(), internal_dim=s,
+                 internal_force=D[L.D_INTERNAL, :m].copy())
+        return d
 
     def counters(self) -> dict:
         """Counted departures of the force channel: λ_d samples projected on the internal forces and the
         largest non-internal part seen (N)."""
+        if self._ct is not None:
+            self._ct.sync()
         ch = self.internal
         return {"lambda_d_projected": ch.projected, "lambda_d_non_internal_max": ch.non_internal_max}
-
-    def _check_tolerances(self, *_) -> np.ndarray:
-        """(rtol, atol) of the internal-force check, for the compiled tick (mode 3)."""
-        ch = self.internal
-        if self._tols[0] != (ch.check_rtol, ch.check_atol):
-            self._tols = ((ch.check_rtol, ch.check_atol), np.array([ch.check_rtol, ch.check_atol]))
-        return self._tols[1]
 
     def reset(self) -> None:
         super().reset()

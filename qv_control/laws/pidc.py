@@ -54,11 +54,11 @@ class PIDCLaw(ProjectionLawBase):
         _, _, V2w = pinv_rank(A @ self._Wmh)
         return self._Wh @ (V2w @ (V2w.T @ self._Wmh))
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        if self.W is None:
-            fast = self._compiled_tick(state, reference)
-            if fast is not None:
-                return self._limited(fast[3], False)
+    def _compiled_case(self) -> bool:
+        return self.W is None   # (the weighted variant: the numpy path)
+
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute`."""
         t, terms, ref, P, Apinv, a_perp, u_p, _ = self._pidc(state, reference)
         Pw = self._weighted_parallel(terms.A, P)
         return self._finish(Pw.dot(terms.h), None, Pw.dot(terms.M.dot(u_p)))

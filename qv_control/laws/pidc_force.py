@@ -6,7 +6,9 @@ import numpy as np
 from qv_dynamics.projection import coupling
 from qv_dynamics.state import Reference, State
 
-from .base import LazyKernel
+from ..kernels import layout as L
+from .integral import export_pi, import_pi
+from .lazy_kernel import LazyKernel
 from .projection_base import ProjectionLawBase
 
 
@@ -36,12 +38,29 @@ class PIDCForceLaw(ProjectionLawBase):
         self.last.update(F_d=F_d, force_feedback=corr is not None)
         return F_d if corr is None else F_d + corr
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        fast = self._compiled_tick(state, reference, self._force_target)
-        if fast is not None:
-            out = fast[3]
-            self.last["u_F"] = out[2]
-            return self._limited(out, True)
+    def _pi_size(self, n: int, m: int) -> int:
+        return n   # the PI acts on Aᵀλ (generalized forces)
+
+    def _pack(self, packer, plan) -> None:
+        pass
+
+    def _export_state(self, ct) -> None:
+        super()._export_state(ct)
+        export_pi(self.force_pi, ct)
+
+    def _import_state(self, ct) -> bool:
+        import_pi(self.force_pi, ct)
+        return super()._import_state(ct)
+
+    def _diagnostics(self, ct) -> dict:
+        d = super()._diagnostics(ct)
+        D, n = ct.block(L.F_DIAG), self.system.nv
+        d.update(F_d=D[L.D_AUX, :n].copy(), force_feedback=bool(D[L.D_SCALARS, L.DS_FEEDBACK]),
+                 u_F=D[L.D_FORCE, :n].copy())
+        return d
+
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute`."""
         t, terms, ref, P, Apinv, a_perp, u_p, lam_meas = self._pidc(state, reference)
         M = terms.M
         u_F = self._force_target(t, terms, ref, lam_meas)

@@ -13,11 +13,13 @@ Sign convention (SPEC): M q̈ + h = f − F, F = Aᵀλ; P = I − A⁺A; a⊥ =
   Ṗ; by eq. 32 the term is μC_c q̇ = μMa⊥ — an acceleration needs M to be a force.) With an exact model
   F = u_F, hence (G_F + 1)ė_f + G_I e_f = 0 for the measured F.
 - Hybrid (eq. 54): f = h + μMa⊥ + (I + μ)PMu_p + u_F.
-- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``) (default ATOL). Near a pose where A
-  loses rank (a row vanishes, or rows become dependent), the normal acceleration a⊥ = −A⁺Ȧq̇ grows like
-  |Ȧq̇|/σ (for one row σ₁ = ‖A‖ itself, so no relative rule removes it). With an absolute ``rank_atol`` (in
-  A's units: m for a position row, chosen at the model's scale) the motion channel drops the rows whose σ is
-  below it: N(A) then has more dimensions than θ has coordinates, and the law moves along the tangent T
+- Rank: A's singular values count when σ > max(RTOL·σ₁, ``rank_atol``). Near a pose where A loses rank (a row
+  vanishes, or rows become dependent), the normal acceleration a⊥ = −A⁺Ȧq̇ grows like |Ȧq̇|/σ (for one row
+  σ₁ = ‖A‖ itself, so no relative rule removes it). ``rank_atol`` is absolute, in A's units (m for a position
+  row), and its default is at the model's scale: RANK_FLOOR_REL (1.5 %) of the model's reach ℓ (the longest
+  chain of joint and frame offsets from the root, :func:`model_reach`; ℓ = 1.5 m for the planar 3-link arm,
+  0.6 m for the slider-crank); ``rank_atol=0`` keeps the bare floor ATOL. The motion channel drops the rows
+  whose σ is below it: N(A) then has more dimensions than θ has coordinates, and the law moves along the tangent T
   carried over from the last tick with every row (T = orth(V₂V₂ᵀT_prev), transported tick by tick), Λ =
   T(JT)⁺, with the damping acceleration −G_D NNᵀq̇ along the rest N of N(A) in place of a⊥ (so the motion
   stays on the path it came along instead of taking another branch through the pose); P, A⁺ and the force
@@ -32,26 +34,45 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.errors import RankDeficiencyError
-from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import ATOL, RTOL, inv
 from qv_dynamics.projection import pinv_rank, projection
-from qv_dynamics.state import State
+from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
-from ..kernels.layout import tick_rows
-from ..saturation import SaturationStatus
-from .base import ControlLaw, GainError, LazyKernel
+from ..kernels import layout as L
+from .base import ControlLaw, GainError
+from .lazy_kernel import LazyKernel
 
-_NO_FORCE = np.zeros(0)
-_INF: dict[int, np.ndarray] = {}
+#: the default rank floor of the motion channel, relative to the model's reach (module doc): measured on the
+#: singular pass of qv_control.demo.cases (two contact rows becoming one, ℓ = 1.5 m), where the projection law
+#: keeps both prongs pressing for floors of 0.015-0.03 m (1.0-2.0 % of ℓ) and loses the task below 0.015 m
+RANK_FLOOR_REL = 0.015
 
 
-def _no_limits(n: int) -> np.ndarray:
-    """An n-vector of inf (the kernel's limits when the law has none)."""
-    x = _INF.get(n)
-    if x is None:
-        x = _INF[n] = np.full(n, np.inf)
-    return x
+def model_reach(model) -> float:
+    """ℓ: the longest chain of offsets from the root, max over frames of Σ‖joint placement‖ + ‖frame placement‖
+    (m; independent of the configuration)."""
+    depth = [0.0] * model.njoints
+    for j in range(1, model.njoints):
+        depth[j] = depth[model.parents[j]] + float(np.linalg.norm(model.jointPlacements[j].translation))
+    return max([*depth, *(depth[f.parentJoint] + float(np.linalg.norm(f.placement.translation))
+                          for f in model.frames)])
+
+
+def default_rank_atol(system) -> float:
+    """RANK_FLOOR_REL·ℓ (at least ATOL): the default floor of A's rank decision (module doc)."""
+    return max(RANK_FLOOR_REL * model_reach(system.model), ATOL)
+
+
+def checked_rank_atol(system, rank_atol: float | None) -> float:
+    """The absolute floor of A's rank decision (module doc): ``rank_atol`` checked (finite, >= 0; at least
+    ATOL), or the model-scale default when None."""
+    if rank_atol is None:
+        return default_rank_atol(system)
+    rank_atol = float(rank_atol)
+    if not (np.isfinite(rank_atol) and rank_atol >= 0.0):
+        raise GainError(f"rank_atol: expected a finite value >= 0, got {rank_atol}")
+    return max(rank_atol, ATOL)
 
 
 class UncontrollableError(RankDeficiencyError):
@@ -62,7 +83,7 @@ class ProjectionLawBase(ControlLaw):
     """Shared PIDC motion part (eq. 45–46)."""
 
     uses_terms = True
-    #: absolute singular-value floor of A's rank decision (module doc); a law sets it by ``rank_atol=``
+    #: absolute singular-value floor of A's rank decision (module doc): ``rank_atol=``, default_rank_atol(system)
     rank_atol: float = ATOL
 
     #: the compiled tick's channels (qv_control.kernels.tick ``mode``): 0 PIDC, 1 hybrid, 2 passive; None: none
@@ -72,64 +93,52 @@ class ProjectionLawBase(ControlLaw):
 
     def __init__(self, system, coordinates, rank_atol: float | None = None, **kw):
         super().__init__(system, coordinates, **kw)
-        if rank_atol is not None:
-            rank_atol = float(rank_atol)
-            if not (np.isfinite(rank_atol) and rank_atol >= 0.0):
-                raise GainError(f"rank_atol: expected a finite value >= 0, got {rank_atol}")
-            self.rank_atol = max(rank_atol, ATOL)
-        # the whole tick after Pinocchio's passes in one call (qv_control.kernels.tick)
-        self._tick = load("qv_control.kernels.tick", "projection_tick") \
-            if self.compiled and self.tick_mode is not None and self.coords._fast is not None else None
+        self.rank_atol = checked_rank_atol(system, rank_atol)
+        if self.tick_mode is not None:
+            self.tick_kernel = "qv_control.kernels.tick.projection_law_tick"
+        self._start_compiled_tick()
 
     def reset(self) -> None:
         """As :meth:`ControlLaw.reset`, and forget the tangent carried through lost rows."""
         super().reset()
         self._A_full = self._T_lost = None
 
-    def _compiled_tick(self, state: State, reference, force=None, mode: int | None = None):
-        """(t, terms, ref, out, λ_meas) of :func:`qv_control.kernels.tick.projection_tick`, or None: the numpy
-        path serves this tick (the first one, which latches the hold target; a rank-deficient A; a singular D
-        or an orientation beyond its chart, where it raises). ``force(t, terms, ref, λ_meas)``: f_F (mode 1),
-        the check tolerances (mode 3); ``mode``: the kernel's (default ``tick_mode``)."""
-        if self._tick is None:
-            return None
-        t, q, qdot, lam_meas = self._read_state(state)
-        terms = self._terms(q, qdot)
-        m, n = terms.A.shape
-        k = self.k
-        prep = self.coords._fast.prepare(self.system.data, False) if k == n - m else None
-        if prep is None:
-            return None
-        ref = self._read_reference(reference, t, self._held_theta(q, qdot), m)
-        plan, sup, v, Rref = prep
-        f_F = _NO_FORCE if force is None else force(t, terms, ref, lam_meas)
-        lim = self.limits
-        out = np.empty((tick_rows(n, m, k, plan.shape[0]), n))
-        if self._tick(v[0], v[1], v[2], v[3], v[4], v[5], Rref, plan, sup, k, q, qdot, terms.M, terms.h, terms.A,
-                      terms.Adot_qdot, ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, self.kp, self.kd, RTOL,
-                      self.rank_atol, self.cond_max, self.tick_mode if mode is None else mode, f_F,
-                      _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
-            self._cond_U = None
-            return None
-        e = out[8, :k]
-        self._A_full, self._T_lost = terms.A, None
-        self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=-e, e_p=e, cond_D=float(out[9, 0]),
-                         u_p=out[4], lambda_d=ref.lambda_)
-        return t, terms, ref, out, lam_meas
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
+        return self._compiled_compute(state, reference)
 
-    def _limited(self, out, force: bool) -> np.ndarray:
-        """τ of the compiled tick's channels (``out`` rows 0–3) through the limiter: the kernel's τ and peak
-        ratio when no limit is exceeded (what :func:`saturate` returns then), :func:`saturate` otherwise."""
-        lim = self.limits
-        if lim is None:
-            status = SaturationStatus()
-        elif out[9, 1] <= 1.0:
-            status = SaturationStatus(peak_ratio=float(out[9, 1]))
-        else:
-            return self._finish(out[1], out[2] if force else None, out[3])
-        self.saturation = status
-        self.last["saturation"] = status
-        return out[0]
+    # ------------------------------------------------------------------ the compiled tick's state
+    def _tick_mode(self) -> int:
+        return self.tick_mode
+
+    def _tolerances(self) -> tuple[float, float]:
+        return RTOL, self.rank_atol
+
+    def _export_state(self, ct) -> None:
+        st = ct.state
+        if st[L.S_HOLD]:
+            self._theta_hold = ct.vector(L.F_HOLD).copy()
+        if st[L.S_TAUI]:   # (a compiled tick since the state was taken back)
+            self._A_full, self._T_lost = ct.block(L.F_AFULL).copy(), None
+
+    def _import_state(self, ct) -> bool:
+        st = ct.state
+        st[L.S_HOLD] = self._theta_hold is not None
+        if self._theta_hold is not None:
+            ct.vector(L.F_HOLD)[:] = self._theta_hold
+        ct.block(L.F_UC)[:] = np.eye(self.k)
+        st[L.S_COND_CALLS] = st[L.S_TAUI] = 0.0
+        sat = self.saturation
+        st[L.S_FORCE_FROZEN], st[L.S_MOTION_FROZEN] = sat.force_frozen, sat.motion_frozen
+        return self._theta_hold is not None
+
+    def _diagnostics(self, ct) -> dict:
+        D = ct.block(L.F_DIAG)
+        sc, k, n, m = D[L.D_SCALARS], ct.k, self.system.nv, ct.m
+        e = D[L.D_E, :k].copy()
+        return dict(t=float(sc[L.DS_T]), theta=D[L.D_THETA, :k].copy(), theta_d=D[L.D_THETA_D, :k].copy(),
+                    e_theta=-e, e_p=e, cond_D=ct.cond(), u_p=D[L.D_UP, :n].copy(),
+                    lambda_d=D[L.D_LAMBDA_D, :m].copy(), saturation=self.saturation)
 
     def _pidc(self, state: State, reference):
         t, q, qdot, lam_meas = self._read_state(state)

@@ -23,18 +23,22 @@ the rigid model (Aq̇ = 0) ignores: v̇_r = −Γ_v v_r − Γ_vn v_n + u_v (:fu
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
-from qv_dynamics.kernels.loader import load
-from qv_dynamics.quasi import compiled_kernel, quasi_decompose
+from qv_dynamics.quasi import QuasiState, compiled_kernel, quasi_decompose
+from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
-from ..kernels.layout import quasi_tick_rows as quasi_rows
-from ..saturation import SaturationStatus, saturate
-from .base import ControlLaw, LazyKernel
-from .projection_base import _no_limits
+from ..kernels import layout as L
+from .base import ControlLaw
+from .integral import export_pi, import_pi
+from .lazy_kernel import LazyKernel
+from .packed import Setting
 
 _NONE = np.zeros(0)
+_STATE_FIELDS = [f.name for f in fields(QuasiState) if not f.name.startswith("_")]
 
 
 def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
@@ -53,9 +57,16 @@ def normal_coupling(qs, Adot: np.ndarray, v_n: np.ndarray) -> np.ndarray:
 
 
 class QuasiLawBase(ControlLaw):
-    """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v)."""
+    """Shared by the quasi-velocity laws: decomposition, force channel (eq. 42/47), τ = g + Q(V₁u_ξ + V₂u_v).
+
+    With ``compiled=True`` a tick is Pinocchio's Coriolis pass and one kernel call
+    (:mod:`qv_control.kernels.quasi_tick`, state in :class:`~qv_control.laws.packed.CompiledTick`); the first tick,
+    a change of the constraints or of the rank, and anything the kernel declines take the numpy path below."""
 
     uses_terms = True
+    tick_kernel = "qv_control.kernels.quasi_tick.quasi_law_tick"
+    force = Setting()
+    compensate_velocity = Setting()
 
     normal_motion = False  # the tracking law's normal-motion terms (QuasiTrackingLaw sets its own)
     _reduced = LazyKernel("reduced_jacobian")
@@ -70,15 +81,19 @@ class QuasiLawBase(ControlLaw):
         # evaluate + quasi_decompose of a sample: Pinocchio's passes + one compiled call (the base's
         # QuasiSampler), or the reference path (SVD gauge, numpy products) when compiled=False
         self._ref_prev = None
-        # the tick after the decomposition in one call (qv_control.kernels.quasi_tick)
-        self._qtick = load("qv_control.kernels.quasi_tick", "quasi_tick") \
-            if self.compiled and self.coords._fast is not None else None
         if self.compiled:  # else the reference path: SVD gauge, numpy products
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
+        self._start_compiled_tick()
+
+    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
+        return self._compiled_compute(state, reference)
 
     @property
     def _prev(self):
         """The previous sample's QuasiState (V₁, V₂ are kept continuous from it)."""
+        if self._ct is not None and self._ct.live:
+            self._ct.hand_over()
         return self._sampler.prev if self._sampler is not None else self._ref_prev
 
     def reset(self) -> None:
@@ -99,47 +114,49 @@ class QuasiLawBase(ControlLaw):
             self.force_pi.reset()
         return terms, qs
 
-    def _compiled_tick(self, t, q, qdot, lam_meas, terms, qs, reference, mode: int, rate=(0, _NONE, 0.0, _NONE),
-                       bias=None):
-        """(out, ref) of :func:`qv_control.kernels.quasi_tick.quasi_tick` for this sample (``mode``: 0 tracking,
-        1/2 setpoint; ``rate``: (rate_mode, Gv_n,prev, dt, rate_prev)), or None: the numpy path serves it
-        (θ not of size n − r; more frames than the kernel
-        serves; a singular D or an orientation beyond its chart, where the numpy path raises). Sets the
-        limiter's status and ``last["force_feedback"]``."""
-        if self._qtick is None:
-            return None
-        n, r, k = qdot.shape[0], qs.rank, self.k
-        prep = self.coords._fast.prepare(self.system.data, mode == 0 and r > 0) if k == n - r else None
-        if prep is None:
-            return None
-        plan, sup, vw, Rref = prep
-        ref = self._read_reference(reference, t, self._held_theta(q, qdot), terms.m)
-        force_on = self.force and r > 0
-        corr = self._force_correction(t, ref.lambda_, lam_meas) if force_on else None
-        if force_on:
-            self.last["force_feedback"] = corr is not None
-        V = qs._V if qs._V is not None else qs._Vt.T
-        lim = self.limits
-        out = np.empty((quasi_rows(n, k, plan.shape[0]), n))
-        if self._qtick(vw[0], vw[1], vw[2], vw[3], vw[4], vw[5], Rref, plan, sup, k, q, qdot, qs.Q, qs.Qinv,
-                       qs.Qdot, V, qs.W1, qs.Lambda, qs.Gamma, qs.Gamma_v, qs.v, qs.v_r, qs.Gamma_xi_vr,
-                       terms.g if bias is None else terms.g + bias, ref.theta, ref.theta_dot, ref.theta_ddot,
-                       ref.lambda_, _NONE if corr is None else corr, self.kp, self.kd, self.cond_max, mode,
-                       int(self.normal_motion and r > 0), int(force_on),
-                       int(self.compensate_velocity), rate[0], rate[1], rate[2], rate[3],
-                       _no_limits(n) if lim is None else lim, out, self._cond_rotation()) != 1:
-            self._cond_U = None
-            return None
-        if lim is None:
-            status = SaturationStatus()
-        elif out[13, 1] <= 1.0:
-            status = SaturationStatus(peak_ratio=float(out[13, 1]))
-        else:
-            tau, status = saturate(out[1], out[2] if r else None, out[3], lim)
-            out[0] = tau
-        self.saturation = status
-        self.last["saturation"] = status
-        return out, ref
+    # ------------------------------------------------------------------ the compiled tick's state
+    def _export_state(self, ct) -> None:
+        st = ct.state
+        if st[L.S_HOLD]:
+            self._theta_hold = ct.vector(L.F_HOLD).copy()
+        export_pi(self.force_pi, ct)
+        m = ct.m
+        V = ct.block(L.F_VP).copy()
+        prev = QuasiState(**dict(dict.fromkeys(_STATE_FIELDS), V1=V[:, :m], V2=V[:, m:], rank=m, rank_changed=False),
+                          _V=V, _UR=ct.block(L.F_UP).copy(), _Vt=V.T)
+        self._sampler.prev = prev
+
+    def _import_state(self, ct) -> bool:
+        prev, m, n = self._sampler.prev, ct.m, self.system.nv
+        if prev is None or prev.rank != m or prev.V2.shape[0] != n or self.k != n - m:
+            return False
+        st = ct.state
+        ct.block(L.F_VP)[:] = prev._V if prev._V is not None else np.hstack((prev.V1, prev.V2))
+        ct.block(L.F_UP)[:] = prev._UR if prev._UR is not None else np.eye(m)
+        ct.block(L.F_UC)[:] = np.eye(self.k)
+        st[L.S_COND_CALLS] = 0.0
+        st[L.S_HOLD] = self._theta_hold is not None
+        if self._theta_hold is not None:
+            ct.vector(L.F_HOLD)[:] = self._theta_hold
+        import_pi(self.force_pi, ct)
+        sat = self.saturation
+        st[L.S_FORCE_FROZEN], st[L.S_MOTION_FROZEN] = sat.force_frozen, sat.motion_frozen
+        return True
+
+    def _pack(self, packer, plan) -> None:
+        par = packer._floats[L.F_PAR][0]
+        par[[L.P_FORCE, L.P_COMPENSATE, L.P_NORMAL]] = self.force, self.compensate_velocity, self.normal_motion
+
+    def _diagnostics(self, ct) -> dict:
+        D = ct.block(L.F_DIAG)
+        sc, k, r = D[L.D_SCALARS], ct.k, ct.m
+        d = dict(t=float(sc[L.DS_T]), theta=D[L.D_THETA, :k].copy(), theta_d=D[L.D_THETA_D, :k].copy(),
+                 e_theta=D[L.D_E, :k].copy(), cond_D=ct.cond(), u_v=D[L.D_UV, :k].copy(),
+                 u_xi=D[L.D_UXI, :r].copy(), xi_d=D[L.D_XID, :r].copy(), v_r=D[L.D_VR, :k].copy(),
+                 lambda_d=D[L.D_LAMBDA_D, :r].copy(), saturation=self.saturation)
+        if self.force and r:
+            d["force_feedback"] = bool(sc[L.DS_FEEDBACK])
+        return d
 
     def _reduced_jacobian(self, qs, J: np.ndarray) -> tuple[np.ndarray, float]:
         """D = JQ⁻ᵀV₂ (eq. 34) and cond(D), checked (:func:`~qv_control.coordinates.check_reduced_jacobian`);

@@ -6,7 +6,9 @@ import numpy as np
 
 from qv_dynamics.state import Reference, State
 
+from ..kernels import layout as L
 from .base import GainError
+from .packed import Setting
 from .quasi_base import QuasiLawBase
 
 
@@ -21,6 +23,7 @@ class QuasiSetpointLaw(QuasiLawBase):
     """
 
     name = "quasi_setpoint"
+    form = Setting()
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, form: str = "lyapunov", **kw):
         super().__init__(system, coordinates, kp=kp, kd=kd, **kw)
@@ -29,17 +32,18 @@ class QuasiSetpointLaw(QuasiLawBase):
                             f"got {form!r}")
         self.form = form
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+    def _tick_mode(self) -> int:
+        return 1 if self.form == "lyapunov" else 2
+
+    def _diagnostics(self, ct) -> dict:
+        d = super()._diagnostics(ct)
+        d["V"] = float(ct.block(L.F_DIAG)[L.D_SCALARS, L.DS_V])
+        return d
+
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute`."""
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
-        fast = self._compiled_tick(t, q, qdot, lam_meas, terms, qs, reference, 1 if self.form == "lyapunov" else 2)
-        if fast is not None:
-            out, ref = fast
-            k, r = self.k, qs.rank
-            self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=out[6, :k], cond_D=float(out[13, 0]),
-                             u_v=out[4, :k], u_xi=out[8, :r], xi_d=out[9, :r], v_r=qs.v_r, V=float(out[13, 2]),
-                             lambda_d=ref.lambda_)
-            return out[0]
         kin = self.coords.evaluate(q, qdot, data=self.system.data)  # reuse evaluate's kinematics
         ref = self._read_reference(reference, t, kin.theta, terms.m)
         D, cond = self._reduced_jacobian(qs, kin.J)

@@ -2,16 +2,21 @@
 force channel of :mod:`qv_control.laws.quasi_base` (eq. 42, + PI on the measured λ)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
-from .base import LazyKernel, scalar_gain
+from ..kernels import layout as L
+from .base import scalar_gain
 from .carry import IntegralCarry
 from .integral import BoundedIntegral
-from .quasi_base import _NONE, QuasiLawBase, normal_coupling
+from .lazy_kernel import LazyKernel
+from .packed import Setting
+from .quasi_base import QuasiLawBase, normal_coupling
 
 
 class QuasiTrackingLaw(QuasiLawBase):
@@ -79,7 +84,12 @@ class QuasiTrackingLaw(QuasiLawBase):
     """
 
     name = "quasi_tracking"
-    _kernel = LazyKernel("tracking")  # the numpy-side path's motion products (ki_motion, fallbacks)
+    _kernel = LazyKernel("tracking")  # the numpy path's motion products (its rare ticks)
+    normal_motion = Setting()
+    normal_rate = Setting()
+    ki_motion = Setting()
+    integral_limit = Setting()
+    rate_max_dt = Setting()
 
     def __init__(self, system, coordinates, kp=10.0, kd=10.0, normal_motion: bool = True,
                  normal_rate: bool = True, ki_motion: float = 0.0, integral_limit: float = 50.0,
@@ -98,7 +108,7 @@ class QuasiTrackingLaw(QuasiLawBase):
         self._e_prev: tuple[float, np.ndarray] | None = None   # (t, θ − θ_d) of the integrand's Δe
 
     def reset(self) -> None:
-        super().reset()
+        super().reset()  # (the compiled tick's state handed over first)
         self._gvn_prev = None
         self._gvn_rate = None
         self._integral.reset()
@@ -109,11 +119,14 @@ class QuasiTrackingLaw(QuasiLawBase):
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (class docstring)."""
+        if self._ct is not None:
+            self._ct.sync()
         self._tau_int()
         return self._carry.total
 
     def carry(self, bias: np.ndarray) -> None:
         """Start from the bias b (n-vector) carried over from a law of the previous contact phase."""
+        self._own_state()
         self._carry.carry(bias)
 
     def _tau_int(self) -> None:
@@ -187,25 +200,59 @@ class QuasiTrackingLaw(QuasiLawBase):
         if prev is None or t != prev[0]:
             self._gvn_prev = (t, gvn)
 
-    def _tick(self, t, q, qdot, lam_meas, terms, qs, reference) -> np.ndarray | None:
-        """The compiled sample (:meth:`QuasiLawBase._compiled_tick`, mode 0) or None (the numpy path)."""
-        k, r = self.k, qs.rank
-        normal = self.normal_motion and r > 0
-        mode, prev = self._rate_plan(t, qs, k) if normal else (-1, None)
-        rate = (mode, prev[1], t - prev[0], _NONE) if mode == 1 else \
-            (2, _NONE, 0.0, self._gvn_rate) if mode == 2 else (0, _NONE, 0.0, _NONE)
-        fast = self._compiled_tick(t, q, qdot, lam_meas, terms, qs, reference, 0, rate, self._carry.bias)
-        if fast is None:
-            return None
-        out, ref = fast
-        if normal:
-            self.last["v_n"] = out[12, :r]
-            self._rate_store(t, mode, prev, out[10, :k], out[11, :k] if mode == 1 else None)
-        self._tau_int_pending = (qs, None, self.force_pi.z)
-        self.last.update(t=t, theta=out[7, :k], theta_d=ref.theta, e_theta=out[6, :k], eps=out[5, :k],
-                         cond_D=float(out[13, 0]), u_v=out[4, :k], u_xi=out[8, :r], xi_d=out[9, :r], v_r=qs.v_r,
-                         lambda_d=ref.lambda_)
-        return out[0]
+    # ------------------------------------------------------------------ the compiled tick's state
+    def _pack(self, packer, plan) -> None:
+        super()._pack(packer, plan)
+        par = packer._floats[L.F_PAR][0]
+        par[[L.P_NORMAL_RATE, L.P_RATE_DT, L.P_KI_MOTION, L.P_INT_LIMIT, L.P_INT_DT]] = \
+            self.normal_rate, self.rate_max_dt, self._integral.gain if self.ki_motion > 0 else 0.0, \
+            self._integral.limit, self._integral.max_dt
+
+    def _export_state(self, ct) -> None:
+        super()._export_state(ct)
+        st, nan = ct.state, math.isnan
+        self._integral.z = ct.vector(L.F_IZ).copy() if st[L.S_INT_Z] else None
+        self._integral.t_prev = None if nan(st[L.S_INT_T]) or not st[L.S_INT_Z] else float(st[L.S_INT_T])
+        self._e_prev = None if nan(st[L.S_E_T]) else (float(st[L.S_E_T]), ct.vector(L.F_EP).copy())
+        self._gvn_prev = None if nan(st[L.S_GVN_T]) else (float(st[L.S_GVN_T]), ct.vector(L.F_GVN).copy())
+        self._gvn_rate = ct.vector(L.F_GRATE).copy() if st[L.S_GRATE] else None
+        c = self._carry
+        c._phase = None if nan(st[L.S_PHASE0]) else [float(st[L.S_PHASE0]), float(st[L.S_PHASE1])]
+        if st[L.S_TAUI]:
+            self._tau_int_pending, c.tau_int = None, ct.vector(L.F_TAUI).copy()
+
+    def _import_state(self, ct) -> bool:
+        if not super()._import_state(ct):
+            return False
+        st, k = ct.state, self.k
+        z, tp = self._integral.z, self._integral.t_prev
+        st[L.S_INT_Z] = z is not None and z.shape == (k,)
+        if st[L.S_INT_Z]:
+            ct.vector(L.F_IZ)[:] = z
+        st[L.S_INT_T] = np.nan if tp is None else tp
+        for prev, h, s_t in ((self._e_prev, L.F_EP, L.S_E_T), (self._gvn_prev, L.F_GVN, L.S_GVN_T)):
+            ok = prev is not None and prev[1].shape == (k,)
+            st[s_t] = prev[0] if ok else np.nan
+            if ok:
+                ct.vector(h)[:] = prev[1]
+        st[L.S_GRATE] = self._gvn_rate is not None and self._gvn_rate.shape == (k,)
+        if st[L.S_GRATE]:
+            ct.vector(L.F_GRATE)[:] = self._gvn_rate
+        c = self._carry
+        st[L.S_BIAS] = c.bias is not None
+        if c.bias is not None:
+            ct.vector(L.F_BIAS)[:] = c.bias
+        st[L.S_PHASE0], st[L.S_PHASE1] = c._phase if c._phase else (np.nan, np.nan)
+        st[L.S_TAUI] = 0.0
+        return True
+
+    def _diagnostics(self, ct) -> dict:
+        d = super()._diagnostics(ct)
+        D, k, r = ct.block(L.F_DIAG), ct.k, ct.m
+        d["eps"] = D[L.D_EPS, :k].copy()
+        if self.normal_motion and r:
+            d["v_n"] = D[L.D_VN, :r].copy()
+        return d
 
     def _motion(self, t, qs, kin, ref) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, np.ndarray]:
         """(u_v, ε, e = θ − θ_d, cond D, D) before the integral action: eq. 35–38 with the normal-motion terms
@@ -261,17 +308,14 @@ class QuasiTrackingLaw(QuasiLawBase):
             u_v = u_v + normal
         return u_v, eps, e, cond, D
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+    def _compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """The numpy path of :meth:`compute` (the reference with ``compiled=False``; the rare ticks otherwise)."""
         t, q, qdot, lam_meas = self._read_state(state)
         terms, qs = self._decompose(q, qdot)
         if qs.rank_changed:                                   # bumpless transfer (class docstring)
             self._tau_int()
             self._carry.switch()
         self._carry.tick(t)
-        if self.ki_motion == 0:
-            tau = self._tick(t, q, qdot, lam_meas, terms, qs, reference)
-            if tau is not None:
-                return tau
         # system.data still holds evaluate's J, J̇ and frame placements at (q, q̇): no second kinematic pass
         kin = self.coords.evaluate(q, qdot, constraint_rates=qs.rank > 0, data=self.system.data)
         ref = self._read_reference(reference, t, kin.theta, terms.m)

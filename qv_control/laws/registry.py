@@ -12,6 +12,9 @@ Names (``law:`` parameter of qv_controller_node):
                                                    following a contact plan (``feet``, ``plan``)
 ``osc``                 :class:`OperationalSpaceLaw`  Khatib's operational-space hybrid force/motion law of a
                                                    tool frame (the strong baseline; θ = tool position)
+``osc_constrained``     :class:`ConstrainedOperationalSpaceLaw`  operational-space control as whole-body OSC: the
+                                                   coordinates θ, every contact row (λ_d, λ_meas per row) and
+                                                   ``actuated``, as the projection laws take them
 ``impedance``           :class:`ImpedanceForceBaseline`  Cartesian impedance + Jacobian-transpose force (the
                                                    "what users build today" baseline; θ = tool position)
 ======================  ===========================================================================
@@ -34,6 +37,7 @@ from .base import ControlLaw
 from .impedance import ImpedanceForceBaseline
 from .legged import LeggedLaw
 from .osc import OperationalSpaceLaw
+from .osc_constrained import ConstrainedOperationalSpaceLaw
 from .passive import PassiveJointLaw, check_controllability
 from .pidc import PIDCLaw
 from .pidc_force import PIDCForceLaw
@@ -50,6 +54,7 @@ LAWS: dict[str, type] = {
     "passive": PassiveJointLaw,
     "legged": LeggedLaw,
     "osc": OperationalSpaceLaw,
+    "osc_constrained": ConstrainedOperationalSpaceLaw,
     "impedance": ImpedanceForceBaseline,
 }
 ALIASES = {"hybrid": "pidc_force", "quasi": "quasi_tracking", "setpoint": "quasi_setpoint",
@@ -79,5 +84,6 @@ def make_law(name: str, system, **params) -> ControlLaw | OperationalSpaceLaw | 
 
 
 __all__ = ["make_law", "LAWS", "ALIASES", "scale_inertias", "QuasiTrackingLaw", "QuasiSetpointLaw", "PIDCLaw",
-           "PIDCForceLaw", "PassiveJointLaw", "OperationalSpaceLaw", "ImpedanceForceBaseline", "UncontrollableError",
+           "PIDCForceLaw", "PassiveJointLaw", "OperationalSpaceLaw", "ConstrainedOperationalSpaceLaw",
+           "ImpedanceForceBaseline", "UncontrollableError",
            "check_controllability"]

@@ -21,12 +21,14 @@ Topics
       only while a subscriber is matched (each message costs the 1 kHz path a publish)
   out ``/diagnostics`` diagnostic_msgs/DiagnosticArray (counts, watchdog episodes, compute time)
   task layer (optional, ``task.*`` parameters, :mod:`.task_layer`): services ``~/start``, ``~/touch_down``,
-      ``~/lift_off``, ``~/hold`` (std_srvs/Trigger); out ``~/phase``, ``~/active_constraints`` (std_msgs/String)
+      ``~/lift_off``, ``~/hold``, ``~/reset`` (std_srvs/Trigger); out ``~/phase``, ``~/active_constraints``
+      (std_msgs/String); while it runs, the inputs that would change its force, motion, law or reference
+      (λ_d, θ_d, ``~/reference``, ``law``, ``law_params.*``) are refused and counted
 
 Safety (SPEC §6): a stale /joint_states (no valid message for ``watchdog_timeout`` s, wall clock) makes
-the node publish the safe output (``safe_mode``: ``zero`` effort or ``gravity`` hold τ = g(q_last)) every
-``watchdog_period`` s, with one log line per episode; NaN/Inf or wrong-sized messages are dropped and
-counted; parameters are validated at start (unknown joint -> refused with the reason) and on change.
+the node publish the safe output (:mod:`.safe_hold`) every ``watchdog_period`` s, with one log line per
+episode; so does a law that fails to compute; NaN/Inf or wrong-sized messages are dropped and counted;
+parameters are validated at start (unknown joint -> refused with the reason) and on change.
 """
 from __future__ import annotations
 
@@ -35,11 +37,11 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
@@ -47,7 +49,7 @@ from trajectory_msgs.msg import JointTrajectory
 from qv_dynamics.errors import ModelError, QVError
 from qv_dynamics.observer import VelocityObserver
 from qv_dynamics.ros.free_body import FreeBodySync
-from qv_dynamics.ros.health import EpisodeCounter, diagnostic_array, reject_kind
+from qv_dynamics.ros.health import EpisodeCounter, reject_kind
 from qv_dynamics.ros.messages import (
     JointLayout,
     joint_state_to_arrays,
@@ -57,11 +59,13 @@ from qv_dynamics.ros.messages import (
     wrench_to_array,
 )
 from qv_dynamics.ros.odometry import odometry_to_base
-from qv_dynamics.ros.params import declare, load_model_config
+from qv_dynamics.ros.params import declare, load_model_config, validate
 from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
 from qv_dynamics.ros.stamps import StampGate, stamp_reason
 from qv_dynamics.state import Reference, State
 
+from .controller_report import ControllerReport
+from .lifecycle import ManagedController
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
@@ -71,21 +75,24 @@ from .params import (
     law_theta_names,
     make_predictor,
 )
+from .safe_hold import SafeHoldMixin
 from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
 
 
-class ControllerNode(ControllerParameters, Node):
-    """Event-driven: one effort command per valid /joint_states message."""
+class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, ManagedController, LifecycleNode):
+    """Event-driven: one effort command per valid /joint_states message while active (:mod:`.lifecycle`)."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
                  **node_kwargs):
         """``system``/``law`` may be passed in-process (bringup, tests); otherwise they are built from the
         parameters ``model_config``/``robot_description`` and ``law`` + ``law_params.*``. ``reference`` is an
         optional callable t -> Reference used until a reference topic message arrives. ``task``: a
-        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters."""
+        (ContactTask, TaskLaw, frame) run by the task layer (:mod:`.task_layer`); else ``task.*`` parameters.
+        Unless ``managed``, the node configures here (a bad configuration raises) and activates at its first
+        valid state (:mod:`.lifecycle`)."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
         declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
@@ -93,7 +100,13 @@ class ControllerNode(ControllerParameters, Node):
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
         self._law_param_names = self._declare_law_params(overrides)
+        self.task_layer = None
+        self._init_lifecycle({"system": system, "law": law, "reference": reference, "task": task})
+
+    def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
+        """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
+        validate(CONTROLLER_NODE, {p.name: gp(p.name).value for p in CONTROLLER_NODE})  # as set while unconfigured
         odom_topic = gp("odom_topic").value
         if system is None:
             system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
@@ -185,6 +198,9 @@ class ControllerNode(ControllerParameters, Node):
 
     # ------------------------------------------------------------------ inputs
     def on_reference(self, msg: JointTrajectory) -> None:
+        if self.task_layer is not None:
+            self.task_layer.refuse_input("reference")
+            return
         try:
             now = self.get_clock().now().nanoseconds * 1e-9
             self.traj = JointTrajectoryReference(msg, self.theta_names, now)
@@ -193,6 +209,9 @@ class ControllerNode(ControllerParameters, Node):
             self.rejects["reference"].reject(reject_kind(exc), str(exc))
 
     def on_lambda_desired(self, msg: Float64MultiArray) -> None:
+        if self.task_layer is not None:
+            self.task_layer.refuse_input("lambda_desired")
+            return
         try:
             self.lambda_d = lambda_desired_from_message(msg, self.system.row_labels)
             self.rejects["lambda_desired"].ok()
@@ -218,9 +237,9 @@ class ControllerNode(ControllerParameters, Node):
             ref = Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=ref.lambda_)
         elif self.theta_d is not None:
             ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
-        if self.lambda_d is not None:
+        if self.lambda_d is not None and self.lambda_d_fits():
             ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
-        return ref
+        return self.blended(t, ref)
 
     def measured_lambda(self, q: np.ndarray) -> np.ndarray | None:
         """λ_meas (all active rows) from the latest wrenches, rotated with the frame orientations at q;
@@ -284,14 +303,17 @@ class ControllerNode(ControllerParameters, Node):
             self.stats["duplicates"] += 1
             return
         self.q_last = q
+        if not self.active and not self.on_inactive_state(t):   # inactive: kept, not answered (.lifecycle)
+            return
         if self.stale:
             self.stale = False
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
-        t0, c0, st = time.perf_counter(), time.thread_time(), self.stats
+        t0, c0, st, v_meas = time.perf_counter(), time.thread_time(), self.stats, qdot
+        self.on_active_state(t, q)   # the move's anchor, the steady loop, the task's start (.lifecycle)
         if self.task_layer is not None and not self.task_layer.step(t, q):
-            self.publish_safe()
+            self.publish_safe(qdot)
             return
         try:
             if self.observer is not None:
@@ -306,9 +328,10 @@ class ControllerNode(ControllerParameters, Node):
                 raise QVError(f"law returned {tau.shape} / non-finite torque")
         except Exception as exc:  # noqa: BLE001 - never crash the node (SPEC §6): count, log once, safe output
             self.rejects["law"].reject(reject_kind(exc), str(exc))
-            self.publish_safe()
+            self.law_failed(t, str(exc), v_meas)
             return
         self.rejects["law"].ok()
+        self.law_ok()
         self._tau_sent = tau
         dt = 1e3 * (time.perf_counter() - t0)
         # wall time and this thread's CPU time: their difference is time the thread was descheduled
@@ -325,19 +348,9 @@ class ControllerNode(ControllerParameters, Node):
         self._answered, self.last_rx = (t, now), time.monotonic()  # watchdog age from the end of a long compute
 
     # ------------------------------------------------------------------ safety
-    def safe_torque(self) -> np.ndarray:
-        if self.safe_mode == "gravity" and self.q_last is not None:
-            import pinocchio as pin
-
-            return pin.computeGeneralizedGravity(self.system.model, self.system.data, self.q_last).copy()
-        return np.zeros(self.system.nv)
-
-    def publish_safe(self) -> None:
-        self.stats["safe_commands"] += 1
-        self._tau_sent = self.safe_torque()
-        self.pub_cmd.publish(self.cmd_map.to_message(self._tau_sent))
-
     def on_watchdog(self) -> None:
+        if not self.active:   # inactive: nothing is published (.lifecycle)
+            return
         age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state
         if age > self.watchdog_timeout:
             if not self.stale:
@@ -345,7 +358,8 @@ class ControllerNode(ControllerParameters, Node):
                 self.stats["watchdog_episodes"] += 1
                 self.get_logger().warning(
                     f"watchdog: {self._stale_what()} for {age:.3f} s (timeout {self.watchdog_timeout} s): "
-                    f"publishing {'gravity-hold' if self.safe_mode == 'gravity' else 'zero'} effort until they resume")
+                    f"publishing the safe output ({'hold' if self.task_layer else self.safe_mode}) until they resume")
+                self.stale_in_contact(age)
             self.publish_safe()
 
     def _stale_what(self) -> str:
@@ -354,38 +368,6 @@ class ControllerNode(ControllerParameters, Node):
         if sync.failing:
             return f"no joint_states paired with an odometry within sync_tolerance ({sync.last_reason})"
         return "no valid joint_states"
-
-    def publish_diagnostics(self) -> None:
-        st = self.stats
-        values = {"commands": st["commands"], "duplicate_states": st["duplicates"], "stale": int(self.stale),
-                  "safe_commands": st["safe_commands"], "watchdog_episodes": st["watchdog_episodes"],
-                  "compute_ms_mean": st["compute_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_cpu_ms_mean": st["compute_cpu_ms_sum"] / st["commands"] if st["commands"] else 0.0,
-                  "compute_ms_max": st["compute_ms_max"], "unknown_parameters": len(self.unknown_parameters),
-                  "command_delay_ms": 1e3 * self.predictor.lead_now if self.predictor is not None else 0.0,
-                  "commands_acted_at_once": getattr(self.predictor, "at_once", 0), "latency_prediction_stopped":
-                  int(getattr(self.predictor, "stopped", False)),
-                  # the stamp the reference's time counts from (its first state), to the ns: logs align on it
-                  "reference_t0_s": "nan" if self.t_first is None else f"{self.t_first:.9f}"}
-        if self.task_layer is not None:
-            values.update(self.task_layer.diagnostics())
-        values.update(self.law.counters() if callable(getattr(self.law, "counters", None)) else {})  # λ_d projected
-        law = self.rejects["law"]
-        values["law_failures"] = law.total
-        for k, c in self.rejects.items():
-            for kind, n in c.counts.items():
-                values[f"rejected_{k}_{kind}"] = n
-        level = DiagnosticStatus.WARN if (self.stale or self.unknown_parameters
-                                          or any(c.total for c in self.rejects.values())) else DiagnosticStatus.OK
-        text = f"stale: {self._stale_what()}" if self.stale else "ok"
-        if law.failing:  # the last compute failed: the node holds the safe output, it is not controlling
-            level, text = DiagnosticStatus.ERROR, f"control law cannot compute (safe output): {law.last_reason}"
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: controller",
-                                               text, self.system.name, values))
-        st["compute_ms_max"] = 0.0
-
-    def rejected(self, topic: str = "joint_states", kind: str | None = None) -> int:
-        return self.rejects[topic].total if kind is None else self.rejects[topic].counts.get(kind, 0)
 
 
 def main(argv: list[str] | None = None) -> int:

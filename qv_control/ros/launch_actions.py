@@ -11,8 +11,13 @@ package, so no node is left running as an orphan of a launch that then fails.
 leaves an active effort controller without its commanding node:
 
 1. one spawner activating the broadcasters (joint_state_broadcaster, force_torque_sensor_broadcaster);
-2. when it has exited (they are active): ``qv_dynamics_node`` and ``qv_controller_node``;
-3. when ``qv_controller`` has started: the spawner of ``effort_controller``.
+2. when it has exited (they are active): ``qv_dynamics_node``, ``qv_controller_node`` (``managed``) and its
+   ``qv_spawner``, which configures it and activates it once it reads joint states;
+3. when that ``qv_spawner`` has exited with success (the qv controller is active): the spawner of
+   ``effort_controller``; a qv controller that refused to activate leaves it unspawned.
+
+A launch file that starts a qv controller node on its own passes :data:`MANAGED` with its parameters and
+starts :func:`qv_spawner` beside it.
 """
 from __future__ import annotations
 
@@ -35,7 +40,9 @@ CONTROL_ROBOTS = {
 
 
 # what ordered_qv_bringup starts: (package, executable)
-ORDERED_BRINGUP = [("controller_manager", "spawner"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node")]
+ORDERED_BRINGUP = [("controller_manager", "spawner"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node"),
+                   (PACKAGE, "qv_spawner")]
+MANAGED = {"managed": True}   # a qv controller node started by a launch file waits for its qv_spawner
 
 
 def resolve_executables(pairs, launch_file: str, hint: str = "") -> list[str]:
@@ -150,20 +157,36 @@ def qv_node(executable: str, name: str, params: str, overrides: dict, prefix: st
                 prefix=LaunchConfiguration(prefix) if prefix else None, exec_name=executable)
 
 
+def qv_spawner(node_name: str):
+    """The ``qv_spawner`` of a managed qv controller node (started with :data:`MANAGED`): configures and
+    activates it, as controller_manager's spawner does a controller (:mod:`qv_control.ros.spawner`)."""
+    from launch_ros.actions import Node
+
+    return Node(package=PACKAGE, executable="qv_spawner", arguments=[node_name], output="screen")
+
+
 def ordered_qv_bringup(controllers_file: str, params: str, overrides: dict,
                        broadcasters: Sequence[str] = BROADCASTERS, after=None) -> list:
     """Broadcasters -> qv nodes -> effort controller (module docstring). ``after``: an action (e.g. the
     Gazebo ``create`` node) whose exit starts the broadcaster spawner; None starts it at once."""
-    from launch.actions import RegisterEventHandler
-    from launch.event_handlers import OnProcessExit, OnProcessStart
+    from launch.actions import LogInfo, RegisterEventHandler
+    from launch.event_handlers import OnProcessExit
 
     spawn_broadcasters = spawner(broadcasters, controllers_file)
     spawn_effort = spawner([EFFORT_CONTROLLER], controllers_file)
     qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, overrides, prefix="dynamics_prefix")
-    qv_controller = qv_node("qv_controller_node", "qv_controller", params, overrides, prefix="controller_prefix")
+    qv_controller = qv_node("qv_controller_node", "qv_controller", params, {**overrides, **MANAGED},
+                            prefix="controller_prefix")
+    spawn_qv = qv_spawner("qv_controller")
     first = [spawn_broadcasters] if after is None else \
         [RegisterEventHandler(OnProcessExit(target_action=after, on_exit=[spawn_broadcasters]))]
+
+    def after_qv(event, _context):  # the effort controller only behind an active qv controller
+        return [spawn_effort] if event.returncode == 0 else \
+            [LogInfo(msg="qv_controller is not active: effort_controller is not spawned")]
+
     return first + [
-        RegisterEventHandler(OnProcessExit(target_action=spawn_broadcasters, on_exit=[qv_dynamics, qv_controller])),
-        RegisterEventHandler(OnProcessStart(target_action=qv_controller, on_start=[spawn_effort])),
+        RegisterEventHandler(OnProcessExit(target_action=spawn_broadcasters,
+                                           on_exit=[qv_dynamics, qv_controller, spawn_qv])),
+        RegisterEventHandler(OnProcessExit(target_action=spawn_qv, on_exit=after_qv)),
     ]

@@ -34,10 +34,12 @@ from qv_dynamics.ros.params import (
 
 from ..latency import AUTO, MAX_HORIZON, StatePredictor
 from ..laws.registry import LAWS, make_law
+from ..safe_output import MODES
+from .lifecycle import LIFECYCLE_PARAMS
 from .sizes import labelled_vector
 from .task_params import TASK_PARAMS
 
-SAFE_MODES = ("zero", "gravity")
+SAFE_MODES = MODES  # zero, gravity, hold (qv_control.safe_output)
 LAW_PREFIX = "law_params."
 MAX_WATCHDOG_TIMEOUT = 10.0  # s: every effort node has a watchdog; a longer timeout is one in name only
 
@@ -99,7 +101,8 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           f"{MAX_WATCHDOG_TIMEOUT:g} s (the watchdog cannot be turned off)",
           bounded("watchdog_timeout", 0.0, MAX_WATCHDOG_TIMEOUT, low_open=True), read_only=False),
     Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]", positive("watchdog_period")),
-    Param("safe_mode", "zero", "safe output: zero effort or gravity hold τ = g(q_last)",
+    Param("safe_mode", "zero", "safe output (qv_control.safe_output): zero effort, gravity τ = g(q_last), or hold (the "
+          "damped joint hold about the pose latched at the episode's start); a contact task always uses hold",
           one_of("safe_mode", SAFE_MODES), read_only=False),
     Param("theta_desired", None, "constant θ_d (one value per law coordinate) until a ~/reference trajectory arrives",
           finite_list("theta_desired"), read_only=False),
@@ -119,7 +122,7 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           finite_list("reference.waypoints")),
     Param("reference.kind", "quintic", "spline reference: quintic or cubic", one_of("reference.kind",
                                                                                      ("quintic", "cubic"))),
-) + TASK_PARAMS
+) + LIFECYCLE_PARAMS + TASK_PARAMS
 
 
 def make_predictor(system, command_delay: float):
@@ -237,6 +240,10 @@ class ControllerParameters:
         Nothing is applied here: :meth:`apply_parameters` does that once every value is accepted."""
         new = {prm.name: prm.value for prm in params}
         try:
+            layer = getattr(self, "task_layer", None)
+            refusal = layer.parameter_refusal(new) if layer is not None else None
+            if refusal:      # the task owns the force, motion, law and reference (task_layer)
+                raise ModelError(refusal)
             validate(CONTROLLER_NODE, new)
             joints = new.get("joints", self.get_parameter("joints").value)
             if "joints" in new:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from qv_dynamics.errors import ModelError
-from qv_dynamics.ros.params import Param, finite_list, non_negative, one_of, positive
+from qv_dynamics.ros.params import Param, bounded, finite_list, non_negative, one_of, positive
 
 from ..task import KINDS, ContactTask, ContactTaskConfig, TaskLaw, TaskLawSettings, check_task, contact_inertia
 from ..task import touch_speed as plan_touch_speed
@@ -34,14 +34,19 @@ TASK_PARAMS = (
     Param(P + "redundancy_joint", "", "joint added to θ of the qv law (7-DoF arms; empty for 6-DoF)"),
     Param(P + "start_q", None, "configuration the task starts from (targets and Λ_c are checked there)",
           finite_list(P + "start_q")),
-    Param(P + "autostart", False, "start the timed task at the first state (else ~/start or ~/touch_down)"),
+    Param(P + "autostart", False, "start the timed task once the loop runs steadily after activation "
+          "(start_steady_states; else ~/start or ~/touch_down)"),
+    Param(P + "start_tolerance", 0.1, "activation is refused when the measured pose is further than this from "
+          "start_q at any joint [rad]; within it the node moves to start_q first (qv_control.ros.lifecycle); in "
+          "(0, 1]", bounded(P + "start_tolerance", 0.0, 1.0, unit="rad", low_open=True)),
     Param(P + "surface_height", 0.0, "z of the tool point at touch-down, as believed [m]"),
     Param(P + "force", 10.0, "commanded normal force [N]", positive(P + "force")),
     Param(P + "force_steps", None, "force steps after the first touch: flat [τ1, F1, τ2, F2, ...] [s, N]",
           finite_list(P + "force_steps")),
     Param(P + "step_ramp", 0.0, "duration of each force step [s] (0: a true step)", non_negative(P + "step_ramp")),
     Param(P + "ramp", 0.15, "force ramp from the measured touch force [s]", positive(P + "ramp")),
-    Param(P + "approach_speed", 0.01, "cruise speed of the descent [m/s]", positive(P + "approach_speed")),
+    Param(P + "approach_speed", 0.01, "cruise speed of the descent [m/s] (at most 1; a gap too short to reach it "
+          "and brake to the touch-down speed: a triangular descent)", positive(P + "approach_speed")),
     Param(P + "stiffness", 0.0, "surface stiffness [N/m] for the planned touch-down speed (0: not planned)",
           non_negative(P + "stiffness")),
     Param(P + "damping_factor", 2.0, "c of the impact peak c·v√(kΛ_c): 1 lightly, 2 critically damped",
@@ -49,7 +54,8 @@ TASK_PARAMS = (
     Param(P + "peak_ratio", 1.5, "touch-down peak the plan allows, × force", positive(P + "peak_ratio")),
     Param(P + "height_uncertainty", 0.005, "the surface may be this much higher than told [m]",
           non_negative(P + "height_uncertainty")),
-    Param(P + "approach_window", 3.0, "no touch-down this long after the descent starts -> safe hold [s]",
+    Param(P + "approach_window", 3.0, "no touch-down this long after the descent starts (on the descent's clock: "
+          "late states do not count; at most twice this on the states' clock) -> safe hold [s]",
           positive(P + "approach_window")),
     Param(P + "hold", 0.1, "wait at the start pose before the descent [s]", non_negative(P + "hold")),
     Param(P + "contact_on", 2.0, "normal force declaring contact [N]", positive(P + "contact_on")),
@@ -68,8 +74,8 @@ TASK_PARAMS = (
     Param(P + "release_ramp", 0.15, "force ramp to zero at the release [s]", positive(P + "release_ramp")),
     Param(P + "lift", 0.4, "lift after the release [s]", non_negative(P + "lift")),
     Param(P + "lift_speed", 0.01, "lift speed [m/s]", positive(P + "lift_speed")),
-    Param(P + "force_limit", 3.0, "measured normal force above this × the commanded force -> safe hold, counted "
-          "(0: no limit)", _force_limit),
+    Param(P + "force_limit", 3.0, "measured normal force above this × the largest force commanded over the last "
+          "0.3 s -> safe hold, counted (0: no limit)", _force_limit),
     Param(P + "retract", 0.003, "the safe hold lifts the tool this far above its last measured height [m]",
           non_negative(P + "retract")),
     Param(P + "kp", 60.0, "motion bandwidth k_p [1/s] (qv, osc)", positive(P + "kp")),

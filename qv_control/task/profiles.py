@@ -47,6 +47,12 @@ class ForceProfile:
     def max_force(self) -> float:
         return max([self.force] + [f for _, f in self.steps])
 
+    def max_over(self, a: float, b: float) -> float:
+        """max F_d(τ) over τ ∈ [a, b]: F_d is monotonic between the step times and the ends of their ramps,
+        so the largest value is at one of them or at an end."""
+        times = [a, b] + [t for t_i, _ in self.steps for t in (t_i, t_i + self.step_ramp) if a < t < b]
+        return max(self(t) for t in times)
+
     def __call__(self, tau: float) -> float:
         value = self.force
         for t_i, f_i in self.steps:

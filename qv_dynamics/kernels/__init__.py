@@ -9,6 +9,7 @@ tests pairing them:
 
 - ``quasi``: :func:`qv_dynamics.quasi.quasi_decompose` (``gauge="svd"``) and ``ConstrainedSystem.evaluate``;
   test_quasi_compiled.py, test_quasi_sampler.py
+- ``aligned``: :func:`qv_dynamics.quasi_basis.aligned_basis` (the steady state's bases); test_quasi_compiled.py
 - ``crb``: Pinocchio's ``crba`` and ``computeGeneralizedGravity``; test_crb_kernel.py
 - ``frame``: the constraints' ``jacobian`` and ``drift`` (Pinocchio frames); test_quasi_sampler.py
 - ``quasi_linalg``: numpy/LAPACK (Cholesky, singular values, products); test_quasi_linalg.py
@@ -30,6 +31,7 @@ KERNEL_MODULES = ("qv_dynamics.kernels.quasi", "qv_dynamics.kernels.sim")
 #: kernel module -> (numpy reference, test file that holds them against each other)
 PAIRS = {
     "qv_dynamics.kernels.quasi": ("qv_dynamics.quasi.quasi_decompose", "test_quasi_compiled.py"),
+    "qv_dynamics.kernels.aligned": ("qv_dynamics.quasi_basis.aligned_basis", "test_quasi_compiled.py"),
     "qv_dynamics.kernels.crb": ("pinocchio.crba", "test_crb_kernel.py"),
     "qv_dynamics.kernels.frame": ("qv_dynamics.model.ConstrainedSystem.evaluate", "test_quasi_sampler.py"),
     "qv_dynamics.kernels.quasi_linalg": ("numpy.linalg.cholesky", "test_quasi_linalg.py"),

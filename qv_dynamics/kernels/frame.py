@@ -60,6 +60,14 @@ def constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad) -> None:
     F = np.empty((ns, 12, n))
     for s in range(ns):
         frame_rates(Jw, dJw, oMf[fids[s], 9:12], sup[s], qdot, F[s, :6], F[s, 6:])
+    rows_from_slots(F, rplan, qdot, A, ad)
+
+
+@njit(cache=True)
+def rows_from_slots(F, rplan, qdot, A, ad) -> None:
+    """A and Ȧq̇ of frame-constraint rows from each slot's J6 and J̇6 (``F[s, :6]``, ``F[s, 6:]``, by
+    :func:`frame_rates`); ``rplan`` as :func:`constraint_rows`."""
+    n = qdot.shape[0]
     for i in range(rplan.shape[0]):
         sa, sb, a = rplan[i, 0], rplan[i, 1], rplan[i, 2]
         d = 0.0
@@ -71,3 +79,17 @@ def constraint_rows(Jw, dJw, oMf, fids, sup, rplan, qdot, A, ad) -> None:
             A[i, j] = x
             d += dx * qdot[j]
         ad[i] = d
+
+
+@njit(cache=True)
+def placements(oMi, fjoint, fplace, X) -> None:
+    """Frame placements X[s] = oMi[fjoint[s]]·fplace[s] (rotation column-major, then the origin, as ``oMf``):
+    R = R_iR_f, p = R_ip_f + p_i, what ``updateFramePlacements`` computes for these frames from the joint
+    placements the Coriolis pass left in ``data.oMi``."""
+    for s in range(fjoint.shape[0]):
+        Ji, Fp, Xs = oMi[fjoint[s]], fplace[s], X[s]
+        for j in range(3):
+            for i in range(3):
+                Xs[3 * j + i] = Ji[i] * Fp[3 * j] + Ji[3 + i] * Fp[3 * j + 1] + Ji[6 + i] * Fp[3 * j + 2]
+        for i in range(3):
+            Xs[9 + i] = (Ji[i] * Fp[9] + Ji[3 + i] * Fp[10] + Ji[6 + i] * Fp[11]) + Ji[9 + i]

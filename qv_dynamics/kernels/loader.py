@@ -119,6 +119,25 @@ def _in_disk_cache(dispatcher, newest_source: float = 0.0) -> bool:
     return bool(cache_file._load_index()) and os.path.getmtime(cache_file._index_path) >= newest_source
 
 
+def jitted_of(module: ModuleType) -> list:
+    """Every numba dispatcher ``module`` defines (kernels and the jitted helpers they call)."""
+    return [v for v in vars(module).values()
+            if hasattr(v, "_cache") and getattr(getattr(v, "py_func", None), "__module__", None) == module.__name__]
+
+
+def flush_stale(module: ModuleType) -> None:
+    """Empty numba's disk cache of every jitted function of ``module`` and of the package modules its kernels draw
+    from (:func:`kernel_sources`) whose cache is older than the sources it depends on: numba keys each function's
+    cache on its own file, so a helper whose file did not change, calling one whose file did, would load its old
+    machine code (the callee's code inlined in it)."""
+    for path in kernel_sources(module):
+        mod = importlib.import_module(_module_name(path))
+        newest = _newest_source(mod)
+        for fn in jitted_of(mod):
+            if not _in_disk_cache(fn, newest):
+                fn._cache.flush()
+
+
 def cache_ready(*dispatchers, newest_source: float = 0.0) -> bool:
     """Whether numba's disk cache holds all these kernels for their current source, written after
     ``newest_source``: then a process loads them instead of compiling."""
@@ -152,8 +171,7 @@ def _open(module: str, name: str | None, force: bool):
                 STATUS[module] = ("numpy path (no compiled cache, or one older than the kernel sources: "
                                   "run scripts/setup.sh or qv warm)")
                 return None
-            for k in kernels_of(mod):  # stale by a helper: numba would load the old code by its own key
-                k._cache.flush()
+            flush_stale(mod)
         for k in kernels:
             compile_kernel(k)
     except Exception as exc:  # ImportError, numba's RuntimeError for an unusable cache, typing errors

@@ -32,20 +32,16 @@ path when numba is missing, its cache unusable or not warmed.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
+from .aligned import _basis
 from .crb import mass_gravity
 from .frame import constraint_rows
 from .loader import kernel
-from .quasi_linalg import cholesky_inverse, dot, full_rank, mm, mmt, mv, singular_values
+from .quasi_linalg import SMALL_PRODUCT, cholesky_inverse, mmt, mv, singular_values
 
 OK, FALLBACK = 0, 1
-NS_START, NS_MAX_ITER = 0.5, 8  # as qv_dynamics.quasi_basis.near_polar
-SERIES_E = 1e-4                  # below it the polar factor's series to third order is exact to rounding
-SERIES2_E = 5e-6                 # below it the second order is: remainder 5/16‖E‖³ < 4e-17
 
 _SIG = ("int64(float64[:, ::1], float64[:, ::1], float64[:, ::1], float64[::1], float64[::1], float64[:, ::1], "
         "float64[:, :], float64[::1], float64[::1], int64, float64, float64, float64[:, ::1], float64[::1])")
@@ -57,108 +53,47 @@ def vec_size(n: int, m: int) -> int:
 
 
 @njit(cache=True)
-def _newton_schulz(X) -> bool:
-    """X ← polar(X) = X(I + E)^-½, E = XᵀX − I, in place (False: ‖E‖_F ≥ NS_START or no convergence): once
-    ‖E‖_F < SERIES_E, in one step X(I − ½E + ⅜E² − 5/16E³) (the binomial series' remainder ≤ 0.28‖E‖⁴/(1 − ‖E‖)
-    < 3e-17), below SERIES2_E without its last term (remainder < 4e-17: one k³ product less), else first
-    Newton–Schulz steps X ← X − ½XE (quadratic). At a 1 kHz sample rate ‖E‖ ~ 1e-6 (2e-6 measured on Talos),
-    so the one step serves."""
-    k = X.shape[1]
-    E = np.empty((k, k))
-    for _ in range(NS_MAX_ITER):
-        mmt(True, False, 1.0, X, X, 0.0, E)                 # XᵀX
-        e2 = 0.0
-        for i in range(k):
-            E[i, i] -= 1.0
-            for j in range(k):
-                e2 += E[i, j] * E[i, j]
-        e = math.sqrt(e2)
-        if not e < NS_START:
-            return False
-        if e == 0.0:
-            return True
-        if e < SERIES_E:  # −½E + ⅜E² − 5/16E³ = E(−½I + E(⅜I − 5/16E)) (Horner)
-            if e < SERIES2_E:
-                P = 0.375 * E
-            else:
-                T = -0.3125 * E
-                for i in range(k):
-                    T[i, i] += 0.375
-                P = mm(E, T)
-            for i in range(k):
-                P[i, i] -= 0.5
-            X += mm(X, mm(E, P))
-            return True
-        X -= 0.5 * mm(X, E)
-    return False
+def _sandwich(Qi, C, W, X) -> None:
+    """X = Q⁻¹CQ⁻ᵀ in loops over the triangle of Q⁻¹ (for a small n; W = Q⁻¹C scratch)."""
+    n = Qi.shape[0]
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(i + 1):
+                s += Qi[i, t] * C[t, j]
+            W[i, j] = s
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for t in range(j + 1):
+                s += W[i, t] * Qi[j, t]
+            X[i, j] = s
 
 
 @njit(cache=True)
-def _row_space(Lam, Zt, R, Ri, rtol, atol) -> bool:
-    """Λᵀ = ZR (classical Gram–Schmidt on the rows of Λ, each orthogonalised twice — "twice is enough": as
-    orthogonal as modified Gram–Schmidt twice, and a row's i dot products are independent, so the CPU overlaps
-    them; Zt = Zᵀ), R⁻¹, the certificate."""
-    m, n = Lam.shape
-    lf = 0.0
-    for i in range(m):
+def _lower_product(Q, L, Qd) -> None:
+    """Qd = QL of two lower-triangular matrices, in loops (for a small n)."""
+    n = Q.shape[0]
+    for i in range(n):
         for j in range(n):
-            Zt[i, j] = Lam[i, j]
-            lf += Lam[i, j] * Lam[i, j]
-    s = np.empty(m)
-    for i in range(m):
-        zi = Zt[i]
-        for _ in range(2):
-            for p in range(i):
-                s[p] = dot(Zt[p], zi)
-            for p in range(i):
-                R[p, i] += s[p]
-                zp, c = Zt[p], s[p]
-                for j in range(n):
-                    zi[j] -= c * zp[j]
-        d = math.sqrt(dot(zi, zi))
-        if not d > 0.0:
-            return False
-        R[i, i] = d
-        for j in range(n):
-            zi[j] /= d
-    return full_rank(R, Ri, math.sqrt(lf), rtol, atol)
-
-
-@njit(cache=True)
-def _basis(Lam, Vp, rtol, atol, R, V, W1):
-    """V = [V₁ V₂] aligned to Vp (module doc), W₁ = (R⁻¹P₁)ᵀ, Λᵀ = ZR. Returns (ok, V₂ as a contiguous copy);
-    not ok when the numpy path decides."""
-    m, n = Lam.shape
-    Y = np.ascontiguousarray(Vp[:, m:])
-    if m:
-        Zt = np.empty((m, n))
-        Ri = np.zeros((m, m))
-        if not _row_space(Lam, Zt, R, Ri, rtol, atol):
-            return False, Y
-        P1 = np.empty((m, m))
-        mmt(False, False, 1.0, Zt, Vp[:, :m], 0.0, P1)    # ZᵀV₁_prev
-        if not _newton_schulz(P1):
-            return False, Y
-        mmt(True, False, 1.0, Zt, P1, 0.0, V[:, :m])      # V₁ = Z·polar(ZᵀV₁_prev)
-        W1[:] = mm(Ri, P1).T
-        if m < n:
-            B = np.empty((m, n - m))
-            mmt(False, False, 1.0, Zt, Y, 0.0, B)
-            mmt(True, False, -1.0, Zt, B, 1.0, Y)           # (I − ZZᵀ)V₂_prev
-    if m < n:
-        if not _newton_schulz(Y):
-            return False, Y
-        V[:, m:] = Y
-    return True, Y
+            s = 0.0
+            for t in range(j, i + 1):
+                s += Q[i, t] * L[t, j]
+            Qd[i, j] = s
 
 
 @njit(cache=True)
 def _gamma(Q, Qi, C, G, Qd):
-    """X = Q⁻¹CQ⁻ᵀ, L = Φ(X + Xᵀ) (returned), Γ = X − Lᵀ into G, Q̇ = QL into Qd."""
+    """X = Q⁻¹CQ⁻ᵀ, L = Φ(X + Xᵀ) (returned), Γ = X − Lᵀ into G, Q̇ = QL into Qd; for a small n in loops over the
+    triangles of Q⁻¹, L and Q (n³/2 + n³/2 + n³/6 multiply-adds), above in BLAS."""
     n = Q.shape[0]
     W, X = np.empty((n, n)), np.empty((n, n))
-    mmt(False, False, 1.0, Qi, C, 0.0, W)
-    mmt(False, True, 1.0, W, Qi, 0.0, X)                    # Q⁻¹CQ⁻ᵀ
+    small = n * n * n < SMALL_PRODUCT
+    if small:
+        _sandwich(Qi, C, W, X)
+    else:
+        mmt(False, False, 1.0, Qi, C, 0.0, W)
+        mmt(False, True, 1.0, W, Qi, 0.0, X)                    # Q⁻¹CQ⁻ᵀ
     L = np.zeros((n, n))
     for i in range(n):
         for j in range(i):
@@ -167,7 +102,10 @@ def _gamma(Q, Qi, C, G, Qd):
     for i in range(n):
         for j in range(n):
             G[i, j] = X[i, j] - L[j, i]
-    mmt(False, False, 1.0, Q, L, 0.0, Qd)
+    if small:
+        _lower_product(Q, L, Qd)
+    else:
+        mmt(False, False, 1.0, Q, L, 0.0, Qd)
     return L
 
 
@@ -210,12 +148,18 @@ def _forces(Q, Qi, V, W1, Gv, g, tau, vec, n, m) -> None:
 
 @kernel(_SIG)
 def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int:
+    """:func:`decompose_core` as one compiled entry point."""
+    return decompose_core(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec, True)
+
+
+@njit(cache=True)
+def decompose_core(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec, full) -> int:
     """One steady-state sample. In: M, C (n × n), A (m × n), Ȧq̇, q̇, Vp = [V₁ V₂]_prev (n × n, rank m), Up (m × m:
     the previous sample's U of ``singular_values``, or I), g, τ (empty: no forces). Out, by rows of ``out``
     ((6n + 4m) × n): Q, Q⁻¹, Q̇, Γ, V = [V₁ V₂], Γ_v (top-left (n − m)²), Λ (m rows), W₁, R and U (m rows
     each, first m columns); ``vec`` (6n + 2m): v, v_r (n − m),
     Γ_ξv_r (m), u, [u_ξ; u_v], ξ (m), λ (m), Aᵀλ (n), v̇_r (n − m) (these six when τ is given), σ(Λ) = σ(R)
-    (m, descending)."""
+    (m, descending). ``full`` False (a law's tick): neither Γ_v nor σ(Λ) (the law forms Γ_v v_r itself)."""
     n = M.shape[0]
     Q, Qi, Qd, G = out[:n], out[n:2 * n], out[2 * n:3 * n], out[3 * n:4 * n]
     V, Gv_, Lam = out[4 * n:5 * n], out[5 * n:6 * n], out[6 * n:6 * n + m]
@@ -236,7 +180,9 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
         return FALLBACK
     L = _gamma(Q, Qi, C, G, Qd)
     k = n - m
-    if k:
+    if k and not full:
+        vec[n:2 * n - m] = mv(V2.T, v)
+    elif k:
         GV2 = np.empty((n, k))
         mmt(False, False, 1.0, G, V2, 0.0, GV2)
         mmt(True, False, 1.0, V2, GV2, 0.0, Gv_[:k, :k])     # Γ_v = V₂ᵀΓV₂
@@ -254,7 +200,7 @@ def decompose(M, C, A, ad, qdot, Vp, Up, g, tau, m, rtol, atol, out, vec) -> int
             vec[2 * n - m + a] = s                            # Γ_ξv_r = W₁(...) − V₁ᵀΓv
     if tau.shape[0] == n:
         _forces(Q, Qi, V, W1, Gv_[:k, :k], g, tau, vec, n, m)
-    if m:
+    if m and full:
         U = out[6 * n + 3 * m:6 * n + 4 * m, :m]
         U[:] = Up
         singular_values(R, U, vec[6 * n + m:6 * n + 2 * m])
@@ -311,8 +257,8 @@ def sample(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, Vp
     n = qdot.shape[0]
     m = rplan.shape[0]
     _fill_terms(Y, tree, armature, grav, Ct, Jw, dJw, oMf, fids, sup, rplan, qdot, T, tv)
-    status = decompose(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol, atol,
-                       out, vec)
+    status = decompose_core(T[:n], T[n:2 * n], T[2 * n:], tv[2 * n:2 * n + m], qdot, Vp, Up, tv[:n], tau, m, rtol,
+                            atol, out, vec, True)
     e = 0.0
     for i in range(n):
         e += vec[i] * vec[i]

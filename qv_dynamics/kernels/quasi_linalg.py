@@ -89,6 +89,29 @@ def dot(a, b) -> float:
 
 
 @njit(cache=True)
+def mv_into(A, x, y) -> None:
+    """y = A·x in loops, into ``y`` (no allocation; y must not be x)."""
+    p, r = A.shape
+    for i in range(p):
+        s = 0.0
+        for k in range(r):
+            s += A[i, k] * x[k]
+        y[i] = s
+
+
+@njit(cache=True)
+def mtv_into(A, x, y) -> None:
+    """y = Aᵀ·x in loops, into ``y`` (no allocation; y must not be x)."""
+    p, r = A.shape
+    for j in range(r):
+        y[j] = 0.0
+    for i in range(p):
+        xi = x[i]
+        for j in range(r):
+            y[j] += A[i, j] * xi
+
+
+@njit(cache=True)
 def mv(A, x):
     """A·x in loops (rows of A; Aᵀ·x as ``mv(A.T, x)``)."""
     p, r = A.shape

@@ -178,8 +178,17 @@ def lu_factor(K, LU, piv) -> bool:
 @njit(cache=True)
 def lu_apply(LU, piv, b):
     """K⁻¹b from :func:`lu_factor` (the row swaps in order, forward then back substitution)."""
+    x = np.empty(b.shape[0])
+    lu_apply_into(LU, piv, b, x)
+    return x
+
+
+@njit(cache=True)
+def lu_apply_into(LU, piv, b, x) -> None:
+    """x = K⁻¹b from :func:`lu_factor`, in place (``x`` may be ``b``; no allocation)."""
     n = b.shape[0]
-    x = b.copy()
+    if x is not b:
+        x[:] = b
     for j in range(n):
         p = piv[j]
         if p != j:
@@ -189,7 +198,11 @@ def lu_apply(LU, piv, b):
             f = LU[i, j]
             if f != 0.0:
                 x[i] -= f * x[j]
-    return upper_solve(LU, x)
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= LU[i, k] * x[k]
+        x[i] = s / LU[i, i]
 
 
 @njit(cache=True)

@@ -9,7 +9,8 @@ joint_state_broadcaster + force_torque_sensor_broadcaster + an effort forward co
       (frame_id = the tool frame). Rotated to world axes, its z row is λ of the surface contact.
   out ``/clock`` (rosgraph_msgs/Clock, when ``publish_clock``) for ``use_sim_time``
   out ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, once a second: real-time factor, dropped real time,
-      clipped and rejected commands; :mod:`qv_dynamics.ros.plant_node`)
+      clipped and rejected commands, the drives' hold; :mod:`qv_dynamics.ros.plant_node`; and
+      ``contact_force_peak_n``: the largest normal force of the table on the tool so far)
   in  ``/<controller_name>/commands`` (std_msgs/Float64MultiArray in the order of ``joints``)
   in  ``~/table_height`` (std_msgs/Float64): move the table top (scene change, e.g. lower it by 5 mm)
 
@@ -69,6 +70,7 @@ class MujocoNode(PlantNodeMixin, Node):
         if q0 is not None:
             plant.reset(q0, qdot0)
         topic = self._plant_topics(on_step)
+        self.contact_peak = 0.0         # N, the largest normal force of the table on the tool so far
         self.table_rejects = EpisodeCounter(self.get_logger(), "table height")
         self.tool_frame = plant.scene.tool_frame
         self.pub_wrench = self.create_publisher(WrenchStamped, gp("wrench_topic").value, qos_profile_sensor_data)
@@ -81,6 +83,14 @@ class MujocoNode(PlantNodeMixin, Node):
             f"z={plant.table_height:.4f} m")
 
     # ------------------------------------------------------------------ state
+    def step_once(self, tau: np.ndarray | None = None) -> None:
+        """One control period; the largest normal force of the table on the tool (MuJoCo's contact force,
+        world z) is kept for /diagnostics (``contact_force_peak_n``): the plant's own judge of a strike."""
+        super().step_once(tau)
+        fz = float(self.plant.contact_force_world()[2]) if self.plant.data.ncon else 0.0
+        if fz > self.contact_peak:
+            self.contact_peak = fz
+
     def publish_state(self) -> None:
         stamp = self._stamp()
         self.pub_wrench.publish(array_to_wrench(stamp, self.tool_frame, self.plant.sensor_wrench()))

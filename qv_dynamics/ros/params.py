@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 from rcl_interfaces.msg import ParameterDescriptor
 
 from ..errors import ModelError
+from ..plants.drive_hold import check_bandwidth
 from ..robots import package_share_dir
 from ..sim.stepper import INTEGRATORS, METHODS
 from .messages import JointLayout
@@ -191,6 +192,13 @@ PLANT = MODEL_IO + (
           "state is published every 10 ms until then)"),
     Param("max_steps_per_tick", 5, "realtime: longest catch-up burst [steps]; beyond it real time is dropped "
           "(counted, reported as the real-time factor)", positive("max_steps_per_tick")),
+    Param("command_timeout", 0.02, "plant time [s] without an effort command after which the drives hold the "
+          "pose with damping until commands resume (counted: command_timeout_episodes); as a robot's drives "
+          "(Franka: 20 missed 1 kHz commands, UR: 20 ms), and below 2/k_d of the controller (a command held "
+          "longer makes its damping an unstable sampled loop); in (0, 1] s",
+          bounded("command_timeout", 0.0, 1.0, low_open=True)),
+    Param("hold_bandwidth", 40.0, "bandwidth ω [rad/s] of the drives' hold, critically damped on the robot's "
+          "model: τ = g + M(ω² Δq − 2ω q̇) (qv_dynamics.plants.drive_hold); in (0, 500]", check_bandwidth),
 )
 
 SIM_NODE = PLANT + (

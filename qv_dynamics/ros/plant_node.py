@@ -10,6 +10,12 @@ initial state is published every 10 ms, like a robot held by its brakes until th
 ``lockstep`` steps once per received command and publishes the new state (``lockstep_resend`` re-publishes
 it when no command came for that long). A bad command (wrong size, NaN) is dropped and counted, never applied.
 
+The drives hold the robot (:mod:`qv_dynamics.plants.drive_hold`: each actuated joint holds its position
+with damping on a gravity model) whenever the plant steps without a command to apply: before the first
+command (realtime with ``wait_for_command`` false; with it, time itself waits) and once ``command_timeout``
+s of plant time passed since the last one (a stalled or deactivated controller). A timeout episode is
+counted (``command_timeout_episodes``), logged once, and ends at the next valid command.
+
 The MuJoCo plant nodes (:meth:`PlantNodeMixin._plant_topics`) publish diagnostic_msgs/DiagnosticArray on
 ``/diagnostics`` once a second (steady clock): the real-time factor over the last second (simulated s per wall
 s), dropped real time, clipped and rejected effort commands, the state and command counts, and the pacing
@@ -28,6 +34,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..errors import QVError
+from ..plants.drive_hold import DriveHold
 from .health import EpisodeCounter, diagnostic_array, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .pacing import DeadlineLoop
@@ -75,6 +82,14 @@ class PlantNodeMixin:
         self._clock_due = -float("inf")  # simulated time of the next /clock message
         self.commands_received = 0      # valid effort commands (diagnostics: the command rate at the plant)
         self.states_published = 0       # /joint_states messages (diagnostics: the state rate)
+        # the drives' hold (module doc): engaged while there is no command to apply
+        self.command_timeout = float(gp("command_timeout").value)
+        self.hold = DriveHold(system, self.cmd_map.v_index, float(gp("hold_bandwidth").value))
+        self._cmd_step: int | None = None  # the step count at the last valid command (None: none yet)
+        self.holding = False
+        self.hold_episodes = 0          # command timeouts (a hold after commands had come)
+        self.hold_steps = 0             # steps taken under the hold (before the first command included)
+        self.tau_applied = np.zeros(system.nv)
 
     def _plant_topics(self, on_step) -> str:
         """What the MuJoCo plant nodes set up alike: the ``on_step`` list, the held τ, the command reject
@@ -105,17 +120,29 @@ class PlantNodeMixin:
         values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
                   "states_published": self.states_published, "commands_received": self.commands_received,
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
-                  "clipped_commands": self.clipped, "rejected_commands": self.rejects.total}
+                  "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
+                  **self.hold_values()}
         if getattr(self, "_rt_loop", None) is not None:  # wake-up latency of the pacing thread past its deadlines
             values["wake_late_ms"] = 1e3 * self._rt_loop.late
         if not self.started:
             level, message = DiagnosticStatus.OK, "waiting for the first effort command"
+        elif self.holding and self._cmd_step is not None:
+            level, message = DiagnosticStatus.WARN, f"no effort command for {self.command_timeout:g} s: drives holding"
         elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
             level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
         else:
             level, message = DiagnosticStatus.OK, "ok"
         self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: plant",
                                                message, self.system.name, values))
+
+    def hold_values(self) -> dict:
+        """The drives' hold in /diagnostics: timeout episodes, holding now, plant time held in all [s]; a
+        plant that tracks its contact force adds its peak since the start (``contact_peak``, N)."""
+        out = {"command_timeout_episodes": self.hold_episodes, "holding": int(self.holding),
+               "hold_s": self.hold_steps * self.dt}
+        if getattr(self, "contact_peak", None) is not None:
+            out["contact_force_peak_n"] = self.contact_peak
+        return out
 
     def _subscribe_commands(self, topic: str) -> None:
         """The effort commands, read from the serialized message unless ``raw_messages`` is false."""
@@ -191,13 +218,40 @@ class PlantNodeMixin:
 
     def step_once(self, tau: np.ndarray | None = None) -> None:
         """One control period of a plant object with ``step(tau, dt)`` (the MuJoCo plants): hold τ (the latest
-        command unless given) over ``dt``, then run the ``on_step`` callables with the node."""
-        if tau is not None:
-            self.tau = tau
-        self.plant.step(self.tau, self.dt)
+        command unless given; the drives' hold when there is none, module doc) over ``dt``, then run the
+        ``on_step`` callables with the node."""
+        self.plant.step(self._drive_tau(tau), self.dt)
         self.steps += 1
         for fn in self.on_step:
             fn(self)
+
+    def _measured(self) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q̇) of the plant now (what the drives' encoders read)."""
+        return self.plant.q, self.plant.qdot
+
+    def _drive_tau(self, tau: np.ndarray | None = None) -> np.ndarray:
+        """The torque of the next step: ``tau`` (a command given in-process), the latest command, or the
+        drives' hold when none came for ``command_timeout`` s of plant time or none came yet (module doc)."""
+        if tau is not None:
+            self.tau, self._cmd_step = tau, self.steps
+        last = self._cmd_step
+        if last is not None and (self.steps - last) * self.dt < self.command_timeout - 1e-9:
+            if self.holding:
+                self.holding = False
+                self.hold.release()
+                self.get_logger().info(f"effort commands resumed at t={self.t:.3f} s: the drives apply them again")
+            self.tau_applied = self.tau
+            return self.tau
+        if not self.holding:
+            self.holding = True
+            if last is not None:
+                self.hold_episodes += 1
+                self.get_logger().warning(
+                    f"no effort command for {self.command_timeout:g} s (t={self.t:.3f} s): the drives hold the "
+                    f"pose with damping until commands resume (episode {self.hold_episodes})")
+        self.hold_steps += 1
+        self.tau_applied = self.hold.torque(*self._measured())
+        return self.tau_applied
 
     def _advance(self, steps: int) -> bool:
         """Step the plant ``steps`` times; False when it stopped (the simulator stops on a solver error)."""
@@ -217,6 +271,7 @@ class PlantNodeMixin:
         # hand-over to the pacing thread: one reference swap of a fresh array (atomic under the GIL; never
         # written in place), read once per step, so a step holds one command over its whole dt
         self.tau = self._clip(tau)
+        self._cmd_step = self.steps   # the drives apply commands again (read by the pacing thread)
         if not self.started:  # real time starts now, from the state the controller has answered
             self.wall0 = time.monotonic() - self.steps * self.dt / self.rtf  # before ``started``: the thread
             self.started = True                                               # reads them in that order

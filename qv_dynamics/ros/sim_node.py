@@ -190,6 +190,9 @@ class SimNode(PlantNodeMixin, Node):
     def qdot(self) -> np.ndarray:
         return self.stepper.qdot
 
+    def _measured(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.stepper.q, self.stepper.qdot
+
     def publish_state(self) -> None:
         stamp = self._stamp()
         if self.publish_wrench and self.pub_wrench:
@@ -198,9 +201,10 @@ class SimNode(PlantNodeMixin, Node):
             self.pub_odom.publish(base_to_odometry(stamp, *self.odom_frames, self.q, self.qdot))
         enc, lay = self._js_encoder, self.layout
         if enc is None:
-            self.pub_js.publish(arrays_to_joint_state(stamp, lay, self.q, self.qdot, self.tau))
+            self.pub_js.publish(arrays_to_joint_state(stamp, lay, self.q, self.qdot, self.tau_applied))
         else:  # the same message, written into kept bytes (raw_messages)
-            self.pub_js.publish(enc.encode(stamp, lay.from_q(self.q), self.qdot[lay.v_index], self.tau[lay.v_index]))
+            self.pub_js.publish(enc.encode(stamp, lay.from_q(self.q), self.qdot[lay.v_index],
+                                           self.tau_applied[lay.v_index]))
 
     def _publish_wrenches(self, stamp) -> None:
         lam = self.stepper.lam
@@ -222,9 +226,7 @@ class SimNode(PlantNodeMixin, Node):
             row += c.size
 
     def step_once(self, tau: np.ndarray | None = None) -> None:
-        if tau is not None:
-            self.tau = tau
-        self.stepper.step(self.tau)
+        self.stepper.step(self._drive_tau(tau))
         self.steps += 1
         for f in self.on_step:
             f(self)
@@ -260,13 +262,15 @@ class SimNode(PlantNodeMixin, Node):
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
                   "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
                   "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
-                  "phi_norm": st.phi_norm, "compiled_stepper": st.compiled}
+                  "phi_norm": st.phi_norm, "compiled_stepper": st.compiled, **self.hold_values()}
         if self._rt_loop is not None:  # wake-up latency of the pacing thread past its deadlines
             values["wake_late_ms"] = 1e3 * self._rt_loop.late
         if self.error:
             level, message = DiagnosticStatus.ERROR, f"stopped: {self.error}"
         elif not self.started:
             level, message = DiagnosticStatus.OK, "waiting for the first effort command"
+        elif self.holding and self._cmd_step is not None:
+            level, message = DiagnosticStatus.WARN, f"no effort command for {self.command_timeout:g} s: drives holding"
         elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
             level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
         else:

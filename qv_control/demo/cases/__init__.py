@@ -1,9 +1,11 @@
-"""Rows of ``qv conditions`` where the constraint itself is the difficulty (closed chains, singular and
-redundant constraints, passive joints): one module per row, each with its own scene and the three
-controllers (qv, osc, impedance) set up for it, registered into the matrix by name (:data:`CASE_PLANTS`).
+"""The formulation rows (``qv formulation``): scenes where the constraint itself is the difficulty (closed chains,
+singular and redundant constraints, passive joints), one module per row, each with its own scene and the four
+controllers (qv, osc, osc_tool, impedance: :data:`.common.KINDS`) set up for it. Each row module declares the
+per-scene choices of every controller as ``SETUP`` (the keyword arguments it builds the law with; gains, force PI
+and posture are shared), which the table prints (:func:`setup_of`).
 
-A row's run returns the matrix's figures plus ``failed`` (:mod:`.common`); :func:`write_case_plots` draws
-each row's runs (constraint force and path error against time, one line per controller).
+A row's run returns the figures plus ``failed`` (:mod:`.common`); :func:`write_case_plots` draws each row's runs
+(constraint force and path error against time, one line per controller).
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ _MODULES = {"redundant_contacts": ("redundant_contacts", "mujoco"),
             "singular_pass": ("singular_pass", "mujoco"),
             "passive_joint_tool": ("passive_joint_tool", "mujoco"),
             "closed_chain_force": ("closed_chain_force", "mujoco")}
-#: row name -> plant (the registration the conditions matrix reads)
+#: row name -> plant
 CASE_PLANTS = {name: plant for name, (_, plant) in _MODULES.items()}
+#: the rows, in the table's order
+ROWS = tuple(_MODULES)
 #: the runs of this process, (row, controller) -> run: what write_case_plots draws
 LAST_RUNS: dict[tuple[str, str], dict] = {}
 
@@ -29,6 +33,11 @@ def run_case(name: str, kind: str, duration: float | None = None) -> dict:
     run.setdefault("aborted", None)
     LAST_RUNS[(name, kind)] = run
     return run
+
+
+def setup_of(name: str, kind: str) -> dict:
+    """The per-scene choices of controller ``kind`` on row ``name`` (the row module's ``SETUP``)."""
+    return import_module(f"{__name__}.{_MODULES[name][0]}").SETUP[kind]
 
 
 def write_case_plots(out: Path) -> list[Path]:
@@ -75,4 +84,4 @@ def write_case_plots(out: Path) -> list[Path]:
     return paths
 
 
-__all__ = ["CASE_PLANTS", "LAST_RUNS", "run_case", "write_case_plots"]
+__all__ = ["CASE_PLANTS", "LAST_RUNS", "ROWS", "run_case", "setup_of", "write_case_plots"]

@@ -2,15 +2,17 @@
 presses its slider onto the guide with λ_d while the crank swings 0.5 → −0.5 → 0.5 rad, through the outer
 dead centre q₁ = 0 twice (crank and rod aligned, the slider at x = 2l).
 
-At the dead centre the pin's 2×2 Jacobian (x, z) loses rank: the slider's x cannot move to first order.
+At the dead centre the pin's 2×2 Jacobian (x, z) loses rank: the slider's x cannot move to first order, and
+x = 2l·cos θ cannot tell +θ from −θ. The crank angle θ is the coordinate that stays regular.
 * qv: the projection hybrid law (``pidc_force``, eq. 54) with θ = the crank angle: A = ∂z_C/∂q keeps rank
   1 there and JN ≠ 0, so nothing in the law is singular.
-* osc: the operational-space law of the pin with task rows (x, z) — the guide normal as its force axis, the
-  slider's x as its motion axis; the pin path x_d(t) = 2l cos θ_d is what it can be given (the crank angle is
-  not a Cartesian coordinate of its tool). Λ_x by the damped pseudo-inverse of the ROS 2 examples (δ₀ = 0.2),
-  switched on near the singularity (:func:`qv_control.laws.osc.damped_inverse`). Measured over the row: 12.9 %,
-  2.9 mm, |τ| at the limit; undamped 3.2 %, |τ| at the limit; a constant δ = 0.2 stalls 25 mm short of the dead
-  centre (lost the task).
+* osc: operational-space control with the same task (θ = the crank angle) and the guide row as its force
+  direction (x = (θ, z_C), J = [e₁ᵀ; A], square and regular through the dead centre); plain Λ_x.
+* osc_tool: the operational-space law of the pin frame with task rows (x, z) — the guide normal as its force
+  axis, the slider's x as its motion axis, x_d(t) = 2l cos θ_d; Λ_x by the damped pseudo-inverse of the ROS 2
+  examples (δ₀ = 0.2), switched on near the singularity (:func:`qv_control.laws.osc.damped_inverse`).
+  Measured over the row: 12.9 %, 2.9 mm, |τ| at the limit; undamped 3.2 %; a constant δ = 0.2 stalls 25 mm
+  short of the dead centre (lost the task).
 * impedance: Cartesian impedance of the pin (x) + Jacobian-transpose force along z, the same force integral.
 
 Judged by MuJoCo (:class:`~qv_dynamics.plants.mujoco_guide.MujocoGuidePlant`: a slider on a slide joint
@@ -25,16 +27,20 @@ import numpy as np
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, run_row, smooth_ramp
+from . import common
+from .common import PER_ROW, Tick, run_row, smooth_ramp
 
 MODEL = Path(__file__).resolve().parents[3] / "config" / "slider_crank_model.yaml"
 L = 0.3                  # m, crank and rod length
 THETA0 = 0.5             # rad, start and turning point of the swing
 FORCE = 10.0             # N pressed onto the guide (λ_d = −FORCE: the pin pushes down)
 T_RAMP, T_HOLD, T_SWING = 0.3, 0.2, 1.0   # force ramp, hold, half period of the swing (s)
-#: bandwidths (1/s) and force PI of every controller (the matrix's: DemoConfig qv_kp/qv_kd, force_kp/ki)
-KP, KD, KF, KI = 60.0, 120.0, 0.3, 30.0
-OSC_DAMPING = 0.2
+#: the per-scene choices of each law (its keyword arguments; gains, force PI and posture are shared: common.py)
+SETUP = {"qv": {"coordinates": ["crank_joint"]},
+         "osc": {"coordinates": ["crank_joint"]},
+         "osc_tool": {"frame": "slider_pin", "contact": "slider", "axes": ("x", "z"), "force_axis": "z",
+                      "damping": 0.2},
+         "impedance": {"frame": "slider_pin", "contact": "slider", "kp_rot": 0.0, "kd_rot": 0.0}}
 
 
 def system():
@@ -58,7 +64,7 @@ def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0, force: f
     x, xd = 2 * L * math.cos(th), -2 * L * math.sin(th) * thd
     xdd = -2 * L * (math.cos(th) * thd * thd + math.sin(th) * thdd)
     p_d = np.array([x, 0.0, 0.0])
-    if kind == "qv":
+    if kind in PER_ROW:
         ref = Reference(theta=np.array([th]), theta_dot=np.array([thd]), theta_ddot=np.array([thdd]),
                         lambda_=np.array([lam]))
     else:
@@ -68,21 +74,10 @@ def tick(t: float, kind: str, centre: float = 0.0, amp: float = THETA0, force: f
 
 
 def make_law(kind: str, sysm, q0, rank_atol: float | None = None):
-    if kind == "qv":
-        from qv_control.laws.pidc_force import PIDCForceLaw
-
-        return PIDCForceLaw(sysm, ["crank_joint"], kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, rank_atol=rank_atol)
-    if kind == "osc":
-        from qv_control.laws.osc import OperationalSpaceLaw
-
-        return OperationalSpaceLaw(sysm, frame="slider_pin", contact="slider", force_axis=2, kp=KP, kd=KD,
-                                   kf=KF, ki=KI, q_null=q0, axes=(0, 2), damping=OSC_DAMPING)
-    if kind == "impedance":
-        from qv_control.laws.impedance import ImpedanceForceBaseline
-
-        return ImpedanceForceBaseline(sysm, frame="slider_pin", contact="slider", kp_rot=0.0, kd_rot=0.0,
-                                      force_ki=KI, q_null=q0)
-    raise ValueError(f"unknown controller {kind!r}")
+    setup = dict(SETUP[kind])
+    if rank_atol is not None and kind in PER_ROW:
+        setup["rank_atol"] = rank_atol
+    return common.make_law(kind, setup, sysm, q0)
 
 
 def run(kind: str, duration: float | None = None) -> dict:
@@ -111,4 +106,4 @@ def run_swing(name: str, kind: str, centre: float, amp: float, duration: float |
                    lambda t: tick(t, kind, centre, amp, force), measure, duration, FORCE, T_RAMP, T_RAMP + T_HOLD)
 
 
-__all__ = ["run", "run_swing", "tick", "crank", "make_law", "system"]
+__all__ = ["SETUP", "run", "run_swing", "tick", "crank", "make_law", "system"]

@@ -20,7 +20,19 @@ import numpy as np
 
 from qv_dynamics.state import Reference, State
 
-KINDS = ("qv", "osc", "impedance")
+#: qv (the projection laws), osc (whole-body operational-space control: the row's coordinates, every contact row,
+#: the actuation selection; :class:`~qv_control.laws.osc_constrained.ConstrainedOperationalSpaceLaw`), osc_tool
+#: (operational-space control of one tool frame, :class:`~qv_control.laws.osc.OperationalSpaceLaw`) and impedance
+KINDS = ("qv", "osc", "osc_tool", "impedance")
+#: the laws given the row's coordinates θ and λ per contact row (reference and measurement); the others get
+#: their frame's position and wrench
+PER_ROW = ("qv", "osc")
+#: bandwidths (1/s) of every law and the force PI (the matrix's: DemoConfig qv_kp/qv_kd, force_kp/ki); the laws
+#: that take the acceleration gains (qv and osc) get G_P = KP·KD, G_D = KP + KD: the same closed-loop poles
+KP, KD, KF, KI = 60.0, 120.0, 0.3, 30.0
+#: the rows' acceptance: force (wrench) RMS error ≤ ACCEPT_FORCE of |λ_d|, path RMS error ≤ ACCEPT_PATH m, no
+#: lift-off, not failed
+ACCEPT_FORCE, ACCEPT_PATH = 0.01, 0.2e-3
 #: path error (m) beyond which a run has lost the task
 LOST_M = 0.01
 #: s of force on the wrong side (or path error beyond LOST_M) that count as losing the task
@@ -86,6 +98,45 @@ def closed_loop(plant, law, tick: Callable[[float], Tick], measure: Callable, du
     return {"arrays": arrays, "failed": failed, "wall_time_s": time.perf_counter() - t_wall}
 
 
+def make_law(kind: str, setup: dict, sysm, q0):
+    """The law of ``kind`` with the row's per-scene choices ``setup`` (its keyword arguments; qv's ``law``:
+    "pidc_force" (default) or "passive") and the shared gains, force PI and posture q0."""
+    setup = dict(setup)
+    if kind == "qv":
+        from qv_control.laws.registry import make_law as registry_law
+
+        extra = {"q0": q0} if setup.get("law") == "passive" else {}
+        return registry_law(setup.pop("law", "pidc_force"), sysm, kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, **extra,
+                            **setup)
+    if kind == "osc":
+        from qv_control.laws.osc_constrained import ConstrainedOperationalSpaceLaw
+
+        return ConstrainedOperationalSpaceLaw(sysm, kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, q_null=q0, **setup)
+    if kind == "osc_tool":
+        from qv_control.laws.osc import OperationalSpaceLaw
+
+        return OperationalSpaceLaw(sysm, kp=KP, kd=KD, kf=KF, ki=KI, q_null=q0, **setup)
+    if kind == "impedance":
+        from qv_control.laws.impedance import ImpedanceForceBaseline
+
+        return ImpedanceForceBaseline(sysm, force_ki=KI, q_null=q0, **setup)
+    raise ValueError(f"unknown controller {kind!r}; use one of {KINDS}")
+
+
+def setup_text(setup: dict) -> str:
+    """The per-scene choices as one line: ``key value; ...`` (a phase's choices as ``phase: ...``)."""
+    def value(v) -> str:
+        if isinstance(v, (list, tuple)):
+            return " ".join(value(x) for x in v)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {value(x)}" for k, x in v.items() if k != "rotation_reference") + "}"
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    if setup and all(isinstance(v, dict) for v in setup.values()):
+        return "; ".join(f"{phase}: {setup_text(v)}" for phase, v in setup.items())
+    return ", ".join(f"{k} {value(v)}" for k, v in setup.items()) or "none"
+
+
 def run_row(name: str, kind: str, make_law: Callable, plant, tick: Callable, measure: Callable, duration: float,
             force: float, t_ramp_end: float, t_meas: float, path_axes=(0,)) -> dict:
     """Build the law (``make_law()``; an exception there is the law refusing the case), run it on the plant
@@ -100,6 +151,20 @@ def run_row(name: str, kind: str, make_law: Callable, plant, tick: Callable, mea
     out["figures"] = figures(out, force, t_ramp_end, t_meas, path_axes)
     out.update(kind=kind, condition=name)
     return out
+
+
+def acceptance(f: dict) -> str:
+    """"" when the figures ``f`` meet the rows' acceptance, else what misses it (the failure reason first)."""
+    if f["failed"]:
+        return f["failed"]
+    miss = []
+    if not f["force_rms_error_rel"] <= ACCEPT_FORCE:
+        miss.append(f"force {100 * f['force_rms_error_rel']:.3g} % > {100 * ACCEPT_FORCE:g} %")
+    if not f["path_rms_error_m"] <= ACCEPT_PATH:
+        miss.append(f"path {1e3 * f['path_rms_error_m']:.3g} mm > {1e3 * ACCEPT_PATH:g} mm")
+    if f["contact_lost"]:
+        miss.append(f"{f['contact_lost']} lift-off(s)")
+    return "; ".join(miss)
 
 
 def _rms(x) -> float:
@@ -141,4 +206,5 @@ def figures(run: dict, force: float, t_ramp_end: float, t_meas: float, path_axes
     return out
 
 
-__all__ = ["FIGURES", "KINDS", "LOST_M", "LOST_S", "Tick", "closed_loop", "figures", "run_row", "smooth_ramp"]
+__all__ = ["ACCEPT_FORCE", "ACCEPT_PATH", "FIGURES", "KINDS", "LOST_M", "LOST_S", "PER_ROW", "Tick", "acceptance",
+           "closed_loop", "figures", "make_law", "run_row", "setup_text", "smooth_ramp"]

@@ -7,9 +7,12 @@ one controllable force (the total; the split about the pivot is set by τ₃ = 0
 under the pivot). The controllability test (eq. 58/64) passes on the whole path.
 * qv: the passive-joint law (``passive``, eq. 56–62) with θ = face_m.x, actuated joint1/joint2, λ_d = F_d/3
   per row (an internal force: zero moment about the pivot) and the force PI on the measured λ.
-* osc: the operational-space law of face_m with task rows (x, z), force row z; its model has a motor on
-  every joint, so the command it computes for the pivot is dropped by the plant (the constraint and the
-  passive joint are a disturbance to it). Plain Λ_x (no singular pose on the path).
+* osc: operational-space control with the same task (θ = face_m.x), the three contact rows (per-row λ_d and
+  measured λ) and the same actuation selection: each tick the contact forces the task leaves free (the moment
+  about the pivot) take the pivot's torque, so the command on joint3 is zero (an actuation-consistent OSC).
+* osc_tool: the operational-space law of face_m with task rows (x, z), force row z fed the total force; its
+  model has a motor on every joint, so the command it computes for the pivot is dropped by the plant (the
+  constraint and the passive joint are a disturbance to it). Plain Λ_x (no singular pose on the path).
 * impedance: Cartesian impedance of face_m (x; no orientation stiffness: the pivot is not driven) +
   Jacobian-transpose normal force; the pivot's command is dropped likewise.
 
@@ -21,23 +24,32 @@ import numpy as np
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, run_row, smooth_ramp
+from . import common
+from .common import PER_ROW, Tick, run_row, smooth_ramp
 from .face import FACE, TABLE, face_pose, face_system
-from .redundant_contacts import KD, KF, KI, KP, T_HOLD, T_RAMP, T_TRACE, X0, path
+from .redundant_contacts import T_HOLD, T_RAMP, T_TRACE, X0, path
 
 FORCE = 10.0
 PASSIVE = "joint3"
 ACTUATED = ["joint1", "joint2"]
 #: F_d/3 per row is internal (zero moment about the pivot) while the pivot is over face_m; as the arm moves the
-#: internal direction turns by ~1e-5 relative: the law uses λ_d's projection on it (accepted up to 5 %)
+#: internal direction turns, by up to 1.2e-3 relative on the trace: the law uses λ_d's projection on it (accepted up
+#: to 5 %)
 INTERNAL_TOL = 0.05
+
+
+#: the per-scene choices of each law (its keyword arguments; gains, force PI and posture are shared: common.py)
+SETUP = {"qv": {"law": "passive", "coordinates": ["face_m.x"], "actuated": ACTUATED, "internal_tol": INTERNAL_TOL},
+         "osc": {"coordinates": ["face_m.x"], "actuated": ACTUATED},
+         "osc_tool": {"frame": "face_m", "contact": "face_m", "axes": ("x", "z"), "force_axis": "z"},
+         "impedance": {"frame": "face_m", "contact": "face_m", "kp_rot": 0.0, "kd_rot": 0.0}}
 
 
 def tick(t: float, kind: str) -> Tick:
     F = FORCE * smooth_ramp(t, 0.0, T_RAMP)
     x, xd, xdd = path(t)
     p_d = np.array([x, 0.0, TABLE])
-    if kind == "qv":
+    if kind in PER_ROW:
         ref = Reference(theta=np.array([x]), theta_dot=np.array([xd]), theta_ddot=np.array([xdd]),
                         lambda_=np.full(3, -F / 3))
     else:
@@ -47,26 +59,13 @@ def tick(t: float, kind: str) -> Tick:
 
 
 def make_law(kind: str, sysm, q0):
-    if kind == "qv":
-        from qv_control.laws.passive import PassiveJointLaw
-
-        return PassiveJointLaw(sysm, ["face_m.x"], actuated=ACTUATED, kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, q0=q0,
-                               internal_tol=INTERNAL_TOL)
-    if kind == "osc":
-        from qv_control.laws.osc import OperationalSpaceLaw
-
-        return OperationalSpaceLaw(sysm, frame="face_m", contact="face_m", force_axis=2, kp=KP, kd=KD, kf=KF, ki=KI,
-                                   q_null=q0, axes=(0, 2))
-    if kind == "impedance":
-        from qv_control.laws.impedance import ImpedanceForceBaseline
-
-        return ImpedanceForceBaseline(sysm, frame="face_m", contact="face_m", kp_rot=0.0, kd_rot=0.0, force_ki=KI,
-                                      q_null=q0)
-    raise ValueError(f"unknown controller {kind!r}")
+    return common.make_law(kind, SETUP[kind], sysm, q0)
 
 
-def run(kind: str, duration: float | None = None) -> dict:
-    """One run (``duration`` default: ramp, hold and one trace out and back: 2.5 s)."""
+def run(kind: str, duration: float | None = None, feedback: str = "rows") -> dict:
+    """One run (``duration`` default: ramp, hold and one trace out and back: 2.5 s). ``feedback="total"``: qv and
+    osc are fed the plant's total force spread evenly over the three rows instead of each row's λ (the judged
+    figure alone, without the moment the pivot's balance sets)."""
     from qv_dynamics.plants.mujoco_face import MujocoFacePlant
 
     sysm = face_system()
@@ -76,10 +75,11 @@ def run(kind: str, duration: float | None = None) -> dict:
 
     def measure():
         lam = plant.forces()
-        return (lam if kind == "qv" else np.array([lam.sum()])), lam.sum(), plant.site("face_m"), lam
+        fed = (lam if feedback == "rows" else np.full(3, lam.sum() / 3)) if kind in PER_ROW else np.array([lam.sum()])
+        return fed, lam.sum(), plant.site("face_m"), lam
 
     return run_row("passive_joint_tool", kind, lambda: make_law(kind, sysm, q0), plant, lambda t: tick(t, kind),
                    measure, duration or T_RAMP + T_HOLD + T_TRACE, FORCE, T_RAMP, T_RAMP + T_HOLD)
 
 
-__all__ = ["run", "tick", "make_law"]
+__all__ = ["SETUP", "run", "tick", "make_law"]

@@ -10,7 +10,9 @@ centre of pressure c is on its half (|c − edge| < 1.5h). Judged: the wrench (t
 HALF: on the edge the moment is −hF by geometry) and face_a's x.
 * qv: two projection hybrid laws (``pidc_force``) on the same system, switched with its active rows: on the
   edge θ = (face_a.x, face_m.ry), λ_d = −F; on the face θ = face_a.x, λ_d the minimum-norm split of (F, M).
-* osc: the operational-space law switched likewise: on the edge task rows (x, z, ry) of face_a with force
+* osc: operational-space control switched likewise, with qv's coordinates on each phase and every active
+  contact row (λ per row).
+* osc_tool: the operational-space law switched likewise: on the edge task rows (x, z, ry) of face_a with force
   row z and the tilt as orientation target; on the face rows (x, z, ry) of face_m with force rows z and ry.
 * impedance: Cartesian impedance switched likewise (edge: orientation target; face: no moment channel).
 Judged by MuJoCo (:class:`~qv_dynamics.plants.mujoco_face.MujocoFacePlant`, frictionless stiff spheres).
@@ -24,9 +26,10 @@ import pinocchio as pin
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, run_row, smooth_ramp
+from . import common
+from .common import PER_ROW, Tick, run_row, smooth_ramp
 from .face import FACE, HALF, TABLE, face_pose, face_system
-from .redundant_contacts import KD, KF, KI, KP, NO_MOMENT, split
+from .redundant_contacts import NO_MOMENT, split
 
 FORCE = 10.0
 TILT = 0.05                   # rad: face_a is the low edge
@@ -105,34 +108,35 @@ def tilted(R0: np.ndarray, tilt: float) -> np.ndarray:
     return pin.exp3(np.array([0.0, -tilt, 0.0])) @ R0
 
 
+#: the per-scene choices of each law on each phase (its keyword arguments; gains, force PI and posture are shared:
+#: common.py); the ry coordinate's rotation reference is the level face (R0), the tool laws' tilt target R_d
+RY = {"frame": "face_m", "axes": ["ry"]}
+SETUP = {"qv": {"edge": {"coordinates": ["face_a.x", RY]}, "face": {"coordinates": ["face_a.x"]}},
+         "osc": {"edge": {"coordinates": ["face_a.x", RY]}, "face": {"coordinates": ["face_a.x"]}},
+         "osc_tool": {"edge": {"frame": "face_a", "contact": "face_a", "axes": ("x", "z", "ry"), "force_axis": "z"},
+                      "face": {"frame": "face_m", "contact": "face_m", "axes": ("x", "z", "ry"), "force_axis": "z",
+                               "moment_axes": ("ry",)}},
+         "impedance": {"edge": {"frame": "face_a", "contact": "face_a"},
+                       "face": {"frame": "face_m", "contact": "face_m"}}}
+
+
 class Switched:
     """The controller of one kind for both modes, with the mode's reference (a law object per mode)."""
 
     def __init__(self, kind: str, sysm, q0, sup: Supervisor):
         self.kind, self.sup = kind, sup
         self.R0 = level_rotation(sysm, face_pose(sysm, 0.6))
-        ry = {"frame": "face_m", "axes": ["ry"], "rotation_reference": self.R0}
-        if kind == "qv":
-            from qv_control.laws.pidc_force import PIDCForceLaw
-
-            g = dict(kp=KP * KD, kd=KP + KD, kf=KF, ki=KI)
-            sup.set("face", 0.0)
-            self.face = PIDCForceLaw(sysm, ["face_a.x"], **g)
-            sup.set("edge", 0.0)
-            self.edge = PIDCForceLaw(sysm, ["face_a.x", ry], **g)
-        elif kind == "osc":
-            from qv_control.laws.osc import OperationalSpaceLaw
-
-            g = dict(force_axis=2, kp=KP, kd=KD, kf=KF, ki=KI, q_null=q0, axes=(0, 2, 4))
-            self.edge = OperationalSpaceLaw(sysm, frame="face_a", contact="face_a", **g)
-            self.face = OperationalSpaceLaw(sysm, frame="face_m", contact="face_m", moment_axes=(4,), **g)
-        elif kind == "impedance":
-            from qv_control.laws.impedance import ImpedanceForceBaseline
-
-            self.edge = ImpedanceForceBaseline(sysm, frame="face_a", contact="face_a", force_ki=KI, q_null=q0)
-            self.face = ImpedanceForceBaseline(sysm, frame="face_m", contact="face_m", force_ki=KI, q_null=q0)
-        else:
+        if kind not in SETUP:
             raise ValueError(f"unknown controller {kind!r}")
+        laws = {}
+        for mode in ("face", "edge"):          # each law is built with its phase's rows active
+            setup = dict(SETUP[kind][mode])
+            if "coordinates" in setup:
+                setup["coordinates"] = [dict(c, rotation_reference=self.R0) if isinstance(c, dict) else c
+                                        for c in setup["coordinates"]]
+            sup.set(mode, 0.0)
+            laws[mode] = common.make_law(kind, setup, sysm, q0)
+        self.edge, self.face = laws["edge"], laws["face"]
         self.sup.events.clear()
         self.sup.mode = "edge"
         self._last = None
@@ -142,7 +146,7 @@ class Switched:
         if law is not self._last:       # a law taking over starts afresh (no integral from its last phase)
             _restart(law)
             self._last = law
-        if self.kind != "qv":
+        if self.kind not in PER_ROW:
             law.R_d = tilted(self.R0, tilt_d(state.t, self.sup.tilt0) if self.sup.mode == "edge" else 0.0)
         return law.compute(state, reference)
 
@@ -162,7 +166,7 @@ def tick(t: float, kind: str, sup: Supervisor) -> Tick:
     x, xd, xdd = x_d(t)
     judged = np.array([-F, M / HALF])
     p_d = np.array([x, 0.0, TABLE])
-    if kind == "qv":
+    if kind in PER_ROW:
         if mode == "edge":
             ref = Reference(theta=np.array([x, -tilt_d(t, sup.tilt0)]), theta_dot=np.array([xd, 0.0]),
                             theta_ddot=np.array([xdd, 0.0]), lambda_=np.array([-F]))
@@ -193,7 +197,7 @@ def run(kind: str, duration: float | None = None) -> dict:
         lam = plant.forces()
         sup.update(plant.time, lam, float(plant.q.sum()) + math.pi / 2)
         F, M = -lam.sum(), float(arms @ -lam)
-        if kind == "qv":
+        if kind in PER_ROW:
             fed = lam[:1] if sup.mode == "edge" else lam
         else:
             fed = np.array([-F]) if sup.mode == "edge" else np.array([-F, M])
@@ -212,4 +216,4 @@ def run(kind: str, duration: float | None = None) -> dict:
     return out
 
 
-__all__ = ["run", "tick", "Supervisor", "Switched"]
+__all__ = ["SETUP", "run", "tick", "Supervisor", "Switched"]

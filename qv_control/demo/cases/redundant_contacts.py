@@ -7,7 +7,10 @@ independent constraint directions (normal force, moment about y) are both force-
 * qv: the projection hybrid law (``pidc_force``, eq. 54) with θ = face_m.x and λ_d of the three rows, the
   minimum-norm split of (F_d, M_d); its force loop acts on F = Aᵀλ, which is the same for every split of the
   load among dependent rows (the plant decides the split).
-* osc: the operational-space law of face_m, task rows (x, z, ry), force rows z and ry (λ_d = (−F_d, M_d),
+* osc: operational-space control with the same task (θ = face_m.x) and the three contact rows (per-row λ_d,
+  the same minimum-norm split, and the measured λ of each row): the rows' row space (rank 2) is its force
+  space, plain Λ_x.
+* osc_tool: the operational-space law of face_m, task rows (x, z, ry), force rows z and ry (λ_d = (−F_d, M_d),
   measured from the plant's total force and moment), the plain Λ_x (no singular pose on the path).
 * impedance: Cartesian impedance of face_m (x and orientation) + Jacobian-transpose normal force; it has
   no moment command (its orientation stiffness holds the face level).
@@ -22,18 +25,23 @@ import numpy as np
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, cosine_stroke, run_row, smooth_ramp
+from . import common
+from .common import PER_ROW, Tick, cosine_stroke, run_row, smooth_ramp
 from .face import FACE, HALF, TABLE, face_pose, face_system
 
 FORCE = 10.0             # N total normal force
 MOMENT = 0.1             # N·m about +y at face_m (centre of pressure 1 cm towards +x)
 X0, STROKE = 0.6, 0.1    # m, start and length of the trace
 T_RAMP, T_HOLD, T_TRACE = 0.3, 0.2, 2.0
-KP, KD, KF, KI = 60.0, 120.0, 0.3, 30.0
-#: no singular pose on this path: the plain Λ_x. The damped inverse costs this task its accuracy: constant δ = 0.2
-#: (J M⁻¹ Jᵀ's σ are in 1/kg and 1/(kg m²)) 23 % wrench error and 6.8 mm; δ₀ = 0.2 within 0.1σ₁ (the unit spread
-#: puts the moment row inside the band) 68 % and 61 mm
-OSC_DAMPING = 0.0
+#: the per-scene choices of each law (its keyword arguments; gains, force PI and posture are shared: common.py).
+#: osc_tool: no singular pose on this path, the plain Λ_x. The damped inverse costs this task its accuracy: constant
+#: δ = 0.2 (J M⁻¹ Jᵀ's σ are in 1/kg and 1/(kg m²)) 23 % wrench error and 6.8 mm; δ₀ = 0.2 within 0.1σ₁ (the unit
+#: spread puts the moment row inside the band) 68 % and 61 mm
+SETUP = {"qv": {"coordinates": ["face_m.x"]},
+         "osc": {"coordinates": ["face_m.x"]},
+         "osc_tool": {"frame": "face_m", "contact": "face_m", "axes": ("x", "z", "ry"), "force_axis": "z",
+                      "moment_axes": ("ry",)},
+         "impedance": {"frame": "face_m", "contact": "face_m"}}
 #: the impedance baseline has no moment channel: its orientation stiffness holds the face level
 NO_MOMENT = "cannot express the commanded moment (no moment channel)"
 #: the moment arms (x_i − x_m) of the three rows while the face is level
@@ -57,7 +65,7 @@ def tick(t: float, kind: str) -> Tick:
     x, xd, xdd = path(t)
     p_d = np.array([x, 0.0, TABLE])
     judged = np.array([-F, M / HALF])
-    if kind == "qv":
+    if kind in PER_ROW:
         ref = Reference(theta=np.array([x]), theta_dot=np.array([xd]), theta_ddot=np.array([xdd]),
                         lambda_=-split(F, M))
     else:
@@ -67,20 +75,7 @@ def tick(t: float, kind: str) -> Tick:
 
 
 def make_law(kind: str, sysm, q0):
-    if kind == "qv":
-        from qv_control.laws.pidc_force import PIDCForceLaw
-
-        return PIDCForceLaw(sysm, ["face_m.x"], kp=KP * KD, kd=KP + KD, kf=KF, ki=KI)
-    if kind == "osc":
-        from qv_control.laws.osc import OperationalSpaceLaw
-
-        return OperationalSpaceLaw(sysm, frame="face_m", contact="face_m", force_axis=2, moment_axes=(4,), kp=KP,
-                                   kd=KD, kf=KF, ki=KI, q_null=q0, axes=(0, 2, 4), damping=OSC_DAMPING)
-    if kind == "impedance":
-        from qv_control.laws.impedance import ImpedanceForceBaseline
-
-        return ImpedanceForceBaseline(sysm, frame="face_m", contact="face_m", force_ki=KI, q_null=q0)
-    raise ValueError(f"unknown controller {kind!r}")
+    return common.make_law(kind, SETUP[kind], sysm, q0)
 
 
 def run(kind: str, duration: float | None = None) -> dict:
@@ -95,7 +90,7 @@ def run(kind: str, duration: float | None = None) -> dict:
     def measure():
         lam = plant.forces()                          # the three rows' λ (SPEC sign, pressing < 0)
         F, M = -lam.sum(), float(ARMS @ -lam)
-        fed = lam if kind == "qv" else np.array([-F, M])
+        fed = lam if kind in PER_ROW else np.array([-F, M])
         return fed, np.array([-F, M / HALF]), plant.site("face_m"), lam
 
     out = run_row("redundant_contacts", kind, lambda: make_law(kind, sysm, q0), plant, lambda t: tick(t, kind),
@@ -105,4 +100,4 @@ def run(kind: str, duration: float | None = None) -> dict:
     return out
 
 
-__all__ = ["run", "tick", "split", "make_law"]
+__all__ = ["SETUP", "run", "tick", "split", "make_law"]

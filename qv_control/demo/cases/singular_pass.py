@@ -6,9 +6,13 @@ the two prongs meet (link 3 vertical, the finger's point on the tip's): the rows
 does no work there (λ = (1, −1) spans N(Aᵀ)) while the total stays in the row space that remains.
 
 * qv: the projection hybrid law (``pidc_force``, eq. 54) with θ = face_m.x and λ_d = (−F/2, −F/2) (the
-  minimum-norm split of F, in the surviving row space at X_STAR); its force loop acts on F = Aᵀλ.
-* osc: the operational-space law of the tip (task rows x, z; force axis z fed the plant's total force); its
-  single-frame task cannot express the finger's row, which it meets as a disturbance.
+  minimum-norm split of F, in the surviving row space at X_STAR); its force loop acts on F = Aᵀλ. Below the
+  rank floor its motion channel drops the vanishing row and moves along the tangent carried from the last
+  full-rank tick (:mod:`qv_control.laws.projection_base`).
+* osc: operational-space control with the same task (θ = face_m.x), both prongs' rows (per-row λ_d and
+  measured λ) and the same rank decision and carried tangent (:mod:`qv_control.laws.osc_constrained`).
+* osc_tool: the operational-space law of the tip (task rows x, z; force axis z fed the plant's total force);
+  its single-frame task cannot express the finger's row, which it meets as a disturbance.
 * impedance: Cartesian impedance of the tip (x) + Jacobian-transpose normal force on the total.
 
 Judged by MuJoCo (:class:`~qv_dynamics.plants.mujoco_face.MujocoFacePlant`: a frictionless stiff sphere per
@@ -22,18 +26,24 @@ from scipy.optimize import least_squares
 
 from qv_dynamics.state import Reference
 
-from .common import Tick, cosine_stroke, run_row, smooth_ramp
+from . import common
+from .common import PER_ROW, Tick, cosine_stroke, run_row, smooth_ramp
 from .face import TABLE, face_pose, face_system, face_urdf
 
 FORCE = 10.0             # N total normal force (both prongs)
 X_STAR = 0.65            # m, tip x where the prongs meet (rank 1)
 X0, STROKE = 0.6, 0.1    # m, start and length of the trace (through X_STAR out and back)
 T_RAMP, T_HOLD, T_TRACE = 0.3, 0.2, 2.0
-KP, KD, KF, KI = 60.0, 120.0, 0.3, 30.0
 ROWS = ("face_m", "finger")
-#: qv's absolute rank floor (m, A's units): 4 % of the 0.5 m link 3 (:mod:`qv_control.laws.projection_base`); measured
-#: without a lift-off from 0.015 to 0.03, the default floor (ATOL) loses the task (13.7 mm, |τ| at the limit)
-RANK_ATOL = 0.02
+#: the rank floor both laws take here is the library's default, 1.5 % of the model's reach: 0.0225 m
+#: (:func:`qv_control.laws.projection_base.default_rank_atol`). Measured over the row, without a lift-off: qv for
+#: floors of 0.015-0.03 m, osc for 0.02-0.03 m; with the bare floor (``rank_atol=0``) both lose the task (qv 89.7 %,
+#: 13.7 mm; osc 101 %, 1.9 mm, |τ| at the limit)
+#: the per-scene choices of each law (its keyword arguments; gains, force PI and posture are shared: common.py)
+SETUP = {"qv": {"coordinates": ["face_m.x"]},
+         "osc": {"coordinates": ["face_m.x"]},
+         "osc_tool": {"frame": "face_m", "contact": "face_m", "axes": ("x", "z"), "force_axis": "z"},
+         "impedance": {"frame": "face_m", "contact": "face_m"}}
 
 
 def fork_system():
@@ -82,7 +92,7 @@ def tick(t: float, kind: str, force: float = FORCE) -> Tick:
     F = force * smooth_ramp(t, 0.0, T_RAMP)
     x, xd, xdd = path(t)
     p_d = np.array([x, 0.0, TABLE])
-    if kind == "qv":
+    if kind in PER_ROW:
         ref = Reference(theta=np.array([x]), theta_dot=np.array([xd]), theta_ddot=np.array([xdd]),
                         lambda_=np.full(2, -F / 2))
     else:
@@ -92,23 +102,14 @@ def tick(t: float, kind: str, force: float = FORCE) -> Tick:
 
 
 def make_law(kind: str, sysm, q0, rank_atol: float | None = None):
-    if kind == "qv":
-        from qv_control.laws.pidc_force import PIDCForceLaw
-
-        return PIDCForceLaw(sysm, ["face_m.x"], kp=KP * KD, kd=KP + KD, kf=KF, ki=KI, rank_atol=rank_atol)
-    if kind == "osc":
-        from qv_control.laws.osc import OperationalSpaceLaw
-
-        return OperationalSpaceLaw(sysm, frame="face_m", contact="face_m", force_axis=2, kp=KP, kd=KD, kf=KF,
-                                   ki=KI, q_null=q0, axes=(0, 2))
-    if kind == "impedance":
-        from qv_control.laws.impedance import ImpedanceForceBaseline
-
-        return ImpedanceForceBaseline(sysm, frame="face_m", contact="face_m", force_ki=KI, q_null=q0)
-    raise ValueError(f"unknown controller {kind!r}")
+    """The law of ``kind`` (SETUP); ``rank_atol`` (qv and osc) in place of the library's default floor."""
+    setup = dict(SETUP[kind])
+    if kind in PER_ROW and rank_atol is not None:
+        setup["rank_atol"] = rank_atol
+    return common.make_law(kind, setup, sysm, q0)
 
 
-def run(kind: str, duration: float | None = None, rank_atol: float | None = RANK_ATOL,
+def run(kind: str, duration: float | None = None, rank_atol: float | None = None,
         force: float = FORCE) -> dict:
     """One run (``duration`` default 2.5 s: ramp, hold, one trace through X_STAR and back); ``rank_atol``:
     qv's rank floor (None: the library default), ``force``: the commanded total (figures stay relative to
@@ -122,7 +123,7 @@ def run(kind: str, duration: float | None = None, rank_atol: float | None = RANK
 
     def measure():
         lam = plant.forces()                          # the two prongs' λ (SPEC sign, pressing < 0)
-        fed = lam if kind == "qv" else np.array([lam.sum()])
+        fed = lam if kind in PER_ROW else np.array([lam.sum()])
         return fed, lam.sum(), plant.site("face_m"), lam
 
     return run_row("singular_pass", kind, lambda: make_law(kind, sysm, q0, rank_atol), plant,
@@ -130,4 +131,4 @@ def run(kind: str, duration: float | None = None, rank_atol: float | None = RANK
                    T_RAMP + T_HOLD)
 
 
-__all__ = ["run", "tick", "make_law", "fork_system", "fork_pose", "X_STAR", "RANK_ATOL", "ROWS"]
+__all__ = ["SETUP", "run", "tick", "make_law", "fork_system", "fork_pose", "X_STAR", "ROWS"]

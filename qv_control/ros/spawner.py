@@ -1,0 +1,142 @@
+"""``qv_spawner``: drive a managed ``qv_controller_node`` (``managed: true``) to active, as controller_manager's
+``spawner`` drives a ros2_control controller: configure, then activate.
+
+    qv_spawner qv_controller [--inactive] [--service-timeout 120] [--activate-timeout 60]
+
+It waits for the node's lifecycle services (``/<node>/get_state``, ``/<node>/change_state``), configures it
+if it is unconfigured (the model, the laws and their kernels: seconds), and activates it. The node refuses to
+activate until it has a fresh joint state (the robot or the plant is not up yet): the spawner then retries
+every 0.2 s for up to ``--activate-timeout`` s. A refusal the node reports as final in its /diagnostics
+(``activation_refused_final``: the robot is not at the task's start pose) ends the spawner at once with the
+node's reason. Exit codes: 0 the node is active (or inactive with ``--inactive``), 1 it refused or did not
+answer in time (one line on stderr), 2 a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+CONFIGURE, ACTIVATE = 1, 3          # lifecycle_msgs/Transition ids
+UNCONFIGURED, INACTIVE, ACTIVE = 1, 2, 3   # lifecycle_msgs/State ids
+RETRY = 0.2                          # s between activation attempts
+
+
+class Spawner:
+    """The lifecycle client of one node (module doc)."""
+
+    def __init__(self, node, target: str, executor):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from lifecycle_msgs.srv import ChangeState, GetState
+
+        self.node, self.ex = node, executor
+        self.target = target if target.startswith("/") else "/" + target
+        self.name = self.target.rsplit("/", 1)[-1]
+        self.get_state = node.create_client(GetState, f"{self.target}/get_state")
+        self.change = node.create_client(ChangeState, f"{self.target}/change_state")
+        self.diag: dict[str, str] = {}
+        self.diag_count = 0
+        node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+
+    def _on_diag(self, msg) -> None:
+        for s in msg.status:
+            if s.name == f"{self.name}: controller":
+                self.diag = {kv.key: kv.value for kv in s.values}
+                self.diag_count += 1
+
+    def _call(self, client, request, timeout: float):
+        future = client.call_async(request)
+        end = time.monotonic() + timeout
+        while not future.done() and time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.05)
+        return future.result() if future.done() else None
+
+    def wait_services(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.get_state.service_is_ready() and self.change.service_is_ready():
+                return True
+            self.ex.spin_once(timeout_sec=0.05)
+        return False
+
+    def state(self, timeout: float = 10.0) -> int | None:
+        from lifecycle_msgs.srv import GetState
+
+        res = self._call(self.get_state, GetState.Request(), timeout)
+        return None if res is None else res.current_state.id
+
+    def transition(self, tid: int, timeout: float) -> bool | None:
+        """True/False: the node's answer; None: no answer within ``timeout`` s."""
+        from lifecycle_msgs.srv import ChangeState
+
+        req = ChangeState.Request()
+        req.transition.id = tid
+        res = self._call(self.change, req, timeout)
+        return None if res is None else bool(res.success)
+
+    def refusal(self, since: int, wait: float = 1.5) -> tuple[str, bool]:
+        """The node's last activation refusal from its /diagnostics (it publishes one at each refusal)."""
+        end = time.monotonic() + wait
+        while self.diag_count <= since and time.monotonic() < end:
+            self.ex.spin_once(timeout_sec=0.05)
+        return self.diag.get("activation_refused", ""), self.diag.get("activation_refused_final", "0") == "1"
+
+
+def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout: float) -> tuple[int, str]:
+    """(exit code, message) of the module doc."""
+    if not sp.wait_services(service_timeout):
+        return 1, f"no lifecycle services of {sp.target} within {service_timeout:g} s (is the node running?)"
+    state = sp.state()
+    if state == UNCONFIGURED:
+        ok = sp.transition(CONFIGURE, service_timeout)
+        if not ok:
+            return 1, (f"{sp.target} refused to configure (its log names the reason)" if ok is False else
+                       f"{sp.target} did not answer configure within {service_timeout:g} s")
+        state = INACTIVE
+    if inactive or state == ACTIVE:
+        return 0, f"{sp.target} is {'active' if state == ACTIVE else 'inactive'}"
+    end = time.monotonic() + activate_timeout
+    reason = ""
+    while True:
+        seen = sp.diag_count
+        ok = sp.transition(ACTIVATE, 10.0)
+        if ok:
+            return 0, f"{sp.target} is active"
+        reason, final = sp.refusal(seen)
+        if final or time.monotonic() >= end:
+            return 1, f"{sp.target} refused to activate: {reason or 'no answer'}"
+        t = time.monotonic() + RETRY
+        while time.monotonic() < t:
+            sp.ex.spin_once(timeout_sec=0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point ``qv_spawner`` (module doc)."""
+    import rclpy
+    from rclpy.utilities import remove_ros_args
+
+    from qv_dynamics.ros.runner import make_executor
+
+    args_in = sys.argv if argv is None else ["qv_spawner", *argv]
+    ap = argparse.ArgumentParser(prog="qv_spawner", description=__doc__.split("\n\n")[0])
+    ap.add_argument("node", help="the managed controller node, e.g. qv_controller or /ns/qv_controller")
+    ap.add_argument("--inactive", action="store_true", help="configure only (leave it inactive)")
+    ap.add_argument("--service-timeout", type=float, default=120.0, help="wait for the services and configure [s]")
+    ap.add_argument("--activate-timeout", type=float, default=60.0, help="retry activation this long [s]")
+    args = ap.parse_args(remove_ros_args(args_in)[1:])
+    rclpy.init(args=args_in)
+    node = rclpy.create_node(f"qv_spawner_{args.node.strip('/').replace('/', '_')}")
+    ex = make_executor(node.context)
+    ex.add_node(node)
+    try:
+        code, msg = spawn(Spawner(node, args.node, ex), args.inactive, args.service_timeout, args.activate_timeout)
+    finally:
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    print(f"qv_spawner: {msg}", file=sys.stderr if code else sys.stdout)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
