@@ -17,12 +17,16 @@ mujoco_ros2_control publishes the F/T sensor *negated* (the environment's reacti
 the tool frame), hence ``wrench_sign: -1.0`` for the qv nodes here.
 
 Start-up order. mujoco_ros2_control steps the physics from its start and applies no torque until commands
-come (this package's plants hold the robot until the first command), and its controller_manager changes no
-controller while the simulation is paused. So: mujoco_ros2_control's ros2_control_node; one spawner
-activating joint_state_broadcaster, force_torque_sensor_broadcaster and effort_controller; once it has exited,
-the simulation paused (``/mujoco_ros2_control_node/set_pause``) and reset to the ``initial`` keyframe
-(``~/reset_world``); then the qv nodes; once qv_controller has loaded its law, the simulation resumed. While
-paused no effort acts, so the effort controller active before its commanding node moves nothing.
+come (this package's plants hold the robot until the first command), so the simulation is paused while the
+controller comes up. Its controller_manager runs on the wall clock (no ``use_sim_time``: it reads the plant at
+1 kHz and its broadcasters keep publishing while the simulation is paused, as a robot's drives report a
+standing arm). Each step once the previous one has exited with success: mujoco_ros2_control's
+ros2_control_node and one spawner activating joint_state_broadcaster, force_torque_sensor_broadcaster and
+effort_controller; the simulation paused (``/mujoco_ros2_control_node/set_pause``) and reset to the ``initial``
+keyframe (``~/reset_world``); the qv nodes, the controller ``managed`` with its ``qv_spawner``, which activates
+it at the pose it finds; the simulation resumed; with a task in the parameters file (``robot:=panda``), the task
+started (``/qv_controller/start``; ``task.autostart`` is off here, so its timeline starts with the physics).
+While paused no effort acts: the effort controller active before its commanding node moves nothing.
 """
 import os
 import tempfile
@@ -36,7 +40,7 @@ from launch.actions import (
     RegisterEventHandler,
     Shutdown,
 )
-from launch.event_handlers import OnProcessExit, OnProcessIO
+from launch.event_handlers import OnProcessExit
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
@@ -45,10 +49,12 @@ from qv_control.ros.launch_actions import (
     CONTROL_ROBOTS,
     EFFORT_CONTROLLER,
     FT_TOPIC,
+    MANAGED,
     ORDERED_BRINGUP,
     launch_flag,
     prefix_arguments,
     qv_node,
+    qv_spawner,
     resolve_launch,
     robot_files,
     spawner,
@@ -65,7 +71,6 @@ ROBOTS = {
 EXECUTABLES = [("robot_state_publisher", "robot_state_publisher"), ("mujoco_ros2_control", "ros2_control_node"),
                ("mujoco_ros2_control_msgs", None), *ORDERED_BRINGUP]
 SIM = "/mujoco_ros2_control_node"
-READY = "law '"   # qv_controller's line once its law is loaded
 
 
 def sim_call(service: str, srv: str, request: str) -> ExecuteProcess:
@@ -75,6 +80,8 @@ def sim_call(service: str, srv: str, request: str) -> ExecuteProcess:
 
 
 def _nodes(context, *args, **kwargs):
+    import yaml
+
     from qv_dynamics.plants.export import export_mjcf_text, target_urdf, write_text
 
     resolve_launch(context, "mujoco_ros2_control.launch.py", EXECUTABLES)
@@ -83,38 +90,39 @@ def _nodes(context, *args, **kwargs):
     headless = launch_flag(context, "headless")
     mjcf = write_text(os.path.join(tempfile.mkdtemp(prefix="qv_mujoco_"), f"{robot}.xml"), export_mjcf_text(model))
     urdf = target_urdf(model, "mujoco", controllers, mjcf_file=mjcf, headless=headless)
-    sim_time = {"use_sim_time": True}
+    with open(params) as f:
+        task = bool((((yaml.safe_load(f) or {}).get("qv_controller") or {}).get("ros__parameters") or {})
+                    .get("task", {}).get("enabled"))
     # the F/T sensor through force_torque_sensor_broadcaster (the params file names the constraint it measures);
-    # mujoco_ros2_control publishes the environment's reaction −λ
-    sensor = dict(sim_time, wrench_topics=[FT_TOPIC], wrench_sign=-1.0)
+    # mujoco_ros2_control publishes the environment's reaction −λ. The timed task starts through ~/start once
+    # the simulation runs (module doc).
+    sensor = dict(wrench_topics=[FT_TOPIC], wrench_sign=-1.0)
     spawn = spawner([*BROADCASTERS, EFFORT_CONTROLLER], controllers)
     pause, reset = sim_call("set_pause", "SetPause", "{paused: true}"), sim_call("reset_world", "ResetWorld",
                                                                                 "{keyframe: initial}")
+    resume = sim_call("set_pause", "SetPause", "{paused: false}")
     qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, sensor, prefix="dynamics_prefix")
-    qv_controller = qv_node("qv_controller_node", "qv_controller", params, sensor, prefix="controller_prefix")
-    qv_nodes = GroupAction([qv_dynamics, qv_controller])
-    resumed = []
+    qv_controller = qv_node("qv_controller_node", "qv_controller", params,
+                            {**sensor, **MANAGED, **({"task.autostart": False} if task else {})},
+                            prefix="controller_prefix")
+    spawn_qv = qv_spawner("qv_controller")
+    qv_nodes = GroupAction([qv_dynamics, qv_controller, spawn_qv])
+    steps = [(spawn, pause), (pause, reset), (reset, qv_nodes), (spawn_qv, resume)]
+    if task:
+        steps.append((resume, ExecuteProcess(cmd=["ros2", "service", "call", "/qv_controller/start",
+                                                  "std_srvs/srv/Trigger"], output="screen")))
 
     def then(action):  # the next step only after a step that succeeded
         return lambda event, _context: [action] if event.returncode == 0 else \
             [LogInfo(msg=f"{event.action.name} failed (exit {event.returncode}): start-up stopped")]
 
-    def resume(event):  # once, at the controller's READY line
-        if resumed or READY not in event.text.decode(errors="replace"):
-            return None
-        resumed.append(True)
-        return [sim_call("set_pause", "SetPause", "{paused: false}")]
-
     return [
         Node(package="robot_state_publisher", executable="robot_state_publisher",
-             parameters=[{"robot_description": urdf}, sim_time]),
+             parameters=[{"robot_description": urdf}]),
         Node(package="mujoco_ros2_control", executable="ros2_control_node", output="screen",
-             parameters=[sim_time, controllers], on_exit=Shutdown()),
+             parameters=[controllers], on_exit=Shutdown()),
         spawn,
-        RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=then(pause))),
-        RegisterEventHandler(OnProcessExit(target_action=pause, on_exit=then(reset))),
-        RegisterEventHandler(OnProcessExit(target_action=reset, on_exit=then(qv_nodes))),
-        RegisterEventHandler(OnProcessIO(target_action=qv_controller, on_stdout=resume, on_stderr=resume)),
+        *[RegisterEventHandler(OnProcessExit(target_action=a, on_exit=then(b))) for a, b in steps],
     ]
 
 

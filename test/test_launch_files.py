@@ -122,24 +122,22 @@ def test_qv_controllers_are_managed_and_spawned():
 
 
 def test_mujoco_ros2_control_launch_holds_the_simulation_until_the_controller_runs():
-    """mujoco_ros2_control steps from its start with no torque and changes no controller while paused: one
-    spawner activates the broadcasters and the effort controller, then the simulation is paused and reset to the
-    ``initial`` keyframe, then the qv nodes start, and the simulation resumes at the controller's READY line;
-    each step only after the previous one succeeded (test/test_ros2_control_mujoco.py runs this order against
-    the built stack)."""
+    """mujoco_ros2_control steps from its start with no torque: one spawner activates the broadcasters and the
+    effort controller, then the simulation is paused and reset to the ``initial`` keyframe, then the qv nodes
+    start (the controller managed, with its qv_spawner), the simulation resumes once qv_spawner has it active,
+    and a task starts through ``~/start`` after that; each step only after the previous one succeeded
+    (test/test_ros2_control_mujoco.py runs this order against the built stack)."""
     tree = _tree("mujoco_ros2_control.launch.py")
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     spawns = _calls(func, "spawner")
     assert len(spawns) == 1 and ast.unparse(spawns[0].args[0]) == "[*BROADCASTERS, EFFORT_CONTROLLER]"
-    handlers = {}
-    for call in _calls(func, "OnProcessExit") + _calls(func, "OnProcessIO"):
-        kw = {k.arg: k.value for k in call.keywords}
-        handlers[(call.func.id, kw["target_action"].id)] = ast.unparse(kw.get("on_exit", kw.get("on_stderr")))
-    assert handlers == {("OnProcessExit", "spawn"): "then(pause)", ("OnProcessExit", "pause"): "then(reset)",
-                        ("OnProcessExit", "reset"): "then(qv_nodes)",
-                        ("OnProcessIO", "qv_controller"): "resume"}
+    steps = next(n.value for n in ast.walk(func) if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "")
+                 == "steps")
+    assert ast.unparse(steps) == "[(spawn, pause), (pause, reset), (reset, qv_nodes), (spawn_qv, resume)]"
+    start = next(c for c in _calls(func, "ExecuteProcess") if "/qv_controller/start" in ast.unparse(c))
+    assert "(resume, ExecuteProcess(" in ast.unparse(func) and "std_srvs/srv/Trigger" in ast.unparse(start)
     group = next(c for c in _calls(func, "GroupAction"))
-    assert ast.unparse(group.args[0]) == "[qv_dynamics, qv_controller]"
+    assert ast.unparse(group.args[0]) == "[qv_dynamics, qv_controller, spawn_qv]"
     then = next(n for n in ast.walk(func) if isinstance(n, ast.FunctionDef) and n.name == "then")
     ret = next(n for n in ast.walk(then) if isinstance(n, ast.Return)).value.body
     assert ast.unparse(ret.test) == "event.returncode == 0" and ast.unparse(ret.body) == "[action]"

@@ -8,7 +8,7 @@ forward_command_controller (effort), in ``launch/mujoco_ros2_control.launch.py``
 The qv nodes run the parameters of ``config/demo_mujoco.yaml`` with ``use_sim_time`` and the F/T sensor of the
 stack (``/force_torque_sensor_broadcaster/wrench``, the environment's reaction: ``wrench_sign: -1``). Judged from
 outside, on /joint_states and the broadcaster's wrench (robot on environment f = −w, tool axes; normal force
-f_n = −(R f)_z with R the tool orientation at the joint state of the same stamp):
+f_n = −(R f)_z with R the tool orientation at the joint state of the same controller_manager cycle):
 
 - the task ends ``done`` (no safe hold), the contact made and held (≥ 99 % of the samples between the first
   above ``contact_on`` and the last above it over ``contact_off``, for at least ``release_at`` − 0.2 s);
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -57,7 +58,7 @@ CONTROLLERS = ["joint_state_broadcaster", "force_torque_sensor_broadcaster", "ef
 CONTROLLER_PREFIX = "chrt -f 30" if os.geteuid() == 0 and shutil.which("chrt") else ""
 # 1-min load average per core above which the run is skipped: mujoco_ros2_control's physics thread runs at normal
 # priority (passed at 3.8-4.6 per core; at 6.5-8 per core the plant stalled and the task hit its force limit)
-OVERLOAD = 5.0
+OVERLOAD = float(os.environ.get("QV_R2C_OVERLOAD", "5.0"))   # QV_R2C_OVERLOAD: another threshold
 
 
 def sim_service(probe, env, tmp, name: str, srv: str, request: str) -> None:
@@ -75,9 +76,12 @@ def _files(tmp):
     mjcf = write_text(str(tmp / "panda.xml"), export_mjcf_text(str(model)))
     urdf = target_urdf(str(model), "mujoco", str(ctrl), mjcf_file=mjcf, headless=True)
     doc = yaml.safe_load((ROOT / "config" / "demo_mujoco.yaml").read_text())
-    sensor = {"use_sim_time": True, "wrench_topics": [FT], "wrench_sign": -1.0, "wrench_constraints": ["contact"]}
+    sensor = {"wrench_topics": [FT], "wrench_sign": -1.0, "wrench_constraints": ["contact"]}
     params = {k: {"ros__parameters": dict(doc[k]["ros__parameters"], **sensor)}
               for k in ("qv_dynamics", "qv_controller")}
+    # managed as the launch files start it; the timed task started through ~/start once the plant runs
+    params["qv_controller"]["ros__parameters"].update(managed=True)
+    params["qv_controller"]["ros__parameters"]["task"]["autostart"] = False
     qv_params = write_yaml(tmp / "qv.yaml", params)
     from qv_control.ros.bringup import load_params_file
 
@@ -92,6 +96,7 @@ def run(tmp_path_factory):
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
+    from std_srvs.srv import Trigger
 
     env = dict(stack_or_skip("mock", "mujoco"), ROS_DOMAIN_ID=str(DOMAIN))
     load0 = os.getloadavg()[0]
@@ -103,23 +108,30 @@ def run(tmp_path_factory):
     procs, probe = [], Probe(DOMAIN, "r2c_mujoco_probe")
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     probe.node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
+    start = probe.node.create_client(Trigger, "/qv_controller/start")
     rec = Recorder(probe.node, {"js": (JointState, "/joint_states", 10000), "ft": (WrenchStamped, FT, 10000),
                                 "diag": (DiagnosticArray, "/diagnostics", 100),
                                 "phase": (String, "/qv_controller/phase", 100)})
     try:
         procs.append(Proc("mujoco_ros2_control", [
             f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
-            "--params-file", controllers, "-p", "use_sim_time:=true"], env, tmp))
+            "--params-file", controllers], env, tmp))
         run_tool(probe, env, "spawner", [*CONTROLLERS, "--param-file", controllers], tmp)
         # mujoco_ros2_control steps from its start with no torque until commands come (plants of this package
-        # hold the robot until the first command): paused, reset to the initial keyframe, resumed once the
-        # controller runs (launch/mujoco_ros2_control.launch.py does the same)
+        # hold the robot until the first command): paused, reset to the initial keyframe, resumed once
+        # qv_spawner has the managed controller active (controller_manager on the wall clock keeps publishing the
+        # paused state), then the task started; launch/mujoco_ros2_control.launch.py does the same
         sim_service(probe, env, tmp, "set_pause", "SetPause", "{paused: true}")
         sim_service(probe, env, tmp, "reset_world", "ResetWorld", "{keyframe: initial}")
         procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp, OBSERVER_PREFIX),
                   qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp, CONTROLLER_PREFIX)]
-        probe.wait_for(lambda: "law '" in procs[-1].text(), 120.0, "qv_controller up", procs)
+        spawn_qv = Proc("qv_spawner", [sys.executable, "-m", "qv_control.ros.spawner", "qv_controller"],
+                        dict(env, PYTHONPATH=f"{ROOT}:{env.get('PYTHONPATH', '')}"), tmp)
+        probe.wait_for(lambda: spawn_qv.p.poll() is not None, 120.0, "qv_spawner's end", procs)
+        assert spawn_qv.stop() == 0, spawn_qv.tail()
         sim_service(probe, env, tmp, "set_pause", "SetPause", "{paused: false}")
+        fut = start.call_async(Trigger.Request())
+        assert probe.wait_for(lambda: fut.done() and fut.result(), 30.0, "~/start response").success
         t_run = time.monotonic()   # the reset restarted the plant's clock: samples before this are the start-up's
         probe.wait_for(lambda: any(m.data in ("hold", "done") for m in rec.get("phase")), 240.0, "end of the task",
                        procs)
@@ -130,17 +142,21 @@ def run(tmp_path_factory):
         probe.close()
 
 def _samples(rec, c, since: float):
-    """(t, f_n, tool x, tool y) rows of the F/T samples that have a joint state of the same stamp."""
+    """(t, f_n, tool x, tool y) rows of the F/T samples, each with the joint state nearest in stamp (within half a
+    1 kHz period: the two broadcasters stamp the same controller_manager cycle)."""
     from qv_dynamics.ros.params import load_model_config
 
     system, _ = load_model_config(c["model_config"])
     names = list(system.velocity_names)
-    js = {round(stamp(m), 6): m for m in rec.get("js", since)}
+    js = sorted(((stamp(m), m) for m in rec.get("js", since)), key=lambda x: x[0])
+    ts = np.array([t for t, _ in js])
     rows = []
     for w in rec.get("ft", since):
-        m = js.get(round(stamp(w), 6))
-        if m is None:
+        i = int(np.clip(np.searchsorted(ts, stamp(w)), 1, len(ts) - 1))
+        i = i if abs(ts[i] - stamp(w)) < abs(ts[i - 1] - stamp(w)) else i - 1
+        if abs(ts[i] - stamp(w)) > 5e-4:
             continue
+        m = js[i][1]
         q = np.asarray(m.position, float)[[list(m.name).index(n) for n in names]]
         oMf = system.frame_placement(q, c["task.frame"])
         f = -np.array([w.wrench.force.x, w.wrench.force.y, w.wrench.force.z])   # robot on environment
@@ -170,20 +186,18 @@ def test_contact_task_end_to_end(run):
 
 
 def test_loop_rate(run):
-    """Every state answered (commands per second of plant time, from the stamps of the controller's /diagnostics)
-    and the loop's wall-clock rate (commands per second of their arrival), over the contact phase."""
-    rec = run["rec"]
+    """Commands per wall second over the contact phase (controller_manager reads the plant at 1 kHz), from the
+    controller's own /diagnostics count and their arrival times."""
     rows = []
-    for t, m in rec.timed("diag"):
+    for t, m in run["rec"].timed("diag"):
         for s in m.status:
             kv = {v.key: v.value for v in s.values}
             if "controller" in s.name and "commands" in kv and kv.get("task_phase") == "contact":
-                rows.append((t, stamp(m), int(kv["commands"])))
+                rows.append((t, int(kv["commands"])))
     assert len(rows) >= 3, "too few /diagnostics of the controller in contact"
-    (w0, s0, n0), (w1, s1, n1) = rows[0], rows[-1]
-    per_sim, per_wall = (n1 - n0) / (s1 - s0), (n1 - n0) / (w1 - w0)
+    (w0, n0), (w1, n1) = rows[0], rows[-1]
+    rate = (n1 - n0) / (w1 - w0)
     quiet = max(run["load0"], run["load1"]) < 1.0
-    print(f"loop: {per_sim:.1f} commands per plant second, {per_wall:.1f} per wall second (real-time factor "
-          f"{(s1 - s0) / (w1 - w0):.2f}) over {s1 - s0:.1f} s of contact; controller prefix '{CONTROLLER_PREFIX}'; "
-          f"load {run['load0']:.2f} -> {run['load1']:.2f} ({'quiet' if quiet else 'loaded'})")
-    assert per_wall >= 990.0 if quiet else per_sim >= 500.0
+    print(f"loop: {rate:.1f} commands per second over {w1 - w0:.1f} s of contact; controller prefix "
+          f"'{CONTROLLER_PREFIX}'; load {run['load0']:.2f} -> {run['load1']:.2f} ({'quiet' if quiet else 'loaded'})")
+    assert rate >= (990.0 if quiet else 500.0)
