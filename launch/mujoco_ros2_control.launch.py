@@ -17,16 +17,15 @@ mujoco_ros2_control publishes the F/T sensor *negated* (the environment's reacti
 the tool frame), hence ``wrench_sign: -1.0`` for the qv nodes here.
 
 Start-up order. mujoco_ros2_control steps the physics from its start and applies no torque until commands
-come (this package's plants hold the robot until the first command), so the simulation is paused while the
-controller comes up. Its controller_manager runs on the wall clock (no ``use_sim_time``: it reads the plant at
-1 kHz and its broadcasters keep publishing while the simulation is paused, as a robot's drives report a
-standing arm). Each step once the previous one has exited with success: mujoco_ros2_control's
-ros2_control_node and one spawner activating joint_state_broadcaster, force_torque_sensor_broadcaster and
-effort_controller; the simulation paused (``/mujoco_ros2_control_node/set_pause``) and reset to the ``initial``
-keyframe (``~/reset_world``); the qv nodes, the controller ``managed`` with its ``qv_spawner``, which activates
-it at the pose it finds; the simulation resumed; with a task in the parameters file (``robot:=panda``), the task
-started (``/qv_controller/start``; ``task.autostart`` is off here, so its timeline starts with the physics).
-While paused no effort acts: the effort controller active before its commanding node moves nothing.
+come (this package's plants hold the robot until the first command), and its controller_manager (on the
+simulation's clock) changes no controller and publishes no state while the simulation is paused. Each step
+once the previous one has exited with success: mujoco_ros2_control's ros2_control_node and one spawner
+activating joint_state_broadcaster, force_torque_sensor_broadcaster and effort_controller; the simulation
+paused (``/mujoco_ros2_control_node/set_pause``) and reset to the ``initial`` keyframe (``~/reset_world``); the
+gravity torque g(q0) of that pose sent to the effort controller (``forward_command_controller`` keeps its last
+command: the arm is held when the physics resumes); the qv nodes, the controller ``managed`` with its
+``qv_spawner``; once the controller is configured (its law loaded), the simulation resumed, and qv_spawner
+activates the controller at the pose it finds.
 """
 import os
 import tempfile
@@ -40,7 +39,7 @@ from launch.actions import (
     RegisterEventHandler,
     Shutdown,
 )
-from launch.event_handlers import OnProcessExit
+from launch.event_handlers import OnProcessExit, OnProcessIO
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
@@ -71,6 +70,7 @@ ROBOTS = {
 EXECUTABLES = [("robot_state_publisher", "robot_state_publisher"), ("mujoco_ros2_control", "ros2_control_node"),
                ("mujoco_ros2_control_msgs", None), *ORDERED_BRINGUP]
 SIM = "/mujoco_ros2_control_node"
+READY = "law '"   # qv_controller's line once configured (its law loaded)
 
 
 def sim_call(service: str, srv: str, request: str) -> ExecuteProcess:
@@ -79,9 +79,20 @@ def sim_call(service: str, srv: str, request: str) -> ExecuteProcess:
                                request], output="screen")
 
 
-def _nodes(context, *args, **kwargs):
-    import yaml
+def gravity_hold(model: str, controllers: str) -> list:
+    """g(q0) of the model config's initial state, in the order of the effort controller's joints: the command
+    that holds the arm at the reset pose until the qv controller is active."""
+    import pinocchio as pin
 
+    from qv_dynamics.plants.export import controllers_info, load_config
+
+    system, _, names, q0, _ = load_config(model)
+    g = pin.computeGeneralizedGravity(system.model, system.data, q0)
+    joints = controllers_info(controllers)[0] or names
+    return [float(g[names.index(j)]) for j in joints]
+
+
+def _nodes(context, *args, **kwargs):
     from qv_dynamics.plants.export import export_mjcf_text, target_urdf, write_text
 
     resolve_launch(context, "mujoco_ros2_control.launch.py", EXECUTABLES)
@@ -90,39 +101,41 @@ def _nodes(context, *args, **kwargs):
     headless = launch_flag(context, "headless")
     mjcf = write_text(os.path.join(tempfile.mkdtemp(prefix="qv_mujoco_"), f"{robot}.xml"), export_mjcf_text(model))
     urdf = target_urdf(model, "mujoco", controllers, mjcf_file=mjcf, headless=headless)
-    with open(params) as f:
-        task = bool((((yaml.safe_load(f) or {}).get("qv_controller") or {}).get("ros__parameters") or {})
-                    .get("task", {}).get("enabled"))
+    sim_time = {"use_sim_time": True}
     # the F/T sensor through force_torque_sensor_broadcaster (the params file names the constraint it measures);
-    # mujoco_ros2_control publishes the environment's reaction −λ. The timed task starts through ~/start once
-    # the simulation runs (module doc).
-    sensor = dict(wrench_topics=[FT_TOPIC], wrench_sign=-1.0)
+    # mujoco_ros2_control publishes the environment's reaction −λ
+    sensor = dict(sim_time, wrench_topics=[FT_TOPIC], wrench_sign=-1.0)
     spawn = spawner([*BROADCASTERS, EFFORT_CONTROLLER], controllers)
     pause, reset = sim_call("set_pause", "SetPause", "{paused: true}"), sim_call("reset_world", "ResetWorld",
                                                                                 "{keyframe: initial}")
-    resume = sim_call("set_pause", "SetPause", "{paused: false}")
+    hold = ExecuteProcess(cmd=["ros2", "topic", "pub", "--once", "-w", "1", f"/{EFFORT_CONTROLLER}/commands",
+                               "std_msgs/msg/Float64MultiArray", f"{{data: {gravity_hold(model, controllers)}}}"],
+                          output="screen")
     qv_dynamics = qv_node("qv_dynamics_node", "qv_dynamics", params, sensor, prefix="dynamics_prefix")
-    qv_controller = qv_node("qv_controller_node", "qv_controller", params,
-                            {**sensor, **MANAGED, **({"task.autostart": False} if task else {})},
+    qv_controller = qv_node("qv_controller_node", "qv_controller", params, {**sensor, **MANAGED},
                             prefix="controller_prefix")
-    spawn_qv = qv_spawner("qv_controller")
-    qv_nodes = GroupAction([qv_dynamics, qv_controller, spawn_qv])
-    steps = [(spawn, pause), (pause, reset), (reset, qv_nodes), (spawn_qv, resume)]
-    if task:
-        steps.append((resume, ExecuteProcess(cmd=["ros2", "service", "call", "/qv_controller/start",
-                                                  "std_srvs/srv/Trigger"], output="screen")))
+    qv_nodes = GroupAction([qv_dynamics, qv_controller, qv_spawner("qv_controller")])
+    steps = [(spawn, pause), (pause, reset), (reset, hold), (hold, qv_nodes)]
+    resumed = []
 
     def then(action):  # the next step only after a step that succeeded
         return lambda event, _context: [action] if event.returncode == 0 else \
             [LogInfo(msg=f"{event.action.name} failed (exit {event.returncode}): start-up stopped")]
 
+    def resume(event):  # once, at the controller's READY line (configured; qv_spawner activates it next)
+        if resumed or READY not in event.text.decode(errors="replace"):
+            return None
+        resumed.append(True)
+        return [sim_call("set_pause", "SetPause", "{paused: false}")]
+
     return [
         Node(package="robot_state_publisher", executable="robot_state_publisher",
-             parameters=[{"robot_description": urdf}]),
+             parameters=[{"robot_description": urdf}, sim_time]),
         Node(package="mujoco_ros2_control", executable="ros2_control_node", output="screen",
-             parameters=[controllers], on_exit=Shutdown()),
+             parameters=[sim_time, controllers], on_exit=Shutdown()),
         spawn,
         *[RegisterEventHandler(OnProcessExit(target_action=a, on_exit=then(b))) for a, b in steps],
+        RegisterEventHandler(OnProcessIO(target_action=qv_controller, on_stdout=resume, on_stderr=resume)),
     ]
 
 

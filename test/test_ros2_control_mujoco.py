@@ -53,6 +53,7 @@ from qv_dynamics.ros.runner import OBSERVER_PREFIX  # noqa: E402
 DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 29) % 200
 FT = "/force_torque_sensor_broadcaster/wrench"
 CONTROLLERS = ["joint_state_broadcaster", "force_torque_sensor_broadcaster", "effort_controller"]
+READY = "law '"   # the controller's line once configured
 # the controller as a realtime process (as controller_manager's own loop, SCHED_FIFO 50): a shared machine's load
 # slows the simulated plant but does not starve the loop; the dynamics node is an observer (launch default)
 CONTROLLER_PREFIX = "chrt -f 30" if os.geteuid() == 0 and shutil.which("chrt") else ""
@@ -70,22 +71,25 @@ def sim_service(probe, env, tmp, name: str, srv: str, request: str) -> None:
 
 def _files(tmp):
     """(URDF, controllers file, qv parameters file, the controller's parameters) of the Panda in MuJoCo."""
+    import pinocchio as pin
+
     from qv_dynamics.plants.export import export_mjcf_text, target_urdf, write_text
 
     model, ctrl = ROOT / "config" / "demo_model.yaml", ROOT / "config" / "controllers_panda.yaml"
     mjcf = write_text(str(tmp / "panda.xml"), export_mjcf_text(str(model)))
     urdf = target_urdf(str(model), "mujoco", str(ctrl), mjcf_file=mjcf, headless=True)
     doc = yaml.safe_load((ROOT / "config" / "demo_mujoco.yaml").read_text())
-    sensor = {"wrench_topics": [FT], "wrench_sign": -1.0, "wrench_constraints": ["contact"]}
+    sensor = {"use_sim_time": True, "wrench_topics": [FT], "wrench_sign": -1.0, "wrench_constraints": ["contact"]}
     params = {k: {"ros__parameters": dict(doc[k]["ros__parameters"], **sensor)}
               for k in ("qv_dynamics", "qv_controller")}
-    # managed as the launch files start it; the timed task started through ~/start once the plant runs
-    params["qv_controller"]["ros__parameters"].update(managed=True)
-    params["qv_controller"]["ros__parameters"]["task"]["autostart"] = False
+    params["qv_controller"]["ros__parameters"]["managed"] = True   # as the launch files start it
     qv_params = write_yaml(tmp / "qv.yaml", params)
     from qv_control.ros.bringup import load_params_file
+    from qv_dynamics.plants.export import load_config
 
-    return urdf, ctrl, qv_params, load_params_file(str(qv_params))["qv_controller"]
+    system, _, _, q0, _ = load_config(str(model))
+    hold = pin.computeGeneralizedGravity(system.model, system.data, q0).tolist()   # joints in model order
+    return urdf, ctrl, qv_params, load_params_file(str(qv_params))["qv_controller"], hold
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +100,6 @@ def run(tmp_path_factory):
     from rclpy.qos import DurabilityPolicy, QoSProfile
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
-    from std_srvs.srv import Trigger
 
     env = dict(stack_or_skip("mock", "mujoco"), ROS_DOMAIN_ID=str(DOMAIN))
     load0 = os.getloadavg()[0]
@@ -104,34 +107,34 @@ def run(tmp_path_factory):
         pytest.skip(f"load average {load0:.1f} on {os.cpu_count()} cores: too loaded for a realtime plant "
                     f"(above {OVERLOAD} per core the simulation's physics thread itself is starved)")
     tmp = tmp_path_factory.mktemp("r2c_mujoco")
-    urdf, controllers, qv_params, c = _files(tmp)
+    urdf, controllers, qv_params, c, hold = _files(tmp)
     procs, probe = [], Probe(DOMAIN, "r2c_mujoco_probe")
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     probe.node.create_publisher(String, "/robot_description", latched).publish(String(data=urdf))
-    start = probe.node.create_client(Trigger, "/qv_controller/start")
     rec = Recorder(probe.node, {"js": (JointState, "/joint_states", 10000), "ft": (WrenchStamped, FT, 10000),
                                 "diag": (DiagnosticArray, "/diagnostics", 100),
                                 "phase": (String, "/qv_controller/phase", 100)})
     try:
         procs.append(Proc("mujoco_ros2_control", [
             f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
-            "--params-file", controllers], env, tmp))
+            "--params-file", controllers, "-p", "use_sim_time:=true"], env, tmp))
         run_tool(probe, env, "spawner", [*CONTROLLERS, "--param-file", controllers], tmp)
         # mujoco_ros2_control steps from its start with no torque until commands come (plants of this package
-        # hold the robot until the first command): paused, reset to the initial keyframe, resumed once
-        # qv_spawner has the managed controller active (controller_manager on the wall clock keeps publishing the
-        # paused state), then the task started; launch/mujoco_ros2_control.launch.py does the same
+        # hold the robot until the first command): paused, reset to the initial keyframe, held by the gravity
+        # torque g(q0) (forward_command_controller keeps its last command), resumed once the managed controller
+        # is configured; qv_spawner activates it at the pose it finds (launch/mujoco_ros2_control.launch.py)
         sim_service(probe, env, tmp, "set_pause", "SetPause", "{paused: true}")
         sim_service(probe, env, tmp, "reset_world", "ResetWorld", "{keyframe: initial}")
+        run_tool(probe, env, "ros2", ["topic", "pub", "--once", "-w", "1", "/effort_controller/commands",
+                                      "std_msgs/msg/Float64MultiArray", f"{{data: {hold}}}"], tmp)
         procs += [qv_node("qv_dynamics.ros.dynamics_node", "qv_dynamics", qv_params, env, tmp, OBSERVER_PREFIX),
                   qv_node("qv_control.ros.controller_node", "qv_controller", qv_params, env, tmp, CONTROLLER_PREFIX)]
         spawn_qv = Proc("qv_spawner", [sys.executable, "-m", "qv_control.ros.spawner", "qv_controller"],
                         dict(env, PYTHONPATH=f"{ROOT}:{env.get('PYTHONPATH', '')}"), tmp)
-        probe.wait_for(lambda: spawn_qv.p.poll() is not None, 120.0, "qv_spawner's end", procs)
-        assert spawn_qv.stop() == 0, spawn_qv.tail()
+        probe.wait_for(lambda: READY in procs[-1].text(), 120.0, "qv_controller configured", procs)
         sim_service(probe, env, tmp, "set_pause", "SetPause", "{paused: false}")
-        fut = start.call_async(Trigger.Request())
-        assert probe.wait_for(lambda: fut.done() and fut.result(), 30.0, "~/start response").success
+        probe.wait_for(lambda: spawn_qv.p.poll() is not None, 90.0, "qv_spawner's end", procs)
+        assert spawn_qv.stop() == 0, spawn_qv.tail()
         t_run = time.monotonic()   # the reset restarted the plant's clock: samples before this are the start-up's
         probe.wait_for(lambda: any(m.data in ("hold", "done") for m in rec.get("phase")), 240.0, "end of the task",
                        procs)
@@ -186,18 +189,19 @@ def test_contact_task_end_to_end(run):
 
 
 def test_loop_rate(run):
-    """Commands per wall second over the contact phase (controller_manager reads the plant at 1 kHz), from the
-    controller's own /diagnostics count and their arrival times."""
+    """Every state answered (commands per second of plant time, from the stamps of the controller's /diagnostics)
+    and the loop's wall-clock rate (commands per second of their arrival), over the contact phase."""
     rows = []
     for t, m in run["rec"].timed("diag"):
         for s in m.status:
             kv = {v.key: v.value for v in s.values}
             if "controller" in s.name and "commands" in kv and kv.get("task_phase") == "contact":
-                rows.append((t, int(kv["commands"])))
+                rows.append((t, stamp(m), int(kv["commands"])))
     assert len(rows) >= 3, "too few /diagnostics of the controller in contact"
-    (w0, n0), (w1, n1) = rows[0], rows[-1]
-    rate = (n1 - n0) / (w1 - w0)
+    (w0, s0, n0), (w1, s1, n1) = rows[0], rows[-1]
+    per_sim, per_wall = (n1 - n0) / (s1 - s0), (n1 - n0) / (w1 - w0)
     quiet = max(run["load0"], run["load1"]) < 1.0
-    print(f"loop: {rate:.1f} commands per second over {w1 - w0:.1f} s of contact; controller prefix "
-          f"'{CONTROLLER_PREFIX}'; load {run['load0']:.2f} -> {run['load1']:.2f} ({'quiet' if quiet else 'loaded'})")
-    assert rate >= (990.0 if quiet else 500.0)
+    print(f"loop: {per_sim:.1f} commands per plant second, {per_wall:.1f} per wall second (real-time factor "
+          f"{(s1 - s0) / (w1 - w0):.2f}) over {s1 - s0:.1f} s of contact; controller prefix '{CONTROLLER_PREFIX}'; "
+          f"load {run['load0']:.2f} -> {run['load1']:.2f} ({'quiet' if quiet else 'loaded'})")
+    assert per_wall >= 990.0 if quiet else per_sim >= 500.0
