@@ -18,7 +18,8 @@ f_n = −(R f)_z with R the tool orientation at the joint state of the same cont
   second (target ≥ 990 /s, asserted on a quiet machine: 1-min load < 1) and per second of plant time (each of the
   plant's 1 kHz states answered; ≥ 500 /s asserted on a loaded machine, where the figures are printed).
 
-Skipped on a machine loaded above ``OVERLOAD`` per core (the plant's physics thread is not a realtime one).
+Skipped on a machine loaded above ``control_stack.OVERLOAD`` per core (the plant's physics thread is not a realtime
+one).
 The controller runs as a realtime process (``chrt -f 30``, as root; controller_manager's own loop runs at
 SCHED_FIFO 50) and the dynamics node behind ``nice`` (the launch files' defaults for ``dynamics_prefix``).
 """
@@ -43,6 +44,7 @@ from control_stack import (  # noqa: E402  (test/)
     Recorder,
     qv_node,
     run_tool,
+    skip_if_overloaded,
     stack_or_skip,
     stamp,
     write_yaml,
@@ -57,9 +59,6 @@ READY = "law '"   # the controller's line once configured
 # the controller as a realtime process (as controller_manager's own loop, SCHED_FIFO 50): a shared machine's load
 # slows the simulated plant but does not starve the loop; the dynamics node is an observer (launch default)
 CONTROLLER_PREFIX = "chrt -f 30" if os.geteuid() == 0 and shutil.which("chrt") else ""
-# 1-min load average per core above which the run is skipped: mujoco_ros2_control's physics thread runs at normal
-# priority (passed at 3.8-4.6 per core; at 6.5-8 per core the plant stalled and the task hit its force limit)
-OVERLOAD = float(os.environ.get("QV_R2C_OVERLOAD", "5.0"))   # QV_R2C_OVERLOAD: another threshold
 
 
 def sim_service(probe, env, tmp, name: str, srv: str, request: str) -> None:
@@ -102,10 +101,7 @@ def run(tmp_path_factory):
     from std_msgs.msg import String
 
     env = dict(stack_or_skip("mock", "mujoco"), ROS_DOMAIN_ID=str(DOMAIN))
-    load0 = os.getloadavg()[0]
-    if load0 > OVERLOAD * os.cpu_count():
-        pytest.skip(f"load average {load0:.1f} on {os.cpu_count()} cores: too loaded for a realtime plant "
-                    f"(above {OVERLOAD} per core the simulation's physics thread itself is starved)")
+    load0 = skip_if_overloaded("a realtime plant")
     tmp = tmp_path_factory.mktemp("r2c_mujoco")
     urdf, controllers, qv_params, c, hold = _files(tmp)
     procs, probe = [], Probe(DOMAIN, "r2c_mujoco_probe")
