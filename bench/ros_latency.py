@@ -40,15 +40,12 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 import rclpy  # noqa: E402
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.context import Context  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from qv_control.ros.bringup import Bringup, load_params_file, to_parameters  # noqa: E402
 from qv_control.ros.controller_node import ControllerNode  # noqa: E402
 from qv_dynamics.linalg import limit_blas_threads  # noqa: E402
-from qv_dynamics.ros.messages import JointLayout, arrays_to_joint_state, sec_to_stamp  # noqa: E402
+from qv_dynamics.ros.messages import JointLayout  # noqa: E402
 from qv_dynamics.ros.params import load_model_config  # noqa: E402
 from qv_dynamics.ros.runner import OBSERVER_PREFIX, make_executor  # noqa: E402
 
@@ -56,12 +53,21 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "test"))
 from deployed_loop import cpu_seconds  # noqa: E402
 from echo_node import Echo  # noqa: E402
+from latency_driver import Driver, pooled, run_pingpong, run_stream, wait_answering, wait_graph  # noqa: E402
+from latency_inputs import Setup, setup, still_states  # noqa: E402
 from ros_helpers import stop_processes  # noqa: E402  (the tests' node-process helper)
 
 CONFIG = str(ROOT / "config" / "panda_table.yaml")
+SETUP: Setup | None = None  # the controller of CONFIG: its section, inputs, simulator (main)
+LAW_STUB = False            # --law-stub: the controller process with a constant-torque law (bench/law_stub_node.py)
 OVERRIDES: list[str] = []  # "node:param:=value" for the node processes (--set)
 PREFIX = {"qv_dynamics": OBSERVER_PREFIX, "qv_controller": ""}  # as the launch files start them (--*-prefix)
-PINGPONG_LOST = 0.1  # [s] a ping-pong state unanswered this long counts as lost
+
+
+def replayed_states(seconds: float):
+    """(system, t, q, q̇) the driver replays: a library closed-loop run where CONFIG has a simulator, else its
+    initial pose held still (bench/latency_inputs.py)."""
+    return arm_states(seconds) if SETUP.simulator else still_states(SETUP, seconds)
 
 
 def arm_states(seconds: float):
@@ -82,208 +88,6 @@ def _domain(k: int) -> int:
     return (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 150 + k) % 230  # far from the tests' offsets
 
 
-class Driver:
-    """Publishes joint states and timestamps the controller's answers. Each answer is matched to the state it
-    answers by the stamp of ``~/command_stamped`` (the controller acts on the freshest state only, so under
-    overload states are skipped instead of queued); ``commands`` counts the effort commands themselves, and
-    each command is paired with its stamped copy by its values (the same τ bytes), which gives the latency
-    of the command itself (``lat_cmd``; the stamped copy is published after it)."""
-
-    def __init__(self, node, layout, t, q, qdot, stamped_topic="/qv_controller/command_stamped",
-                 topic="/effort_controller/commands"):
-        self.node, self.layout = node, layout
-        self.msgs = [arrays_to_joint_state(sec_to_stamp(float(t[i])), layout, q[i], qdot[i]) for i in range(len(t))]
-        self.pub = node.create_publisher(JointState, "/joint_states", 10)
-        self.sub = node.create_subscription(JointState, stamped_topic, self.on_answer, 100)
-        self.cmd_sub = node.create_subscription(Float64MultiArray, topic, self.on_cmd, 100)
-        self.diag_sub = node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 10)
-        self.diag: tuple[float, dict] | None = None  # (arrival, values) of the controller's last diagnostics
-        self.dyn_diag: dict = {}  # the dynamics node's last diagnostics
-        self.seq = 0  # never reset: the nodes drop a state stamped older than the last one they accepted
-        self.reset()
-
-    def reset(self) -> None:
-        self.sent: dict[int, float] = {}
-        self.lat: list[float] = []
-        self.lat_cmd: list[float] = []
-        self._cmd_at: dict[bytes, float] = {}      # command values -> arrival (its stamped copy not yet in)
-        self._cmd_sent: dict[bytes, float] = {}    # stamped values -> the state's publish time (command not yet in)
-        self.recv_times: list[float] = []
-        self.pub_times: list[float] = []
-        self.commands = 0
-
-    def on_answer(self, msg) -> None:
-        now = time.perf_counter()
-        key = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        t_sent = self.sent.pop(key, None)
-        if t_sent is not None:
-            self.lat.append(now - t_sent)
-            self.recv_times.append(now)
-            self._pair(msg.effort.tobytes(), t_sent=t_sent)
-
-    def _pair(self, values: bytes, t_sent: float | None = None, t_cmd: float | None = None) -> None:
-        """A command (``t_cmd``: its arrival) and its stamped copy (``t_sent``: its state's publish time) meet
-        by their τ bytes, in either order; the second of the two adds ``t_cmd - t_sent`` to ``lat_cmd``."""
-        if t_sent is None:
-            t_sent = self._cmd_sent.pop(values, None)
-            if t_sent is None:
-                self._cmd_at[values] = t_cmd
-                return
-        else:
-            t_cmd = self._cmd_at.pop(values, None)
-            if t_cmd is None:
-                self._cmd_sent[values] = t_sent
-                return
-        self.lat_cmd.append(t_cmd - t_sent)
-
-    def on_diag(self, msg) -> None:
-        for st in msg.status:
-            if st.name.endswith(": controller"):
-                self.diag = (time.perf_counter(), {kv.key: float(kv.value) for kv in st.values})
-            elif st.name.endswith(": constrained model"):
-                self.dyn_diag = {kv.key: kv.value for kv in st.values}
-
-    def fresh_diag(self, ex, timeout: float = 2.5) -> dict | None:
-        """The controller's next /diagnostics (published every second); None without one (the echo)."""
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < timeout:
-            ex.spin_once(timeout_sec=0.01)
-            if self.diag is not None and self.diag[0] > t0:
-                return self.diag[1]
-        return None
-
-    def on_cmd(self, msg) -> None:
-        now = time.perf_counter()
-        self.commands += 1
-        self._pair(msg.data.tobytes(), t_cmd=now)
-
-    def publish(self) -> None:
-        # the state of the closed loop at the stamp's time: the node's reference counts from its first state
-        # (stamp 1.0, seq 0), so state and reference stay on one timeline (replayed states that drift off it
-        # are tracking errors the law saturates on: more work per state than the loop it stands for)
-        msg = self.msgs[self.seq % len(self.msgs)]
-        msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * self.seq)  # unique stamp per publish
-        self.seq += 1
-        now = time.perf_counter()
-        self.sent[msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec] = now
-        self.pub_times.append(now)
-        self.pub.publish(msg)
-
-
-def _stats(driver: "Driver", n_sent: int) -> dict:
-    lat = np.array(driver.lat) * 1e3
-    lat = lat[int(0.05 * lat.size):]  # drop warm-up
-    rt = driver.recv_times
-    gaps = np.diff(driver.pub_times) * 1e3  # the driver's own timing: publish intervals
-    lat_cmd = np.array(driver.lat_cmd) * 1e3
-    lat_cmd = lat_cmd[int(0.05 * lat_cmd.size):]
-    return {"sent": n_sent, "answered": len(driver.lat), "lat_ms": lat, "median_ms": float(np.median(lat)),
-            "lat_cmd_ms": lat_cmd, "cmd_p99_ms": float(np.percentile(lat_cmd, 99)) if lat_cmd.size else float("nan"),
-            "cmd_median_ms": float(np.median(lat_cmd)) if lat_cmd.size else float("nan"),
-            "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(np.max(lat)),
-            "command_rate_hz": (len(rt) - 1) / (rt[-1] - rt[0]) if len(rt) > 1 else float("nan"),
-            "gap_p99_ms": float(np.percentile(gaps, 99)) if gaps.size else float("nan")}
-
-
-def pooled(runs: list[dict]) -> dict:
-    """Several runs of one kind as one: latencies pooled, counts summed, rates averaged."""
-    lat = np.concatenate([r["lat_ms"] for r in runs])
-    lat_cmd = np.concatenate([r["lat_cmd_ms"] for r in runs])
-    out = {"lat_cmd_ms": lat_cmd, "cmd_p99_ms": float(np.percentile(lat_cmd, 99)) if lat_cmd.size else float("nan"),
-           "cmd_median_ms": float(np.median(lat_cmd)) if lat_cmd.size else float("nan"),
-           "sent": sum(r["sent"] for r in runs), "answered": sum(r["answered"] for r in runs), "lat_ms": lat,
-           "median_ms": float(np.median(lat)), "p99_ms": float(np.percentile(lat, 99)), "max_ms": float(lat.max()),
-           "command_rate_hz": float(np.mean([r["command_rate_hz"] for r in runs])),
-           "gap_p99_ms": max(r["gap_p99_ms"] for r in runs), "driver_late": sum(r.get("driver_late", 0) for r in runs),
-           "cpu_us_per_state": float(np.mean([r.get("cpu_us_per_state", np.nan) for r in runs])),
-           "compute_ms_mean": float(np.mean([r.get("compute_ms_mean", np.nan) for r in runs])),
-           "compute_cpu_ms_mean": float(np.mean([r.get("compute_cpu_ms_mean", np.nan) for r in runs])),
-           "dynamics_diag": [d for r in runs for d in r.get("dynamics_diag", [])]}
-    if "pingpong" in runs[0]:
-        out["pingpong"] = pooled([r["pingpong"] for r in runs])
-        out["pingpong"]["cpu_us_per_state"] = float("nan")
-        out["exit_codes"] = [c for r in runs for c in r.get("exit_codes", [])]
-    return out
-
-
-def run_stream(ex, driver: Driver, rate: float, seconds: float) -> dict:
-    """Publish at ``rate`` for ``seconds`` (schedule kept on the executor thread), then drain. A publish that
-    comes late (the driver was descheduled) is not followed by a catch-up burst: the next one waits at
-    least half a period, as a sensor or a plant that missed a tick would (two states 0.1 ms apart are what
-    a depth-1 subscriber rightly drops: the bench would count its own lateness as unanswered states)."""
-    period = 1.0 / rate
-    n = int(rate * seconds)
-    due = time.perf_counter()
-    late = 0
-    for i in range(n):
-        while True:  # serve callbacks until the next publish is due
-            now = time.perf_counter()
-            if now >= due:
-                break
-            ex.spin_once(timeout_sec=min(due - now, 0.001))
-        driver.publish()
-        due += period
-        if due < now + 0.5 * period:
-            due, late = now + 0.5 * period, late + 1
-    end = time.perf_counter() + 0.5
-    while time.perf_counter() < end:
-        ex.spin_once(timeout_sec=0.01)
-    out = _stats(driver, n)
-    out["driver_late"] = late
-    return out
-
-
-def run_pingpong(ex, driver: Driver, seconds: float) -> dict:
-    """Next state published as soon as the previous answer is back: latency without queueing and the
-    highest rate the node sustains."""
-    n = 0
-    t_end = time.perf_counter() + seconds
-    driver.publish()
-    t_pub = time.perf_counter()
-    while (now := time.perf_counter()) < t_end:
-        # answered, or lost (a best-effort state dropped, e.g. the first one while the graph settles):
-        # the next state, so one lost sample does not stall the round
-        if not driver.sent or now - t_pub > PINGPONG_LOST:
-            driver.sent.clear()
-            n += 1
-            driver.publish()
-            t_pub = time.perf_counter()
-        else:
-            ex.spin_once(timeout_sec=0.01)
-    end = time.perf_counter() + 0.5
-    while driver.sent and time.perf_counter() < end:
-        ex.spin_once(timeout_sec=0.01)
-    return _stats(driver, n + 1)
-
-
-def wait_graph(ex, driver: Driver, timeout=20.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if driver.pub.get_subscription_count() >= 1 and driver.sub.get_publisher_count() >= 1 \
-                and driver.cmd_sub.get_publisher_count() >= 1:
-            for _ in range(50):
-                ex.spin_once(timeout_sec=0.01)
-            return
-        ex.spin_once(timeout_sec=0.05)
-    raise TimeoutError("graph did not connect")
-
-
-def wait_answering(ex, driver: Driver, timeout: float = 60.0) -> None:
-    """Probe states every 50 ms until the node answers one (a process can be matched in the graph before it
-    spins: on a loaded machine its start-up outlasts a short ping-pong), then forget the probes."""
-    end = time.monotonic() + timeout
-    n = 0
-    while not driver.lat and time.monotonic() < end:
-        driver.publish()
-        n += 1
-        t_next = time.monotonic() + 0.05
-        while not driver.lat and time.monotonic() < t_next:
-            ex.spin_once(timeout_sec=0.01)
-    if not driver.lat:
-        raise TimeoutError("the node did not answer")
-    driver.reset()
-
-
 def _both(ex, driver: Driver, rate: float, seconds: float, proc=None, echo: bool = False) -> dict:
     """Ping-pong, then the stream; ``proc``: the answering node's process, whose CPU time per state of the
     stream is reported (µs, all its threads: executor, middleware and the callback)."""
@@ -294,13 +98,15 @@ def _both(ex, driver: Driver, rate: float, seconds: float, proc=None, echo: bool
     d0 = driver.fresh_diag(ex) if proc is not None and not echo else None
     cpu0 = cpu_seconds({"p": proc})["p"] if proc is not None else 0.0
     out = run_stream(ex, driver, rate, seconds)
-    out["cpu_us_per_state"] = 1e6 * (cpu_seconds({"p": proc})["p"] - cpu0) / out["sent"] if proc else float("nan")
+    cpu = cpu_seconds({"p": proc})["p"] - cpu0 if proc is not None else float("nan")
+    out["cpu_us_per_state"] = 1e6 * cpu / out["sent"]
+    out["cpu_us_per_command"] = 1e6 * cpu / max(driver.commands, 1)   # (the echo: one per state)
     d1 = driver.fresh_diag(ex) if d0 is not None else None
     out["dynamics_diag"] = [driver.dyn_diag]  # its last report (counts since its start)
     if d1 is not None:  # the node's own law-compute figures over the stream: wall time and thread CPU time
-        n = d1["commands"] - d0["commands"]
-        for key in ("compute_ms_mean", "compute_cpu_ms_mean"):
-            out[key] = (d1[key] * d1["commands"] - d0[key] * d0["commands"]) / n if n else float("nan")
+        for key, count in (("compute_ms_mean", "commands"), ("compute_cpu_ms_mean", "compute_cpu_samples")):
+            n = d1.get(count, 0.0) - d0.get(count, 0.0)   # (the thread CPU time is sampled: its own count)
+            out[key] = (d1[key] * d1[count] - d0[key] * d0[count]) / n if n else float("nan")
     out["commands"] = driver.commands
     out["pingpong"] = pp
     return out
@@ -315,7 +121,8 @@ def driver_session(states, domain_id: int, make_nodes=lambda ctx: ()):
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
     nodes = list(make_nodes(ctx))
     drv_node = rclpy.create_node("driver", context=ctx)
-    driver = Driver(drv_node, JointLayout.from_system(system), t, q, qdot)
+    driver = Driver(drv_node, JointLayout.from_system(system, floating=bool(SETUP.odom_topic)), t, q, qdot,
+                    stamped_topic=f"/{SETUP.section}/command_stamped", inputs=SETUP)
     ex = make_executor(ctx)
     for n in nodes + [drv_node]:
         ex.add_node(n)
@@ -329,10 +136,14 @@ def driver_session(states, domain_id: int, make_nodes=lambda ctx: ()):
 
 
 def latency_in_process(states, rate, seconds) -> dict:
-    P = load_params_file(CONFIG)["qv_controller"]
+    P = load_params_file(CONFIG)[SETUP.section]
+    if SETUP.section == "qv_legged_controller":
+        from qv_control.ros.legged_controller_node import LeggedControllerNode as Node
+    else:
+        Node = ControllerNode
 
     def nodes(ctx):
-        return [ControllerNode("qv_controller", context=ctx, parameter_overrides=to_parameters(P))]
+        return [Node(SETUP.section, context=ctx, parameter_overrides=to_parameters(P))]
 
     with driver_session(states, _domain(1), nodes) as (ex, driver, (ctrl,)):
         wait_graph(ex, driver)
@@ -343,7 +154,10 @@ def latency_in_process(states, rate, seconds) -> dict:
 
 def latency_echo(states, rate, seconds) -> dict:
     """Floor: the echo node (bench/echo_node.py) in the driver's process answers each JointState (no math)."""
-    with driver_session(states, _domain(2), lambda ctx: [Echo(context=ctx)]) as (ex, driver, _):
+    def echo(ctx):
+        return [Echo(context=ctx, inputs=SETUP.params, stamped=f"/{SETUP.section}/command_stamped")]
+
+    with driver_session(states, _domain(2), echo) as (ex, driver, _):
         wait_graph(ex, driver)
         return _both(ex, driver, rate, seconds)
 
@@ -357,12 +171,16 @@ def latency_separate_process(states, rate, seconds, dynamics: bool = True, echo:
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(dom))
     def node(name: str, module: str) -> list:
         extra = [a for o in OVERRIDES if o.split(":", 1)[0] == name for a in ("-p", o.split(":", 1)[1])]
-        return [*shlex.split(PREFIX[name]), sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}",
-                "--params-file", CONFIG, *extra]
+        prefix = shlex.split(PREFIX.get(name, PREFIX["qv_controller"]))   # (a legged controller: the controller's)
+        run = [str(ROOT / "bench" / "law_stub_node.py"), module] if LAW_STUB and module == SETUP.module \
+            else ["-m", module]
+        return [*prefix, sys.executable, *run, "--ros-args", "-r", f"__node:={name}", "--params-file", CONFIG, *extra]
 
-    ctrl = node("qv_controller", "qv_control.ros.controller_node")  # the echo starts as the controller does
+    ctrl = node(SETUP.section, SETUP.module)  # the echo starts as the controller does, with the same inputs
     cmds = [[*shlex.split(PREFIX["qv_controller"]), sys.executable, str(ROOT / "bench" / "echo_node.py"),
+             "--config", CONFIG, "--section", SETUP.section, "--stamped", f"/{SETUP.section}/command_stamped",
              *echo_args]] if echo else [ctrl]
+    dynamics = dynamics and SETUP.dynamics   # (a file without a qv_dynamics section: the controller alone)
     if dynamics:
         cmds.append(node("qv_dynamics", "qv_dynamics.ros.dynamics_node"))
     procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
@@ -409,6 +227,22 @@ def _print_rows(rows, rate: float) -> None:
                      else ""))
 
 
+def _print_cpu_ratio(ctrl: dict, echo: dict) -> None:
+    """The node's CPU per command against the echo's (the same inputs, one output), whole and without the
+    law's compute (its thread CPU time, sampled by the node): what the node itself costs."""
+    c, e, law = ctrl["cpu_us_per_command"], echo["cpu_us_per_command"], 1e3 * ctrl["compute_cpu_ms_mean"]
+    print(f"process CPU per command ({_inputs_text()}): controller {c:.0f} µs, echo {e:.0f} µs: {c / e:.2f}x; "
+          f"without the law's compute ({law:.0f} µs) {c - law:.0f} µs: {(c - law) / e:.2f}x the echo "
+          f"(target <= 1.3x)")
+
+
+def _inputs_text() -> str:
+    n = 1 + bool(SETUP.odom_topic) + len(SETUP.wrench_topics)
+    return f"{n} input topic{'s' if n > 1 else ''}: /joint_states" + (f", {SETUP.odom_topic}" if SETUP.odom_topic
+                                                                        else "") + \
+        "".join(f", {t}" for t in SETUP.wrench_topics)
+
+
 def own_process_rows(states, rate: float, seconds: float, rounds: int, echo_messages: bool = False) -> list:
     """The controller and the echo node, each as its own process with the dynamics node beside it, measured
     in alternating rounds (echo, controller, echo, ...) so that both see the same machine load. The echo
@@ -443,18 +277,22 @@ def main(argv=None) -> int:
     ap.add_argument("--deployed-seconds", type=float, default=60.0, help="length of the three-process run")
     ap.add_argument("--set", action="append", default=[], metavar="NODE:PARAM:=VALUE",
                     help="a parameter for a node process, e.g. qv_controller:raw_joint_states:=false")
+    ap.add_argument("--law-stub", action="store_true", help="'process': the controller's law replaced by a constant "
+                    "torque (bench/law_stub_node.py): what the node itself costs beside the echo")
     args = ap.parse_args(argv)
     OVERRIDES[:] = args.set
+    globals()["LAW_STUB"] = args.law_stub
     PREFIX.update(qv_dynamics=args.dynamics_prefix, qv_controller=args.controller_prefix)
     parts = set(args.parts.split(","))
     if not parts <= set(PARTS):
         ap.error(f"--parts: unknown {sorted(parts - set(PARTS))}")
     globals()["CONFIG"] = str(Path(args.config).resolve())
+    globals()["SETUP"] = setup(CONFIG)
     print(f"qv_ros latency bench: law and robot from {Path(CONFIG).name}, "
           f"{args.rate:.0f} Hz for {args.seconds:g} s each; executor: {type(make_executor(Context())).__name__}; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} (1/5/15 min), {os.cpu_count()} cores; "
           f"process prefixes: dynamics node {args.dynamics_prefix!r}, controller/echo {args.controller_prefix!r}")
-    states = arm_states(min(4.0 * args.seconds + 5.0, 40.0))  # ping-pong + stream of one node on one timeline
+    states = replayed_states(min(4.0 * args.seconds + 5.0, 40.0))  # ping-pong + stream of one node on one timeline
     rows = []
     if "echo" in parts:
         rows.append(("echo (rclpy floor)", latency_echo(states, args.rate, args.seconds)))
@@ -484,8 +322,9 @@ def main(argv=None) -> int:
               f"{sp['compute_ms_mean']:.3f} ms, thread CPU {sp['compute_cpu_ms_mean']:.3f} ms per state "
               f"(the difference: descheduled inside the compute); process CPU per state: controller "
               f"{sp['cpu_us_per_state']:.0f} µs, echo {echo['cpu_us_per_state']:.0f} µs")
+        _print_cpu_ratio(sp, echo)
         keys = ("messages", "inputs_lost", "decimation", "process_cpu_share", "missed_deadlines")
-        for d in sp["dynamics_diag"]:  # the observer beside the controller: what it evaluated, what it missed
+        for d in sp["dynamics_diag"] if SETUP.dynamics else []:  # the observer beside it: evaluated, missed
             print("  dynamics node beside it (its last /diagnostics of the round): "
                   + ", ".join(f"{k} {d.get(k, '?')}" for k in keys))
     if "bringup" in parts:

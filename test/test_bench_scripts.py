@@ -34,9 +34,10 @@ def test_bench_simulate_small_run():
     assert "Stepper.step cost" in text
 
 
-@pytest.mark.parametrize("script", ["ros_latency.py", "contact_task.py"])
-def test_bench_ros_latency_parses_its_arguments(script):
-    assert "--seconds" in run(script, "--help", timeout=60.0)
+@pytest.mark.parametrize("script, option", [("ros_latency.py", "--seconds"), ("contact_task.py", "--seconds"),
+                                            ("first_command.py", "--runs")])
+def test_bench_ros_latency_parses_its_arguments(script, option):
+    assert option in run(script, "--help", timeout=60.0)
 
 
 def test_bench_legged_small_run():

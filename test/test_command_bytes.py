@@ -7,7 +7,6 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from builtin_interfaces.msg import Time  # noqa: E402
 from rclpy.serialization import deserialize_message  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -25,7 +24,7 @@ def test_command_bytes_read_back_by_rclpy(n):
         tau = rng.standard_normal(n) * 10.0 ** k
         cmd = deserialize_message(enc.command(tau), Float64MultiArray)
         assert list(cmd.data) == list(tau) and not cmd.layout.dim and cmd.layout.data_offset == 0
-        st = deserialize_message(enc.stamped(Time(sec=1700000000 + k, nanosec=123456789), tau), JointState)
+        st = deserialize_message(enc.stamped(1700000000 + k, 123456789, tau), JointState)
         assert (st.header.stamp.sec, st.header.stamp.nanosec) == (1700000000 + k, 123456789)
         assert st.header.frame_id == "" and st.name == joints
         assert list(st.effort) == list(tau) and len(st.position) == 0 and len(st.velocity) == 0

@@ -1,5 +1,5 @@
 """The serialized-message fast path of the 1 kHz topics (qv_dynamics/ros/raw.py: joint states, effort
-commands, wrenches) against rclpy's own
+commands, wrenches; qv_dynamics/ros/odometry.py: odometry) against rclpy's own
 ``serialize_message``/``deserialize_message`` (the reference): every field equal for random messages
 (frame_id and name lengths that move every alignment, empty and partial sequences, a name list that
 changes between messages), and any truncation or foreign encapsulation refused with a DimensionError.
@@ -126,3 +126,39 @@ def test_wrench_encoder_equals_serialize_message():
         (ref.wrench.force.x, ref.wrench.force.y, ref.wrench.force.z,
          ref.wrench.torque.x, ref.wrench.torque.y, ref.wrench.torque.z) = w.tolist()
         assert enc.encode(stamp, w[:3], w[3:]) == serialize_message(ref)
+
+
+def test_odometry_reader_equals_deserialize_message():
+    """nav_msgs/Odometry with frame ids of every length modulo 8 on both strings: the 13 values and the stamp
+    read from the bytes equal rclpy's message (and odometry_to_base of it); every truncation and a foreign
+    encapsulation's unreadable bytes refused with a DimensionError."""
+    from nav_msgs.msg import Odometry
+
+    from qv_dynamics.ros.odometry import OdometryReader, check_base, odometry_to_base
+
+    rng = np.random.default_rng(15)
+    reader = OdometryReader()
+    for k in range(64):
+        msg = Odometry()
+        msg.header.frame_id, msg.child_frame_id = "o" * (k % 8), "b" * (k // 8)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(rng.integers(0, 2**31 - 1)), int(rng.integers(0, 10**9))
+        v = rng.normal(size=13)
+        v[6] += 3.0                                             # a quaternion far from zero (it is normalised)
+        p, o, tw = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist
+        p.x, p.y, p.z, o.x, o.y, o.z, o.w = v[:7].tolist()
+        tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = v[7:].tolist()
+        msg.pose.covariance = rng.normal(size=36).tolist()     # around the values: never read as them
+        msg.twist.covariance = rng.normal(size=36).tolist()
+        data = serialize_message(msg)
+        reader.read(data)
+        np.testing.assert_array_equal(reader.base, v)
+        assert (reader.sec, reader.nanosec) == (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        check_base(reader.base)
+        qb, vb = odometry_to_base(deserialize_message(data, Odometry))
+        np.testing.assert_array_equal(np.concatenate([qb, vb]), reader.base)
+        if k % 16 == 0:
+            for cut in range(len(data)):
+                with pytest.raises(DimensionError):
+                    OdometryReader().read(data[:cut])
+    with pytest.raises(DimensionError):
+        OdometryReader().read(b"\x00\x07" + data[2:40])

@@ -38,34 +38,23 @@ import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import WrenchStamped
-from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from qv_dynamics.errors import ModelError, QVError
-from qv_dynamics.observer import VelocityObserver
+from qv_dynamics.errors import QVError
 from qv_dynamics.ros.free_body import FreeBodySync
 from qv_dynamics.ros.health import EpisodeCounter, reject_kind
-from qv_dynamics.ros.messages import (
-    JointLayout,
-    joint_state_to_arrays,
-    lambda_desired_from_message,
-    sensor_wrench_rows,
-    stamp_to_sec,
-    wrench_to_array,
-)
-from qv_dynamics.ros.odometry import odometry_to_base
+from qv_dynamics.ros.messages import JointLayout, lambda_desired_from_message
 from qv_dynamics.ros.params import declare, load_model_config, validate
-from qv_dynamics.ros.raw import input_qos, subscribe_joint_states, subscribe_wrench
-from qv_dynamics.ros.stamps import StampGate, stamp_reason
+from qv_dynamics.ros.stamps import StampGate
 from qv_dynamics.state import Reference, State
 
 from .controller_report import ControllerReport
 from .lifecycle import ManagedController
+from .measurements import Measurements
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
@@ -80,9 +69,11 @@ from .sizes import labelled_vector
 from .trajectory import JointTrajectoryReference
 
 DUPLICATE_WINDOW = 0.25  # [s] the last answered stamp again within this is not answered (< lockstep_resend 0.5 s)
+CPU_SAMPLE = 16          # the law's thread CPU time is sampled every this many commands (a clock read costs ~0.5 µs)
 
 
-class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, ManagedController, LifecycleNode):
+class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, ControllerReport, ManagedController,
+                     LifecycleNode):
     """Event-driven: one effort command per valid /joint_states message while active (:mod:`.lifecycle`)."""
 
     def __init__(self, node_name: str = "qv_controller", *, system=None, law=None, reference=None, task=None,
@@ -102,6 +93,26 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
         self._law_param_names = self._declare_law_params(overrides)
         self.task_layer = None
         self._init_lifecycle({"system": system, "law": law, "reference": reference, "task": task})
+
+    def prepare_configure(self) -> None:
+        """A managed node waiting for its configure (:mod:`.lifecycle`): the model and law built once from the
+        parameters as they are now and dropped, which loads numba and the law's compiled kernels into the
+        process (most of a configure's time, the same for any later parameters); configure then builds its own
+        from the parameters as they are when it runs. Nothing is created, refused or reported here: a model or
+        law that cannot be built is configure's to refuse."""
+        if any(self._injected_objects.get(k) is not None for k in ("system", "law")):
+            return                                  # in-process objects: nothing to load
+        gp, t0 = self.get_parameter, time.monotonic()
+        try:
+            self.system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
+                                               floating=bool(gp("odom_topic").value))
+            self._build_law()
+        except Exception:  # noqa: BLE001 - configure builds them again and says why they cannot be
+            return
+        finally:
+            self.__dict__.pop("system", None)
+        self.get_logger().info(f"unconfigured (managed): the law's compiled kernels loaded in "
+                               f"{time.monotonic() - t0:.2f} s; waiting for configure (~/change_state)")
 
     def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
         """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
@@ -137,12 +148,13 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
                         ("joint_states", "reference", "lambda_desired", "wrench", "law", "odometry", "odometry_sync")}
         self.free_body = FreeBodySync(system, gp("sync_tolerance").value, self.rejects["odometry_sync"]) \
             if odom_topic else None  # a free body (floating base, held object) from Odometry, paired by stamp
-        self.wrench_raw: dict[str, tuple] = {}
-        self.wrench_sign = float(gp("wrench_sign").value)
-        self._kin_data = system.model.createData()
         self.q_last: np.ndarray | None = None
         hz = float(gp("velocity_observer_hz").value)   # q̇ for the law: measured, or the model-based observer's
-        self.observer = VelocityObserver(system, hz) if hz > 0 else None
+        self.observer = None
+        if hz > 0:
+            from qv_dynamics.observer import VelocityObserver  # (imported only when used)
+
+            self.observer = VelocityObserver(system, hz)
         self._tau_sent = np.zeros(system.nv)             # the observer's input: the last command sent
         # latency compensation: the law answers the state at the time its command acts (command_delay)
         self.predictor = make_predictor(system, gp("command_delay").value)
@@ -150,7 +162,7 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
         self.stale = False
         self._answered = (None, 0.0)  # (stamp, wall time) of the last state answered
         self.stats = {"commands": 0, "duplicates": 0, "safe_commands": 0, "watchdog_episodes": 0,
-                      "compute_ms_max": 0.0, "compute_ms_sum": 0.0, "compute_cpu_ms_sum": 0.0}
+                      "compute_ms_max": 0.0, "compute_ms_sum": 0.0, "compute_cpu_ms_sum": 0.0, "compute_cpu_samples": 0}
         self.pub_cmd = self.create_publisher(Float64MultiArray, self._command_topic(), 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.pub_stamped = self.create_publisher(JointState, "~/command_stamped", 10) \
@@ -169,23 +181,6 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
             f"law '{type(self.law).__name__}' on '{system.name}': commands {self.cmd_map.joints} -> "
             f"{self.pub_cmd.topic_name}; θ coordinates {self.theta_names}; λ rows {system.row_labels}; "
             f"watchdog {self.watchdog_timeout} s -> {self.safe_mode}")
-
-    def _subscribe_measurements(self, odom_topic: str) -> None:
-        """/joint_states (``best_effort_inputs``, ``raw_messages``), the odometry and the wrench sensors."""
-        gp = self.get_parameter
-        raw = bool(gp("raw_messages").value)
-        qos = input_qos(max(1, int(gp("joint_states_queue").value)), bool(gp("best_effort_inputs").value))
-        subscribe_joint_states(self, gp("joint_states_topic").value, self.on_joint_states, qos, raw,
-                               lambda exc: self.rejects["joint_states"].reject(reject_kind(exc), str(exc)))
-        if odom_topic:
-            self.create_subscription(Odometry, odom_topic, self.on_odometry, qos)  # freshest, as the joint states
-        topics, cons = self._str_list("wrench_topics"), self._str_list("wrench_constraints")
-        if len(topics) != len(cons):
-            raise ModelError(f"wrench_topics ({len(topics)}) and wrench_constraints ({len(cons)}) must pair up")
-        for topic, cname in zip(topics, cons):
-            c = self.system.constraint(cname)
-            subscribe_wrench(self, topic, lambda m, c=c: self.on_wrench(c, m), raw, lambda exc: self.rejects[
-                "wrench"].reject(reject_kind(exc), str(exc)), depth=qos.depth)   # the freshest, as the states
 
     # ------------------------------------------------------------------ parameters
     def _str_list(self, name: str) -> list[str]:
@@ -218,84 +213,30 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
         except QVError as exc:
             self.rejects["lambda_desired"].reject(reject_kind(exc), str(exc))
 
-    def on_wrench(self, constraint, msg: WrenchStamped) -> None:
-        """Keep the wrench in the sensor frame's axes; it is rotated to world-aligned axes (the axes of λ)
-        with the kinematics of the joint state it is used with."""
-        try:
-            self.wrench_raw[constraint.name] = (constraint, self.wrench_sign * wrench_to_array(msg))
-            self.rejects["wrench"].ok()
-            if self.task_layer is not None:
-                self.task_layer.on_wrench()
-        except QVError as exc:
-            self.rejects["wrench"].reject(reject_kind(exc), str(exc))
-
     def reference_at(self, t: float) -> Reference:
-        t_ref = t - (self.t_first or 0.0) if self._ref_relative else t
-        ref = self.reference_fn(t_ref) if self.reference_fn is not None else Reference()
+        """The reference at ``t``: θ_d from ``~/reference`` (else ``theta_desired``, else the reference
+        function), λ_d from ``lambda_desired`` (else the function's), the start move added (:mod:`.lifecycle`);
+        one Reference built, the function's own returned when nothing replaces a field of it."""
+        theta = thd = thdd = None
         if self.traj is not None:
-            th, thd, thdd = self.traj.sample(t)
-            ref = Reference(theta=th, theta_dot=thd, theta_ddot=thdd, lambda_=ref.lambda_)
+            theta, thd, thdd = self.traj.sample(t)
         elif self.theta_d is not None:
-            ref = Reference(theta=self.theta_d, theta_dot=None, theta_ddot=None, lambda_=ref.lambda_)
-        if self.lambda_d is not None and self.lambda_d_fits():
-            ref = Reference(theta=ref.theta, theta_dot=ref.theta_dot, theta_ddot=ref.theta_ddot, lambda_=self.lambda_d)
-        return self.blended(t, ref)
+            theta = self.theta_d
+        lam = self.lambda_d if self.lambda_d is not None and self.lambda_d_fits() else None
+        if self.reference_fn is not None and (theta is None or lam is None):
+            ref = self.reference_fn(t - (self.t_first or 0.0) if self._ref_relative else t)
+            if theta is None and lam is None:
+                return self.blended(t, ref)
+            if theta is None:
+                theta, thd, thdd = ref.theta, ref.theta_dot, ref.theta_ddot
+            else:
+                lam = ref.lambda_
+        return self.blended(t, Reference(theta=theta, theta_dot=thd, theta_ddot=thdd, lambda_=lam))
 
-    def measured_lambda(self, q: np.ndarray) -> np.ndarray | None:
-        """λ_meas (all active rows) from the latest wrenches, rotated with the frame orientations at q;
-        None unless every active constraint has a measurement."""
-        if not self.wrench_raw:
-            return None
-        import pinocchio as pin
-
-        model, kin = self.system.model, self._kin_data
-        pin.forwardKinematics(model, kin, q)  # joint placements; only the constrained frames are placed below
-        parts = []
-        for c in self.system.active_constraints:
-            raw = self.wrench_raw.get(c.name)
-            if raw is None:
-                return None
-            R = pin.updateFramePlacement(model, kin, c.frame_id).rotation if c.frame_id >= 0 else np.eye(3)
-            parts.append(sensor_wrench_rows(c, R, raw[1]))
-        return (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else None
-
-    def on_joint_states(self, msg: JointState) -> None:
-        try:
-            q, qdot, effort = joint_state_to_arrays(msg, self.layout)
-        except QVError as exc:
-            self.rejects["joint_states"].reject(reject_kind(exc), str(exc))
-            return
-        t = stamp_to_sec(msg.header.stamp)
-        now = self.get_clock().now().nanoseconds * 1e-9
-        kind = self.stamps.check(t, now)
-        if kind is not None:
-            self.rejects["joint_states"].reject(kind, stamp_reason(kind, t, now, self.stamps.t_last,
-                                                                   self.stamps.future_tolerance))
-            return
-        self.rejects["joint_states"].ok()
-        if self.free_body is not None:
-            self.free_body.joint_state = (t, q, qdot, msg.header.stamp)  # an unpaired previous one is counted
-            self._control_free_body()
-            return
-        self._control(t, q, qdot, msg.header.stamp, effort)
-
-    def on_odometry(self, msg: Odometry) -> None:
-        try:
-            qb, vb = odometry_to_base(msg)
-        except QVError as exc:
-            self.rejects["odometry"].reject(reject_kind(exc), str(exc))
-            return
-        self.rejects["odometry"].ok()
-        self.free_body.odometry = (stamp_to_sec(msg.header.stamp), qb, vb)
-        self._control_free_body()
-
-    def _control_free_body(self) -> None:
-        state = self.free_body.ready()
-        if state is not None:
-            self._control(*state)
-
-    def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp, effort: np.ndarray | None = None) -> None:
-        """One command for the state (t, q, q̇) stamped ``stamp``; ``effort``: what the plant reports it applied."""
+    def _control(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp: tuple, effort: np.ndarray | None = None
+                 ) -> None:
+        """One command for the state (t, q, q̇) stamped ``stamp`` (sec, nanosec); ``effort``: what the plant
+        reports it applied."""
         self.last_rx = now = time.monotonic()
         if t == self._answered[0] and now - self._answered[1] < DUPLICATE_WINDOW:
             # the same state again soon after its answer (a lock-step plant's re-send crossing a slow answer,
@@ -310,15 +251,20 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
             self.get_logger().info("joint_states resumed: control law active again")
         if self.t_first is None:
             self.t_first = t
-        t0, c0, st, v_meas = time.perf_counter(), time.thread_time(), self.stats, qdot
+        st, v_meas = self.stats, qdot
+        self.wrenches.forget()       # one kinematics pass at q for the task layer and the measured λ
         self.on_active_state(t, q)   # the move's anchor, the steady loop, the task's start (.lifecycle)
         if self.task_layer is not None and not self.task_layer.step(t, q):
             self.publish_safe(qdot)
             return
+        # the control computation (observer, latency prediction, reference, law) is timed: wall time every
+        # command, the thread's CPU time every CPU_SAMPLE-th
+        sample = not st["commands"] % CPU_SAMPLE
         try:
+            lam, t_act = self.wrenches.rows(q), t
+            t0, c0 = time.perf_counter(), time.thread_time() if sample else 0.0
             if self.observer is not None:
                 qdot = self.observer.update(t, q, qdot, self._tau_sent)
-            lam, t_act = self.measured_lambda(q), t
             if self.predictor is not None:  # τ held until ours acts: the last sent (unknown before the first)
                 held = self._tau_sent if st["commands"] or st["safe_commands"] else None
                 t_act, q, qdot = self.predictor.predict(t, q, qdot, held, effort)
@@ -334,8 +280,9 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
         self.law_ok()
         self._tau_sent = tau
         dt = 1e3 * (time.perf_counter() - t0)
-        # wall time and this thread's CPU time: their difference is time the thread was descheduled
-        st["compute_cpu_ms_sum"] += 1e3 * (time.thread_time() - c0)
+        if sample:   # wall time minus this thread's CPU time: time the thread was descheduled
+            st["compute_cpu_ms_sum"] += 1e3 * (time.thread_time() - c0)
+            st["compute_cpu_samples"] += 1
         st["compute_ms_sum"] += dt
         if dt > st["compute_ms_max"]:
             st["compute_ms_max"] = dt
@@ -343,12 +290,16 @@ class ControllerNode(ControllerParameters, SafeHoldMixin, ControllerReport, Mana
         # outgoing messages are kept as bytes (or messages) and refilled: building one costs more than filling
         out = self._out
         if out is None or out.joints is not self.cmd_map.joints:
-            out = self._out = CommandOutput(self.pub_cmd, self.pub_stamped, self.cmd_map.joints, self._raw)
-        out.publish(self.cmd_map.to_array(tau), stamp)
+            out = self._out = CommandOutput(self.pub_cmd, self.pub_stamped, self.cmd_map.joints, self._raw,
+                                            self.cmd_map.v_index)
+        out.publish(tau, *stamp)
         self._answered, self.last_rx = (t, now), time.monotonic()  # watchdog age from the end of a long compute
+        if st["commands"] == 1:
+            self.first_command_report()
 
     # ------------------------------------------------------------------ safety
     def on_watchdog(self) -> None:
+        self._sim_clock = self.get_clock().ros_time_is_active   # the stamps' clock (Measurements.clock_now)
         if not self.active:   # inactive: nothing is published (.lifecycle)
             return
         age = time.monotonic() - self.last_rx if self.last_rx is not None else 0.0  # armed by the first state

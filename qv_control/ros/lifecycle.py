@@ -28,6 +28,11 @@ node (``~/change_state``, ``~/get_state``, lifecycle_msgs).
   goes to its safe hold (reason "controller deactivated").
 - **cleanup** / **shutdown**: what configure created is destroyed (shutdown from active deactivates first).
 
+A managed node loads, while it waits unconfigured, what its configure transition will need whatever the
+parameters are then (:meth:`~qv_control.ros.controller_node.ControllerNode.prepare_configure`: numba and the
+law's compiled kernels, ~1 s of a start on the 2-core machine), so that the configure its manager asks for
+soon after is short.
+
 ``managed`` (default false) lets the node configure itself in its constructor (a bad configuration raises,
 as before) and activate itself at the first valid state it receives (an activation refused is retried at
 each later state, until it is deactivated on request): a node started alone or in-process (``qv bringup``,
@@ -179,7 +184,9 @@ class ManagedController:
         self._autostart = self._autostart_pending = self._anchor_pending = False
         self._t_state: float | None = None
         self._managed = bool(self.get_parameter("managed").value)
-        if not self._managed and self.trigger_configure() != SUCCESS:
+        if self._managed:
+            self.prepare_configure()               # what every configure of it loads, before it is asked
+        elif self.trigger_configure() != SUCCESS:
             raise self._configure_error or RuntimeError("configure failed")
 
     # -- entities created by configure --------------------------------------------------------------

@@ -10,6 +10,9 @@ building messages.
 """
 from __future__ import annotations
 
+import array
+import time
+
 import numpy as np
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -37,37 +40,62 @@ class CommandBytes:
         self.command_data[:] = data
         return self._cmd.bytes()
 
-    def stamped(self, stamp, data: np.ndarray) -> bytes:
-        """The stamped command's bytes with the stamp (builtin_interfaces/Time) and ``data`` as effort."""
+    def command_bytes(self) -> bytes:
+        """The command's bytes with the values last written into ``command_data``."""
+        return self._cmd.bytes()
+
+    def stamped(self, sec: int, nanosec: int, data: np.ndarray) -> bytes:
+        """The stamped command's bytes with the stamp (sec, nanosec) and ``data`` as effort."""
         self.stamped_effort[:] = data
-        return self._stamped.stamped(stamp)
+        return self._stamped.stamped_at(sec, nanosec)
+
+
+READERS_PERIOD = 0.05   # [s] the stamped command's reader count is looked up this often
 
 
 class CommandOutput:
     """τ to ``/<controller>/commands`` and (while a reader is matched) ``~/command_stamped`` for one
-    ``joints`` list: kept bytes (``raw``, where the rmw allows) or kept messages refilled per state."""
+    ``joints`` list: kept bytes (``raw``, where the rmw allows) or kept messages refilled per state; the
+    stamped copy goes out while a reader was matched at the last look (every :data:`READERS_PERIOD` s).
+    ``index``: the entries of the values given to :meth:`publish` in the order of the joints (τ in velocity
+    order and the command map's ``v_index``); None: the values are in that order already."""
 
-    def __init__(self, pub_cmd, pub_stamped, joints, raw: bool):
+    def __init__(self, pub_cmd, pub_stamped, joints, raw: bool, index=None):
         self.joints = joints
+        self.index = None if index is None else np.asarray(index, int)
         self.pub_cmd, self.pub_stamped = pub_cmd, pub_stamped
         self.encoded = CommandBytes.create(joints) if raw else None
         self._cmd, self._stamped = Float64MultiArray(), JointState(name=list(joints))
+        self._readers, self._readers_due = 0, -np.inf
 
-    def publish(self, data: np.ndarray, stamp) -> None:
-        """``data``: τ in the order of the joints; ``stamp``: the stamp of the state it answers."""
-        enc, stamped = self.encoded, self.pub_stamped
+    def _stamped_readers(self) -> int:
+        """Readers of the stamped command, asked every :data:`READERS_PERIOD` s (a graph query costs µs)."""
+        now = time.monotonic()
+        if now >= self._readers_due:
+            self._readers, self._readers_due = self.pub_stamped.get_subscription_count(), now + READERS_PERIOD
+        return self._readers
+
+    def publish(self, values: np.ndarray, sec: int, nanosec: int) -> None:
+        """``values``: τ (module doc: ``index``); ``sec``, ``nanosec``: the stamp of the state it answers."""
+        enc, stamped, index = self.encoded, self.pub_stamped, self.index
         if enc is not None:
-            self.pub_cmd.publish(enc.command(data))
+            data = enc.command_data              # written in place: no array built per state
+            if index is None:
+                data[:] = values
+            else:
+                np.take(values, index, out=data)
+            self.pub_cmd.publish(enc.command_bytes())
         else:
-            self._cmd.data = data
+            data = np.asarray(values, float) if index is None else np.take(values, index)
+            self._cmd.data = array.array("d", data.tobytes())
             self.pub_cmd.publish(self._cmd)
-        if stamped is None or not stamped.get_subscription_count():  # no reader: no cost
+        if stamped is None or not self._stamped_readers():  # no reader: no cost
             return
         if enc is not None:
-            stamped.publish(enc.stamped(stamp, data))
+            stamped.publish(enc.stamped(sec, nanosec, data))
         else:
             msg = self._stamped
-            msg.header.stamp, msg.effort = stamp, data
+            msg.header.stamp.sec, msg.header.stamp.nanosec, msg.effort = sec, nanosec, self._cmd.data
             stamped.publish(msg)
 
 

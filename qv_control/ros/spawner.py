@@ -5,11 +5,12 @@
 
 It waits for the node's lifecycle services (``/<node>/get_state``, ``/<node>/change_state``), configures it
 if it is unconfigured (the model, the laws and their kernels: seconds), and activates it. The node refuses to
-activate until it has a fresh joint state (the robot or the plant is not up yet): the spawner then retries
-every 0.2 s for up to ``--activate-timeout`` s. A refusal the node reports as final in its /diagnostics
-(``activation_refused_final``: the robot is not at the task's start pose) ends the spawner at once with the
-node's reason. Exit codes: 0 the node is active (or inactive with ``--inactive``), 1 it refused or did not
-answer in time (one line on stderr), 2 a usage error.
+activate until it has a fresh joint state (the robot or the plant is not up yet, or the node's subscription
+not yet matched: always right after configure): the spawner then retries every 20 ms (the first command
+follows the first state the node reads) for up to ``--activate-timeout`` s. A refusal the node reports as
+final in its /diagnostics (``activation_refused_final``: the robot is not at the task's start pose) ends the
+spawner at once with the node's reason. Exit codes: 0 the node is active (or inactive with ``--inactive``),
+1 it refused or did not answer in time (one line on stderr), 2 a usage error.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import time
 
 CONFIGURE, ACTIVATE = 1, 3          # lifecycle_msgs/Transition ids
 UNCONFIGURED, INACTIVE, ACTIVE = 1, 2, 3   # lifecycle_msgs/State ids
-RETRY = 0.2                          # s between activation attempts
+RETRY = 0.02                         # s between activation attempts (the states come within ms of configure)
+REFUSAL_WAIT = 0.25                  # s: longest wait for the /diagnostics of a refusal (module doc)
 
 
 class Spawner:
@@ -74,8 +76,10 @@ class Spawner:
         res = self._call(self.change, req, timeout)
         return None if res is None else bool(res.success)
 
-    def refusal(self, since: int, wait: float = 1.5) -> tuple[str, bool]:
-        """The node's last activation refusal from its /diagnostics (it publishes one at each refusal)."""
+    def refusal(self, since: int, wait: float = REFUSAL_WAIT) -> tuple[str, bool]:
+        """The node's last activation refusal from its /diagnostics (it publishes one at each refusal; right
+        after configure this subscription may not be matched to the publisher the node just created: the
+        refusal is then read at a later attempt)."""
         end = time.monotonic() + wait
         while self.diag_count <= since and time.monotonic() < end:
             self.ex.spin_once(timeout_sec=0.05)
@@ -106,8 +110,8 @@ def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout:
         if final or time.monotonic() >= end:
             return 1, f"{sp.target} refused to activate: {reason or 'no answer'}"
         t = time.monotonic() + RETRY
-        while time.monotonic() < t:
-            sp.ex.spin_once(timeout_sec=0.05)
+        while (left := t - time.monotonic()) > 0:
+            sp.ex.spin_once(timeout_sec=left)
 
 
 def main(argv: list[str] | None = None) -> int:

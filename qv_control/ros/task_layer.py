@@ -193,15 +193,12 @@ class TaskLayer:
 
     def normal_force(self, q: np.ndarray) -> float | None:
         """f_n at q (low-passed at ``task_ft_filter_hz``); the unfiltered reading is kept in ``fn_raw``."""
-        raw = self.node.wrench_raw.get(self.contact)
+        wrenches = self.node.wrenches
+        raw = wrenches.latest(self.contact)
         if raw is None:
             return None
-        import pinocchio as pin
-
-        model, kin = self.node.system.model, self.node._kin_data
-        pin.forwardKinematics(model, kin, q)
-        R = pin.updateFramePlacement(model, kin, self.fid).rotation
-        f_tool = -(R @ raw[1][:3])          # the contact force on the tool, world axes
+        R = wrenches.placement(q, self.fid).rotation
+        f_tool = -(R @ raw[:3])             # the contact force on the tool, world axes
         measure = getattr(self.task_law.law, "measure", None)
         if measure is not None:             # friction compensation: μ̂ from the tangential force
             measure(f_tool)
@@ -231,11 +228,7 @@ class TaskLayer:
             return False
         self._stale = False
         fn = self.normal_force(q)      # no F/T reading yet: no contact can be detected (f_n = 0)
-        import pinocchio as pin
-
-        if fn is None:
-            pin.forwardKinematics(self.node.system.model, self.node._kin_data, q)
-        z = pin.updateFramePlacement(self.node.system.model, self.node._kin_data, self.fid).translation[2]
+        z = self.node.wrenches.placement(q, self.fid).translation[2]   # (one kinematics pass per state)
         task.update(t, 0.0 if fn is None else fn, float(z), fn_start=None if fn is None else self.fn_raw)
         self._publish_phase()
         return task.phase != "hold"

@@ -200,7 +200,8 @@ class DynamicsNode(Node):
         except QVError as exc:
             self.rejects.reject(reject_kind(exc), str(exc))
             return
-        t, now = stamp_to_sec(msg.header.stamp), self.get_clock().now().nanoseconds * 1e-9
+        stamp = msg.header.stamp   # (a raw view builds it when asked: once)
+        t, now = stamp_to_sec(stamp), self.get_clock().now().nanoseconds * 1e-9
         kind = self.stamps.check(t, now)
         if kind is not None:
             self.rejects.reject(kind, stamp_reason(kind, t, now, self.stamps.t_last, self.stamps.future_tolerance))
@@ -230,7 +231,7 @@ class DynamicsNode(Node):
         st["eval_ms_sum"] += dt_ms
         st["eval_n"] += 1
         st["eval_ms_max"] = max(st["eval_ms_max"], dt_ms)
-        self.publish(msg.header.stamp, terms, qs, dt_ms)
+        self.publish(stamp, terms, qs, dt_ms)
         self.pacer.done(time.perf_counter() - t_in)
 
     # ------------------------------------------------------------------ outputs

@@ -16,8 +16,6 @@ was paired first are counted in ``skipped``.
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from ..errors import ModelError
@@ -25,8 +23,41 @@ from ..errors import ModelError
 HISTORY = 3   # joint states (and odometries) kept: the odometry of a state may come two states late
 
 
+class _Ring:
+    """The last ``n`` (t, values, tag) entries in preallocated rows, oldest first by :meth:`order`."""
+
+    def __init__(self, n: int, width: int):
+        self.t = [-np.inf] * n
+        self.values = np.zeros((n, width))
+        self.tags: list = [None] * n
+        self.size = self.next = 0
+
+    def push(self, t: float, tag=None) -> np.ndarray:
+        """Append an entry stamped ``t``; the row to write its values into."""
+        i = self.next
+        self.t[i], self.tags[i] = t, tag
+        self.next = (i + 1) % len(self.t)
+        self.size = min(self.size + 1, len(self.t))
+        return self.values[i]
+
+    def order(self) -> list[int]:
+        """Slots from the oldest entry to the newest."""
+        n = len(self.t)
+        return [(self.next - self.size + k) % n for k in range(self.size)]
+
+    @property
+    def full(self) -> bool:
+        return self.size == len(self.t)
+
+    def newest(self) -> int:
+        return (self.next - 1) % len(self.t)
+
+
 class FreeBodySync:
-    """Pinocchio q, q̇ from a joint state (1-DoF joints) and the odometry of joint 1 (free-flyer) of its stamp."""
+    """Pinocchio q, q̇ from a joint state (1-DoF joints) and the odometry of joint 1 (free-flyer) of its stamp.
+
+    The histories are preallocated rows: a joint state's q and q̇ and an odometry's 13 values are copied in
+    (the caller's arrays may be its reading buffers); :meth:`ready` returns new arrays."""
 
     def __init__(self, system, tolerance: float = 5e-4, counter=None, history: int = HISTORY):
         model = system.model
@@ -34,62 +65,95 @@ class FreeBodySync:
             raise ModelError("odometry input needs a model whose first joint is a free-flyer (floating base "
                              "or a 'floating' URDF joint); this model has none")
         self.iq, self.iv = model.joints[1].idx_q, model.joints[1].idx_v
+        self.nq = model.nq
         self.tolerance = float(tolerance)
         self.counter = counter
-        self._states: deque = deque(maxlen=int(history))   # (t, q, q̇, stamp) not paired yet, oldest first
-        self._odoms: deque = deque(maxlen=int(history))    # (t, q_body (7), v_body (6)), oldest first
+        self._states = _Ring(int(history), model.nq + model.nv)   # q, q̇ of joint states not paired yet
+        self._odoms = _Ring(int(history), 13)                      # q_body (7), v_body (6)
         self.t_done = -np.inf
         self.skipped = 0
 
+    # -- joint states -------------------------------------------------------------------------------------------
+    def add_state(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp=None) -> None:
+        """A joint state (copied); one not newer than the latest is ignored (nothing to pair). A state it pushes
+        out of the history unpaired is counted (module doc)."""
+        ring = self._states
+        if ring.size and t <= ring.t[ring.newest()]:
+            return
+        old = ring.t[ring.next] if ring.full else None
+        row = ring.push(t, stamp)
+        row[:self.nq] = q
+        row[self.nq:] = qdot
+        if old is not None and old > self.t_done and self.counter is not None:
+            self.counter.reject(*self.miss(old))
+
     @property
     def joint_state(self) -> tuple | None:
-        """(t, q, q̇, stamp) of the latest joint state; setting one counts a joint state it pushes out of the
-        history unpaired."""
-        return self._states[-1] if self._states else None
+        """(t, q, q̇, stamp) of the latest joint state (views on the history); setting one is :meth:`add_state`."""
+        ring = self._states
+        if not ring.size:
+            return None
+        i = ring.newest()
+        return ring.t[i], ring.values[i, :self.nq], ring.values[i, self.nq:], ring.tags[i]
 
     @joint_state.setter
     def joint_state(self, value: tuple) -> None:
-        if self._states and value[0] <= self._states[-1][0]:
-            return                                   # not newer than the latest: nothing to pair
-        old = self._states[0] if len(self._states) == self._states.maxlen else None
-        self._states.append(value)
-        if old is not None and old[0] > self.t_done and self.counter is not None:
-            self.counter.reject(*self.miss(old[0]))
+        self.add_state(*value)
+
+    # -- odometry -----------------------------------------------------------------------------------------------
+    def add_odometry(self, t: float, base: np.ndarray) -> None:
+        """An odometry at ``t``: ``base`` = q_body (7) then v_body (6), copied."""
+        self._odoms.push(t)[:] = base
 
     @property
     def odometry(self) -> tuple | None:
-        """(t, q_body, v_body) of the latest odometry; setting one keeps it in the history."""
-        return self._odoms[-1] if self._odoms else None
+        """(t, q_body, v_body) of the latest odometry; setting one is :meth:`add_odometry`."""
+        ring = self._odoms
+        if not ring.size:
+            return None
+        i = ring.newest()
+        return ring.t[i], ring.values[i, :7], ring.values[i, 7:]
 
     @odometry.setter
     def odometry(self, value: tuple) -> None:
-        self._odoms.append(value)
+        t, qb, vb = value
+        row = self._odoms.push(t)
+        row[:7], row[7:] = qb, vb
 
+    # -- pairing ------------------------------------------------------------------------------------------------
     def miss(self, t: float) -> tuple[str, str]:
         """(kind, reason) for a joint state at ``t`` that found no odometry to pair with."""
-        if not self._odoms:
+        odoms = self._odoms
+        if not odoms.size:
             return "missing", f"joint state at t = {t:.6f} s: no odometry received yet; no command for it"
-        off = min((o[0] - t for o in self._odoms), key=abs)
+        off = min((odoms.t[i] - t for i in odoms.order()), key=abs)
         return "mismatch", (f"joint state at t = {t:.6f} s: the nearest odometry is stamped {1e3 * off:+.3f} ms "
                             f"from it (tolerance {1e3 * self.tolerance:.3g} ms); no command for it")
 
     def ready(self) -> tuple | None:
         """(t, q, q̇, stamp) of the newest joint state not used yet that has an odometry within the tolerance,
         else None."""
-        for i in range(len(self._states) - 1, -1, -1):
-            t, q, qdot, stamp = self._states[i]
+        states, odoms, tol = self._states, self._odoms, self.tolerance
+        if not states.size or states.t[states.newest()] <= self.t_done or not odoms.size:
+            return None          # (the usual odometry that comes before its joint state: nothing to pair)
+        order = states.order()
+        o_order = odoms.order()
+        for k in range(len(order) - 1, -1, -1):
+            i = order[k]
+            t = states.t[i]
             if t <= self.t_done:
                 return None
-            for od in reversed(self._odoms):
-                if abs(t - od[0]) <= self.tolerance:
-                    self.skipped += sum(1 for s in list(self._states)[:i] if s[0] > self.t_done)
+            for j in reversed(o_order):
+                if abs(t - odoms.t[j]) <= tol:
+                    self.skipped += sum(1 for s in order[:k] if states.t[s] > self.t_done)
                     self.t_done = t
                     if self.counter is not None:
                         self.counter.ok()
-                    q, qdot = q.copy(), qdot.copy()
-                    q[self.iq:self.iq + 7] = od[1]
-                    qdot[self.iv:self.iv + 6] = od[2]
-                    return t, q, qdot, stamp
+                    row, od = states.values[i], odoms.values[j]
+                    q, qdot = row[:self.nq].copy(), row[self.nq:].copy()
+                    q[self.iq:self.iq + 7] = od[:7]
+                    qdot[self.iv:self.iv + 6] = od[7:]
+                    return t, q, qdot, states.tags[i]
         return None
 
 

@@ -28,6 +28,7 @@ from ..errors import DimensionError
 CDR_LE = b"\x00\x01"
 _U32 = struct.Struct("<I")
 _HEAD = struct.Struct("<iII")  # sec, nanosec, frame_id length
+_STAMP = struct.Struct("<iI")  # sec, nanosec
 
 
 def _align(p: int, n: int) -> int:
@@ -40,11 +41,18 @@ class _Header:
 
 
 class JointStateView:
-    """The fields of a JointState the nodes read: ``header.stamp`` (builtin_interfaces/Time), ``name`` (a
-    tuple, shared between messages with the same names), ``position``/``velocity``/``effort`` (read-only
-    float64 arrays on the message's bytes)."""
+    """The fields of a JointState the nodes read: ``sec``, ``nanosec`` (the header stamp as ints: no message
+    object built), ``header.stamp`` (a builtin_interfaces/Time built when asked for), ``name`` (a tuple, shared
+    between messages with the same names), ``position``/``velocity``/``effort`` (read-only float64 arrays on
+    the message's bytes)."""
 
-    __slots__ = ("header", "name", "position", "velocity", "effort")
+    __slots__ = ("sec", "nanosec", "frame_id", "name", "position", "velocity", "effort")
+
+    @property
+    def header(self) -> _Header:
+        header = _Header()
+        header.stamp, header.frame_id = Time(sec=self.sec, nanosec=self.nanosec), self.frame_id
+        return header
 
 
 class JointStateDecoder:
@@ -82,9 +90,7 @@ class JointStateDecoder:
         else:
             p = self._read_names(data, p)
         view = JointStateView()
-        header = view.header = _Header()
-        header.stamp = Time(sec=sec, nanosec=nanosec)
-        header.frame_id = self._frame_id
+        view.sec, view.nanosec, view.frame_id = sec, nanosec, self._frame_id
         view.name = self._names
         view.position, p = _doubles(data, p)
         view.velocity, p = _doubles(data, p)
@@ -166,7 +172,11 @@ class KeptBytes:
 
     def stamped(self, stamp: Time) -> bytes:
         """The bytes with this header stamp (and the values last written into ``fields``)."""
-        struct.pack_into("<iI", self._buf, 4, stamp.sec, stamp.nanosec)
+        return self.stamped_at(stamp.sec, stamp.nanosec)
+
+    def stamped_at(self, sec: int, nanosec: int) -> bytes:
+        """The bytes with the header stamp (sec, nanosec) (and the values last written into ``fields``)."""
+        _STAMP.pack_into(self._buf, 4, sec, nanosec)
         return bytes(self._buf)
 
     def bytes(self) -> bytes:
