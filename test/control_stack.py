@@ -7,6 +7,7 @@ skips a test with the reason when it is not built (CI does not build it), in wel
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,6 +37,11 @@ NEEDS = {
 # and the test's own recorder are not realtime ones. Measured here: everything passed at 3.8-4.6 per core; at
 # 6.5-8.7 per core the recorder lagged the topics by hundreds of ms and the MuJoCo plant stalled.
 OVERLOAD = float(os.environ.get("QV_R2C_OVERLOAD", "5.0"))
+
+
+# the qv controller as a realtime process (controller_manager's own loop runs at SCHED_FIFO 50): a shared machine's
+# load then neither starves the 1 kHz loop nor trips the controller's watchdog (launch argument controller_prefix)
+CONTROLLER_PREFIX = "chrt -f 30" if os.geteuid() == 0 and shutil.which("chrt") else ""
 
 
 def skip_if_overloaded(what: str) -> float:

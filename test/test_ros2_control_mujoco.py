@@ -26,7 +26,6 @@ SCHED_FIFO 50) and the dynamics node behind ``nice`` (the launch files' defaults
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 
@@ -38,6 +37,7 @@ pytest.importorskip("rclpy")
 pytest.importorskip("mujoco")
 
 from control_stack import (  # noqa: E402  (test/)
+    CONTROLLER_PREFIX,
     ROOT,
     Probe,
     Proc,
@@ -56,9 +56,6 @@ DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 29) % 200
 FT = "/force_torque_sensor_broadcaster/wrench"
 CONTROLLERS = ["joint_state_broadcaster", "force_torque_sensor_broadcaster", "effort_controller"]
 READY = "law '"   # the controller's line once configured
-# the controller as a realtime process (as controller_manager's own loop, SCHED_FIFO 50): a shared machine's load
-# slows the simulated plant but does not starve the loop; the dynamics node is an observer (launch default)
-CONTROLLER_PREFIX = "chrt -f 30" if os.geteuid() == 0 and shutil.which("chrt") else ""
 
 
 def sim_service(probe, env, tmp, name: str, srv: str, request: str) -> None:
