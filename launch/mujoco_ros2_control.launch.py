@@ -40,6 +40,7 @@ from launch.actions import (
     Shutdown,
 )
 from launch.event_handlers import OnProcessExit, OnProcessIO
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
@@ -132,7 +133,8 @@ def _nodes(context, *args, **kwargs):
         Node(package="robot_state_publisher", executable="robot_state_publisher",
              parameters=[{"robot_description": urdf}, sim_time]),
         Node(package="mujoco_ros2_control", executable="ros2_control_node", output="screen",
-             parameters=[sim_time, controllers], on_exit=Shutdown()),
+             parameters=[sim_time, controllers], on_exit=Shutdown(), prefix=LaunchConfiguration("plant_prefix"),
+             exec_name="ros2_control_node"),
         spawn,
         *[RegisterEventHandler(OnProcessExit(target_action=a, on_exit=then(b))) for a, b in steps],
         RegisterEventHandler(OnProcessIO(target_action=qv_controller, on_stdout=resume, on_stderr=resume)),
@@ -144,5 +146,8 @@ def generate_launch_description():
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
         *prefix_arguments(),
         DeclareLaunchArgument("headless", default_value="false", description="run MuJoCo without its viewer"),
+        DeclareLaunchArgument("plant_prefix", default_value="",
+                              description="command prefix of mujoco_ros2_control's node, e.g. 'chrt -f 20' (its "
+                              "physics thread then keeps real time on a loaded machine)"),
         OpaqueFunction(function=_nodes),
     ])

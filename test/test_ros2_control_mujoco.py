@@ -56,6 +56,9 @@ DOMAIN = (int(os.environ.get("ROS_DOMAIN_ID", "0")) + 29) % 200
 FT = "/force_torque_sensor_broadcaster/wrench"
 CONTROLLERS = ["joint_state_broadcaster", "force_torque_sensor_broadcaster", "effort_controller"]
 READY = "law '"   # the controller's line once configured
+# the simulated plant as a realtime process too (its physics thread sleeps 1 ms between catch-up steps), below
+# controller_manager's loop (50) and the controller (30): launch argument plant_prefix
+PLANT_PREFIX = CONTROLLER_PREFIX.replace("30", "20")
 
 
 def sim_service(probe, env, tmp, name: str, srv: str, request: str) -> None:
@@ -109,7 +112,7 @@ def run(tmp_path_factory):
                                 "phase": (String, "/qv_controller/phase", 100)})
     try:
         procs.append(Proc("mujoco_ros2_control", [
-            f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
+            *PLANT_PREFIX.split(), f"{env['QV_R2C_PREFIX']}/lib/mujoco_ros2_control/ros2_control_node", "--ros-args",
             "--params-file", controllers, "-p", "use_sim_time:=true"], env, tmp))
         run_tool(probe, env, "spawner", [*CONTROLLERS, "--param-file", controllers], tmp)
         # mujoco_ros2_control steps from its start with no torque until commands come (plants of this package
