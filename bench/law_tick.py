@@ -8,7 +8,11 @@ closures of the same closed chain). Every ratio is measured side by side in one 
 The states are those of a lock-step closed-loop run of the Panda table task (config/panda_table.yaml: the
 tool presses 10 N on the table while it traces a square), so every law sees realistic inputs (no torque
 saturation). Each law gets the same states, reference and λ measurement; the calls are interleaved state
-by state with Pinocchio's, every call timed on its own, medians reported (robust to a shared machine).
+by state with Pinocchio's, every call timed on its own, medians reported (robust to a shared machine). The order of
+the candidates turns by one at each state (:func:`rotated`): the first call after the operational-space laws' numpy
+work finds the code every compiled tick shares (Pinocchio's Coriolis pass, the tick's Python path) out of the
+caches and pays to bring it back, ~3x a warm tick (measured: quasi_tracking's first rep 30 µs, the next ones 10 µs,
+when it always came first); in turn, every candidate, Pinocchio's call too, pays that equally often.
 
     PYTHONPATH=. .venv/bin/python bench/law_tick.py [--states 300] [--reps 5] [--write-table PATH]
 
@@ -126,14 +130,17 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
     times = {k: [] for k in [*laws, "pin.constraintDynamics"]}
     sat = {k: 0 for k in laws}
     tau0 = np.zeros(system.nv)
-    for s, r, tr in zip(states, refs, trefs):
-        for name, law in laws.items():
+    for i, (s, r, tr) in enumerate(zip(states, refs, trefs)):
+        for name in rotated([*laws, "pin.constraintDynamics"], i):
+            if name == "pin.constraintDynamics":
+                times[name] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0, cms, cds,
+                                          prox)
+                continue
+            law = laws[name]
             if name in tool:  # posture target = this state: the states drift 0.2 rad from q0 in null-space motion
                 law.q_null = s.q  # that the tool laws' stiff posture term (k_p·k_d = 7200/s²) would saturate
             times[name] += time_calls(law.compute, reps, s, tr if name in tool else r)
             sat[name] += bool(getattr(law, "saturation", None) is not None and law.saturation.active)
-        times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
-                                                      cms, cds, prox)
     print(f"\nLaw tick, Panda + table contact (1 row) + six coordinates {COORDS}; {len(states)} closed-loop "
           f"states x {reps} reps (pin.constraintDynamics: 3-D contact at the same frame); load {load()}")
     med = median_table(times, "law", 24, extra=("saturated", sat))
@@ -153,6 +160,12 @@ def run(n_states: int = 300, reps: int = 5) -> tuple[dict, dict]:
     legs = {"legged": legs, "xarm7": other, "two_arms": arms}
     tick_breakdown({k: laws[k] for k in ("quasi_tracking", "pidc")}, states[:40], refs[:40], reps)
     return med, legs
+
+
+def rotated(names: list, i: int) -> list:
+    """``names`` starting at entry i mod len (module doc: each candidate first as often as the others)."""
+    k = i % len(names)
+    return names[k:] + names[:k]
 
 
 def load() -> str:
@@ -195,7 +208,7 @@ def other_arm_tick(n_states: int = 100, reps: int = 5) -> dict:
                                                        "name": "contact"}])
     q0 = np.array([0.0, 0.3, 0.0, 0.9, 0.0, 0.6, 0.0])
     gains = {k: (dict(v, actuated=[f"joint{i}" for i in range(1, 8)]) if k == "passive" else v)
-             for k, v in PARAMS.items()}
+             for k, v in {**PARAMS, **COORD_BASELINES}.items()}
     laws = {name: make_law(name, system, coordinates=XARM_COORDS, **p) for name, p in gains.items()}
     pin.framesForwardKinematics(system.model, system.data, q0)
     R0 = system.data.oMf[system.frame_id("link_eef")].rotation.copy()
@@ -216,10 +229,12 @@ def other_arm_tick(n_states: int = 100, reps: int = 5) -> dict:
         v = 0.05 * rng.standard_normal(7)
         q = q + 1e-3 * v
         s = State(t=1e-3 * k, q=q.copy(), qdot=v, lambda_meas=np.array([-10.0]))
-        for name, law in laws.items():
-            times[name] += time_calls(law.compute, reps, s, tref if name in TOOL_PARAMS else ref)
-        times["pin.constraintDynamics"] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0,
-                                                      cms, cds, prox)
+        for name in rotated([*laws, "pin.constraintDynamics"], k):
+            if name == "pin.constraintDynamics":
+                times[name] += time_calls(pin.constraintDynamics, reps, model, pdata, s.q, s.qdot, tau0, cms, cds,
+                                          prox)
+            else:
+                times[name] += time_calls(laws[name].compute, reps, s, tref if name in TOOL_PARAMS else ref)
     print(f"Law tick, xArm7 + table contact (1 row) + six coordinates {XARM_COORDS}; {n_states} states x {reps} reps")
     return median_table(times, "law", 24)
 

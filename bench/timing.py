@@ -45,8 +45,10 @@ def write_table(path: str, title: str, command: str, header: list[str], rows: li
     it ran on, the table, then ``notes``."""
     from pathlib import Path
 
+    from qv_dynamics import runfiles
+
     lines = [f"**{title}**", "", f"Reproduce: `{command}`", "", f"Machine: {machine()}", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines) + ("\n\n" + notes if notes else "") + "\n", encoding="utf-8")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # renamed into place: a run ended early writes no table
+    runfiles.write_text(path, "\n".join(lines) + ("\n\n" + notes if notes else "") + "\n")

@@ -15,7 +15,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import MANAGED, qv_spawner, resolve_launch
+from qv_control.ros.launch_actions import MANAGED, checked_params_file, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 # every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
@@ -26,7 +26,8 @@ OPTIONAL = {"plant": [(PACKAGE, "qv_legged_mujoco_node")]}
 def _nodes(context, *args, **kwargs):
     resolve_launch(context, "anymal.launch.py", EXECUTABLES, OPTIONAL)
     share = get_package_share_directory(PACKAGE)
-    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, "config", "anymal.yaml")
+    params = checked_params_file(LaunchConfiguration("params_file").perform(context)
+                                 or os.path.join(share, "config", "anymal.yaml"))
     sim_time = {"use_sim_time": LaunchConfiguration("plant").perform(context).lower() == "true"}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
     return [

@@ -26,7 +26,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import MANAGED, qv_spawner, resolve_launch
+from qv_control.ros.launch_actions import MANAGED, checked_params_file, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 PARAMS = "config/bimanual_ros.yaml"
@@ -37,7 +37,7 @@ EXECUTABLES = [(PACKAGE, "qv_loop_plant_node"), (PACKAGE, "qv_controller_node"),
 def _nodes(context, *args, **kwargs):
     resolve_launch(context, "bimanual.launch.py", EXECUTABLES)
     share = get_package_share_directory(PACKAGE)
-    params = LaunchConfiguration("params_file").perform(context) or os.path.join(share, PARAMS)
+    params = checked_params_file(LaunchConfiguration("params_file").perform(context) or os.path.join(share, PARAMS))
     mode = LaunchConfiguration("mode").perform(context)
     ctrl = [params, MANAGED]
     if mode == "lockstep":

@@ -38,13 +38,9 @@ def _urdf_path(share: str, entry: str) -> str:
 
 def _model_urdf(params: str) -> str:
     """The URDF file of the model a user's parameters file names (its model_config's robot.urdf)."""
-    import yaml
+    from qv_control.ros.launch_actions import model_of_params, model_urdf
 
-    from qv_control.ros.launch_actions import model_of_params
-    from qv_dynamics.robots import resolve_urdf
-
-    with open(model_of_params(params)) as f:
-        return resolve_urdf(yaml.safe_load(f)["robot"]["urdf"])
+    return model_urdf(model_of_params(params))
 
 
 def executables_for(rsp: bool, rviz: bool) -> list:

@@ -25,6 +25,7 @@ from launch import LaunchDescription
 from qv_control.ros.launch_actions import (
     MANAGED,
     launch_flag,
+    model_urdf,
     params_and_model,
     prefix_arguments,
     qv_node,
@@ -45,16 +46,10 @@ OPTIONAL = {"rsp": [("robot_state_publisher", "robot_state_publisher")], "rviz":
 
 
 def _nodes(context, *args, **kwargs):
-    from qv_dynamics.robots import resolve_urdf
-
     resolve_launch(context, "mujoco.launch.py", EXECUTABLES, OPTIONAL, "install it, or leave it out: rsp:=false")
     share = get_package_share_directory(PACKAGE)
-    import yaml
-
     params, model = params_and_model(context, ROBOTS)
-    with open(model) as f:
-        urdf_name = yaml.safe_load(f)["robot"]["urdf"]
-    with open(resolve_urdf(urdf_name)) as f:
+    with open(model_urdf(model)) as f:
         urdf = f.read()
     sim_time = {"use_sim_time": True}
     mode = {"mode": LaunchConfiguration("mode").perform(context)}

@@ -77,6 +77,7 @@ def _interrupted(signum, frame):
 
     first = _state["first"].setdefault(signum, time.monotonic())
     if _inside_import(frame):  # an exception would leave a module half-initialized (numpy: a recursion at exit)
+        _mark_reports(signal.Signals(signum).name)
         sys.stdout.flush()
         print(_interrupted_line(_state["prog"], signal.Signals(signum).name), file=sys.stderr, flush=True)
         os._exit(128 + signum)
@@ -86,11 +87,20 @@ def _interrupted(signum, frame):
 
             threading.Timer(0.005, os.kill, (os.getpid(), signum)).start()
             return
+        _mark_reports(signal.Signals(signum).name)
         sys.stdout.flush()
         print(_interrupted_line(_state["prog"], signal.Signals(signum).name), file=sys.stderr, flush=True)
         os._exit(128 + signum)
     _state["first"].clear()
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _mark_reports(name: str) -> None:
+    """The reports this run wrote, marked incomplete (:func:`qv_dynamics.runfiles.mark_interrupted`); nothing to
+    do when the module was never imported (no report written)."""
+    runfiles = sys.modules.get("qv_dynamics.runfiles")
+    if runfiles is not None:
+        runfiles.mark_interrupted(name)
 
 
 def _interrupted_line(prog: str, name: str) -> str:
@@ -148,6 +158,7 @@ def _dispatch(command: str, module: str, func: str, rest: list[str]) -> int:
     from qv_dynamics.linalg import limit_blas_threads
 
     limit_blas_threads(1)  # entry point: small matrices, BLAS threads only add latency
+    runfiles.begin_run()  # the reports this run writes (marked incomplete if a signal ends it)
     out = out_folder(command, rest)
     try:
         if out is not None:  # before any compute: an unwritable or busy folder is refused now
@@ -171,6 +182,7 @@ def guarded(prog: str, run) -> int:
         return run()
     except KeyboardInterrupt as exc:
         name = str(exc) if str(exc) in ("SIGINT", "SIGTERM") else "SIGINT"
+        _mark_reports(name)
         print(_interrupted_line(prog, name), file=sys.stderr)
         return 128 + int(signal.Signals[name])
     except Exception as exc:  # noqa: BLE001 -- only the library's input errors are answered here

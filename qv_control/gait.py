@@ -15,6 +15,13 @@ A plan is a function of time only (so the controller node, the demo and a test r
   0.8 / 1.4 mm).
 
 :func:`smoothstep5` is the quintic 10s³ − 15s⁴ + 6s⁵ with its first two derivatives.
+
+A plan is checked when it is built (ModelError naming the step and the value, before anything moves): every
+time, vector and height finite and bounded (steps, shifts and sways of at most :data:`MAX_MOVE` m or rad,
+swing heights up to :data:`MAX_HEIGHT` m, sway frequencies up to :data:`MAX_SWAY_HZ` Hz, times within
+[0, :data:`MAX_PLAN_TIME`] s), at most :data:`MAX_STEPS` steps, and **one foot at a time**: the load-change
+windows [t_unload, t_loaded] of two steps never overlap (two feet swinging at once, or a foot's steps
+overlapping, leave a statically stable crawl without its support; the robot falls).
 """
 from __future__ import annotations
 
@@ -23,10 +30,35 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from qv_dynamics.errors import QVError
+from qv_dynamics.errors import ModelError, QVError
 
 #: fraction of the swing after which the foot only descends (the horizontal step is done: no scuffing)
 LANDING = 0.8
+MAX_MOVE = 1.0         # m (steps, shifts, advances) or m / rad (sway amplitudes)
+MAX_HEIGHT = 0.5       # m of swing height
+MAX_PRESS = 0.05       # m of landing press
+MAX_SWAY_HZ = 5.0      # Hz
+MAX_PLAN_TIME = 3600.0  # s
+MAX_STEPS = 1000
+
+
+def _number(name: str, v, low: float, high: float, low_open: bool = False) -> float:
+    """``v`` as a float when it is a finite number in [low, high] (``low_open``: (low, high]), else ModelError."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not np.isfinite(v) \
+            or not low <= v <= high or (low_open and v == low):
+        raise ModelError(f"{name} must be a finite number in {'(' if low_open else '['}{low:g}, {high:g}], got {v!r}")
+    return float(v)
+
+
+def _vector(name: str, v, n: int, bound: float) -> np.ndarray:
+    """``v`` as n finite numbers of magnitude at most ``bound``, else ModelError."""
+    try:
+        a = np.asarray(v, float).reshape(n)
+    except (TypeError, ValueError):
+        raise ModelError(f"{name} must be {n} numbers, got {v!r}") from None
+    if not np.all(np.isfinite(a)) or np.any(np.abs(a) > bound):
+        raise ModelError(f"{name} must be {n} finite numbers of magnitude at most {bound:g}, got {v!r}")
+    return a
 
 
 def smoothstep5(t: float, t0: float, t1: float) -> tuple[float, float, float]:
@@ -62,7 +94,18 @@ class FootStep:
     advance: Sequence[float] = (0.0, 0.0, 0.0)
 
     def __post_init__(self):
+        where = f"FootStep {self.foot}"
+        for name in ("t_unload", "t_lift", "t_touch", "t_loaded"):
+            _number(f"{where}: {name}", getattr(self, name), 0.0, MAX_PLAN_TIME)
+        _number(f"{where}: shift_time", self.shift_time, 0.0, MAX_PLAN_TIME, low_open=True)
+        _number(f"{where}: height", self.height, 0.0, MAX_HEIGHT)
+        _number(f"{where}: press", self.press, 0.0, MAX_PRESS)
+        for name in ("step", "shift", "advance"):
+            _vector(f"{where}: {name}", getattr(self, name), 3, MAX_MOVE)
         times = (self.t_unload - self.shift_time, self.t_unload, self.t_lift, self.t_touch, self.t_loaded)
+        if times[0] < 0:
+            raise ModelError(f"{where}: the base shift would start before t = 0 (t_unload {self.t_unload:g} - "
+                             f"shift_time {self.shift_time:g})")
         if not all(a < b for a, b in zip(times, times[1:])):
             raise QVError(f"FootStep {self.foot}: need t_unload - shift_time < t_unload < t_lift < t_touch < "
                           f"t_loaded, got {times}")
@@ -76,9 +119,17 @@ class GaitPlan:
                  sway: Callable[[float], tuple] | None = None):
         self.feet = list(feet)
         self.steps = list(steps)
+        if len(self.steps) > MAX_STEPS:
+            raise ModelError(f"GaitPlan: {len(self.steps)} steps, at most {MAX_STEPS}")
         for s in self.steps:
             if s.foot not in self.feet:
                 raise QVError(f"GaitPlan: step of unknown foot '{s.foot}' (feet: {self.feet})")
+        order = sorted(self.steps, key=lambda s: s.t_unload)
+        for a, b in zip(order, order[1:]):  # one foot at a time (module doc)
+            if b.t_unload < a.t_loaded:
+                what = "the same foot's steps overlap" if a.foot == b.foot else "two feet would be unloaded at once"
+                raise ModelError(f"GaitPlan: the step of {b.foot} unloading at {b.t_unload:g} s starts before the "
+                                 f"step of {a.foot} is loaded again at {a.t_loaded:g} s ({what})")
         self.sway = sway
         self.t_end = max([s.t_loaded + s.shift_time for s in self.steps], default=0.0)
 
@@ -132,9 +183,15 @@ class GaitPlan:
 def sinusoidal_sway(amplitude: Sequence[float], frequency: Sequence[float], t0: float = 0.0,
                     ramp: float = 0.5) -> Callable[[float], tuple]:
     """θ_i(t) = a_i·σ(t)·sin(2πf_i(t − t0)) for the 6 base coordinates, faded in by a smooth step σ over
-    ``ramp`` seconds (so θ̇, θ̈ start at zero)."""
-    a = np.asarray(amplitude, float).reshape(6)
-    w = 2 * np.pi * np.asarray(frequency, float).reshape(6)
+    ``ramp`` seconds (so θ̇, θ̈ start at zero). Amplitudes up to MAX_MOVE (m, rad), frequencies in
+    [0, MAX_SWAY_HZ] Hz, t0 and ramp finite (ModelError)."""
+    a = _vector("sway amplitude", amplitude, 6, MAX_MOVE)
+    f = _vector("sway frequency", frequency, 6, MAX_SWAY_HZ)
+    if np.any(f < 0):
+        raise ModelError(f"sway frequency must be >= 0 Hz, got {frequency!r}")
+    w = 2 * np.pi * f
+    t0 = _number("sway t0", t0, 0.0, MAX_PLAN_TIME)
+    ramp = _number("sway ramp", ramp, 0.0, MAX_PLAN_TIME, low_open=True)
 
     def sway(t: float):
         tau = t - t0
@@ -180,15 +237,27 @@ def plan_from_spec(feet: Sequence[str], spec: dict | None) -> GaitPlan:
     or ``{kind: step, steps: [{foot, t_unload, t_lift, t_touch, t_loaded, step, height, shift, ...}]}``."""
     spec = dict(spec or {"kind": "stance"})
     kind = spec.pop("kind", "stance")
-    if kind == "stance" and not spec:
+    keys = {"stance": set(), "sway": {"amplitude", "frequency", "t0", "ramp"}, "step": {"steps"}}.get(kind)
+    if keys is not None and set(spec) - keys:
+        raise ModelError(f"plan: unknown keys {sorted(map(str, set(spec) - keys))} for kind {kind} "
+                         f"(allowed: {sorted(keys)})")
+    if kind == "stance":
         return GaitPlan(feet)
     if kind == "sway":
+        if "amplitude" not in spec or "frequency" not in spec:
+            raise ModelError("plan: kind sway needs amplitude and frequency (6 values each)")
         return GaitPlan(feet, sway=sinusoidal_sway(spec.pop("amplitude"), spec.pop("frequency"),
-                                                   float(spec.pop("t0", 0.0)), float(spec.pop("ramp", 0.5))))
+                                                   spec.pop("t0", 0.0), spec.pop("ramp", 0.5)))
     if kind == "step":
+        steps_spec = spec.pop("steps", None)
+        if not isinstance(steps_spec, list) or len(steps_spec) > MAX_STEPS:
+            raise ModelError(f"plan: steps must be a list of at most {MAX_STEPS} steps, got {type(steps_spec).__name__}"
+                             + (f" of {len(steps_spec)}" if isinstance(steps_spec, list) else ""))
         try:
-            steps = [FootStep(**dict(st)) for st in spec.pop("steps")]
-        except (TypeError, KeyError) as exc:
+            steps = [FootStep(**dict(st)) for st in steps_spec]
+        except (TypeError, KeyError, ValueError) as exc:
+            if isinstance(exc, QVError):
+                raise
             raise QVError(f"plan: bad step list ({exc}); each step needs foot, t_unload, t_lift, t_touch, "
                           "t_loaded") from None
         return GaitPlan(feet, steps)

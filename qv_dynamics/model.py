@@ -18,7 +18,8 @@ from .constraints import Constraint, parse_constraints
 from .errors import DimensionError, ModelError, StateMismatchError, UnknownNameError, as_bool, as_vector
 from .model_checks import check_model, check_model_doc, unit_norm_parts
 from .names import ModelNames
-from .robots import DEFAULT_LOCKED, resolve_urdf
+from .robots import DEFAULT_LOCKED, resolve_urdf, urdf_next_to
+from .yamlio import load_yaml, read_text
 
 
 def _owned(x: np.ndarray) -> np.ndarray:
@@ -128,7 +129,7 @@ class ConstrainedSystem(ModelNames):
         if model.nv == 0:
             raise ModelError("URDF has no movable joint")
         # physical inertias, finite numbers (urdfdom reads "nan" as 0), M(q₀) positive definite
-        check_model(model, src if src.lstrip().startswith("<") else Path(src).read_text())
+        check_model(model, src if src.lstrip().startswith("<") else read_text(src, "URDF"))
         if gravity is not None:
             model.gravity.linear = as_vector("gravity", gravity, 3)
         return cls(model, constraints, floating_base=floating_base, name=model.name)
@@ -137,16 +138,14 @@ class ConstrainedSystem(ModelNames):
     def from_yaml(cls, path_or_dict) -> "ConstrainedSystem":
         """Build from YAML: ``{robot: {urdf: <path|name>, floating_base: bool, gravity: [..]}, constraints: [..]}``;
         unknown keys refused (:func:`~qv_dynamics.model_checks.check_model_doc`)."""
-        import yaml
-
         if isinstance(path_or_dict, dict):
             doc = path_or_dict
         else:
-            p = Path(path_or_dict)
-            try:
-                doc = yaml.safe_load(p.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                raise ModelError(f"cannot read {p}: {exc}") from None
+            doc = load_yaml(path_or_dict, "model config")
+            robot = dict(check_model_doc(doc))
+            if isinstance(robot.get("urdf"), str):  # a relative URDF path: next to the model config
+                robot["urdf"] = urdf_next_to(robot["urdf"], Path(path_or_dict).resolve().parent)
+                doc = dict(doc, robot=robot)
         robot = check_model_doc(doc)
         if "urdf" not in robot:
             raise ModelError("robot.urdf is required (file path, URDF XML, or example-robot-data name)")

@@ -55,10 +55,13 @@ def package_share_dir() -> Path:
         return prefix
 
 
-def resolve_urdf(name_or_path: str) -> str:
+def resolve_urdf(name_or_path: str, base: str | os.PathLike | None = None) -> str:
     """Turn ``panda`` / ``urdf/slider_crank.urdf`` / an absolute path into an existing file path.
 
-    A string holding XML (starts with ``<``) is returned unchanged.
+    A string holding XML (starts with ``<``) is returned unchanged. A relative path is looked for next to
+    the file that names it (``base``: that file's folder, e.g. the model config's), or in the working folder
+    when ``base`` is None (named on the command line or in-process), then among the package's and
+    example-robot-data's names.
     """
     s = str(name_or_path).strip()
     if s.startswith("<"):
@@ -66,14 +69,27 @@ def resolve_urdf(name_or_path: str) -> str:
     if s in EXAMPLE_ROBOTS:
         return str(example_robot_data_dir() / EXAMPLE_ROBOTS[s])
     p = Path(s).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = Path(base) / p
     if p.is_file():
         return str(p)
-    for base in (package_share_dir(), package_share_dir() / "urdf"):
-        if (base / s).is_file():
-            return str(base / s)
-        if (base / f"{s}.urdf").is_file():
-            return str(base / f"{s}.urdf")
-    raise FileNotFoundError(f"robot description '{s}' not found (not a file, not one of {sorted(EXAMPLE_ROBOTS)})")
+    for share in (package_share_dir(), package_share_dir() / "urdf"):
+        if (share / s).is_file():
+            return str(share / s)
+        if (share / f"{s}.urdf").is_file():
+            return str(share / f"{s}.urdf")
+    where = f"next to the file naming it ({base}), " if base is not None and not Path(s).is_absolute() else ""
+    raise FileNotFoundError(f"robot description '{s}' not found ({where}not a file, not one of "
+                            f"{sorted(EXAMPLE_ROBOTS)})")
+
+
+def urdf_next_to(urdf: str, folder) -> str:
+    """``robot.urdf`` of a model config in ``folder``: the file next to it when it is a relative path that
+    exists there, else as written (XML, an example-robot-data or package name)."""
+    if urdf.lstrip().startswith("<") or Path(urdf).expanduser().is_absolute():
+        return urdf
+    local = Path(folder) / urdf
+    return str(local) if local.is_file() else urdf
 
 
 def scale_inertias(system, mass_scale: float = 1.1, inertia_scale: float | None = None) -> None:

@@ -10,6 +10,11 @@
   for the run (``qv`` does, for its ``--out``), so a second run into the same folder is refused instead of
   overwriting the first one's files.
 * Files get the permissions the umask gives a new file (``0o666 & ~umask``), as ``open()`` would.
+* Reports never claim a success the run did not have: every file written here since :func:`begin_run` is
+  remembered, and :func:`mark_interrupted` (called by the ``qv`` command's signal handling) marks the reports
+  among them as incomplete: a JSON mapping gets ``"ok": false, "complete": false, "interrupted": <signal>``,
+  a Markdown report a first line saying so. The commands write their summary last, so a signal during the
+  run leaves no summary at all, and one after it leaves a marked one.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ def _atomic(path: Path, write: Callable[[str], None], suffix: str) -> Path:
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's file is 0600 whatever the umask
         os.replace(tmp, path)
+        _WRITTEN.append(path.resolve())
     except BaseException:
         try:
             os.unlink(tmp)
@@ -45,6 +51,50 @@ def _atomic(path: Path, write: Callable[[str], None], suffix: str) -> Path:
             pass
         raise
     return path
+
+
+# the files written through this module since begin_run (mark_interrupted marks the reports among them)
+_WRITTEN: list[Path] = []
+INCOMPLETE_MD = "> **Incomplete**: the run that wrote this report was interrupted ({}) before it finished.\n\n"
+
+
+def begin_run() -> None:
+    """Forget the files of earlier runs in this process: :func:`mark_interrupted` marks this run's only."""
+    _WRITTEN.clear()
+
+
+def mark_interrupted(reason: str) -> list[str]:
+    """Mark every report written since :func:`begin_run` as incomplete (module doc); returns their paths.
+    Further SIGINT/SIGTERM wait until the marks are written (the run is ending anyway)."""
+    import signal
+    import threading
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    marked = []
+    try:
+        for path in dict.fromkeys(_WRITTEN):
+            try:
+                if path.suffix == ".json":
+                    doc = json.loads(path.read_text(encoding="utf-8"))
+                    if not isinstance(doc, dict):
+                        continue
+                    doc.update(ok=False, complete=False, interrupted=reason)
+                    text = json.dumps(doc, indent=2)
+                elif path.suffix == ".md":
+                    text = INCOMPLETE_MD.format(reason) + path.read_text(encoding="utf-8")
+                else:
+                    continue
+                _atomic(path, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"), "")
+                marked.append(str(path))
+            except (OSError, ValueError):  # removed or unreadable meanwhile: nothing left that claims success
+                continue
+    finally:
+        _WRITTEN.clear()
+        for s, h in old.items():
+            signal.signal(s, h)
+    return marked
 
 
 def _umask() -> int:
@@ -63,7 +113,7 @@ def _umask() -> int:
 
 def write_text(path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically."""
-    return _atomic(Path(path), lambda tmp: Path(tmp).write_text(text), "")
+    return _atomic(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), "")
 
 
 def write_json(path, obj) -> Path:
@@ -173,4 +223,4 @@ def machine() -> str:
 
 
 __all__ = ["OutputError", "machine", "write_text", "write_json", "savez", "savefig", "check_writable", "reserve",
-           "release", "prepare_out_dir"]
+           "release", "prepare_out_dir", "begin_run", "mark_interrupted"]

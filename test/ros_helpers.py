@@ -35,8 +35,10 @@ def ros_session(domain_id: int, probe_name: str) -> Iterator[tuple]:
         rclpy.try_shutdown(context=ctx)
 
 
-def spin_until(ex, cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Spin ``ex`` until ``cond()`` holds or ``timeout`` seconds pass; returns the final ``cond()``."""
+def spin_until(ex, cond: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Spin ``ex`` until ``cond()`` holds or ``timeout`` seconds pass; returns the final ``cond()``. The default
+    is a cap for a handshake that fails (a loaded machine may take seconds), not a duration: a wait that
+    must last use ``lambda: False`` with its own timeout."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -75,3 +77,24 @@ def stop_processes(procs: Iterable[subprocess.Popen], sig: int = signal.SIGINT, 
             p.kill()
             out.append(("killed", *p.communicate()))
     return out
+
+
+def catches(pid: int, *signals: int) -> bool:
+    """True when process ``pid`` has its own handler for every one of ``signals`` (SigCgt of /proc/<pid>/status):
+    the kernel's word that the process got as far as installing them (a handshake, no guessed delay)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            mask = next(int(ln.split()[1], 16) for ln in fh if ln.startswith("SigCgt:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return all(mask >> (s - 1) & 1 for s in signals)
+
+
+def wait_until_catching(proc: subprocess.Popen, *signals: int, timeout: float = 120.0) -> None:
+    """Block until ``proc`` handles ``signals`` itself (:func:`catches`); AssertionError if it ends first or
+    ``timeout`` s pass (polled every millisecond: the handshake, not a delay)."""
+    end = time.monotonic() + timeout
+    while not catches(proc.pid, *signals):
+        assert proc.poll() is None, f"process ended (code {proc.returncode}) before handling {signals}"
+        assert time.monotonic() < end, f"process did not handle {signals} within {timeout} s"
+        time.sleep(0.001)

@@ -188,7 +188,7 @@ def test_library_input_errors_of_the_commands_are_one_line(capfd, tmp_path):
     broken.write_text("effort_controller: [\n")
     arm = str(ROOT / "config" / "planar_3link_model.yaml")
     _usage_error(qv(capfd, "export-urdf", "--target", "mock", arm, str(tmp_path / "r.urdf"), "--controllers",
-                    str(broken)), "cannot read controllers file")
+                    str(broken)), "controllers file", "does not parse as YAML")
     _usage_error(qv(capfd, "export-urdf", "--target", "mock", arm, str(tmp_path)), "is a folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.yaml", "model.yaml"]  # no temporary left behind
     _usage_error(qv(capfd, "simulate", "particle_circle", "--t-final", "1e7", "--out", str(tmp_path / "s")), "GiB")
@@ -256,9 +256,12 @@ def test_result_files_follow_the_umask(capfd, tmp_path, umask, mode):
 def test_signals_end_commands_and_nodes_in_one_line(tmp_path):
     """Real processes started as the installed executables start (``from qv_entry import <entry>``): SIGINT
     during the imports and during a run gives one line and exit 130 for ``qv``, 0 for a node; and importing
-    qv_entry installs the handlers before any package of the project is loaded."""
+    qv_entry installs the handlers before any package of the project is loaded. Each signal waits for a
+    handshake: the process handles SIGINT and SIGTERM itself (the kernel's SigCgt: the entry module's first
+    instruction ran, the imports follow), or the command printed that it started computing."""
     import signal
-    import time
+
+    from ros_helpers import wait_until_catching
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN), PYTHONUNBUFFERED="1")
     probe = subprocess.run([sys.executable, "-c", "import signal, sys, qv_entry; print(signal.getsignal("
@@ -267,21 +270,32 @@ def test_signals_end_commands_and_nodes_in_one_line(tmp_path):
                            capture_output=True, text=True, timeout=60, env=env)
     assert probe.stdout.split() == ["qv_entry", "qv_entry", "[]"], probe.stdout + probe.stderr
 
-    def run(entry: str, args: list[str], delay: float) -> tuple[int, str]:
+    def run(entry: str, args: list[str], marker: str | None) -> tuple[int, str]:
         code = f"import sys; from qv_entry import {entry}; sys.exit({entry}())"
         proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, env=env, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            if marker is None:  # in the imports: as soon as the entry module's handlers are in place
+                wait_until_catching(proc, signal.SIGINT, signal.SIGTERM)
+            else:  # in the run: once it says it computes
+                for line in proc.stdout:
+                    if marker in line:
+                        break
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         return proc.returncode, err
 
-    sim = ["simulate", "particle_circle", "--t-final", "120", "--no-plot", "--out"]
-    for delay, out in ((0.3, "early"), (6.0, "running")):  # in the imports; in the run (~10 s of simulation)
-        rc, err = run("qv", sim + [str(tmp_path / out)], delay)
-        assert rc == 130 and len(err.strip().splitlines()) == 1 and "SIGINT" in err, (delay, rc, err)
-    rc, err = run("dynamics_node", ["--ros-args", "--params-file", str(ROOT / "config" / "planar_3link.yaml")], 0.15)
-    assert rc == 0 and "Traceback" not in err, err
+    sim = ["simulate", "particle_circle", "--t-final", "600", "--no-plot", "--out"]
+    for marker, out, words in ((None, "early", "while starting"), ("computing particle_circle", "running",
+                                                                    "results of this run are incomplete")):
+        rc, err = run("qv", sim + [str(tmp_path / out)], marker)
+        assert rc == 130 and len(err.strip().splitlines()) == 1 and "SIGINT" in err and words in err, (out, rc, err)
+    rc, err = run("dynamics_node", ["--ros-args", "--params-file", str(ROOT / "config" / "planar_3link.yaml")], None)
+    assert rc == 0 and "Traceback" not in err and "while starting" in err, err
 
 
 @pytest.mark.parametrize("domain", ["999", "-1", "abc"])

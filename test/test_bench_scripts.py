@@ -48,6 +48,8 @@ def test_bench_legged_small_run():
 def test_bench_command_schedule_small_run():
     """The schedule replay applies the answer of the state each step starts from as lock-step does (same θ
     RMS to the printed digits), and a late command changes the figure."""
-    text = run("command_schedule.py", "--seconds", "1.3")
+    text = run("command_schedule.py", "--seconds", "1.3", "--stalls", "3")  # one stall schedule of the five
     lines = [ln for ln in text.splitlines() if ln.startswith("  every")]
     assert len(lines) == 3 and "(1.00x) /" in lines[0] and "(1.00x) /" not in lines[1], text
+    stall = [ln for ln in text.splitlines() if ln.startswith("  P = ")]
+    assert len(stall) == 1 and stall[0].startswith("  P = 3:") and "(1.00x) /" not in stall[0], text

@@ -32,7 +32,7 @@ def test_every_kernel_module_is_listed_for_warming():
     """setup.py's entry-point group names exactly the modules that define kernels: none left cold by qv warm."""
     found = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts)
                    for pkg in ("qv_dynamics", "qv_control") for p in (ROOT / pkg).rglob("*.py") if _defines_kernels(p))
-    assert found == kernel_modules() and len(found) == 7
+    assert found == kernel_modules() and len(found) == 10
 
 
 _COLD = """
@@ -48,10 +48,13 @@ t = s.evaluate(s.random_configuration(np.random.default_rng(0)), np.zeros(7))
 qs = quasi_decompose(t, prev=quasi_decompose(t))
 law = make_law("pidc", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"], kp=400.0,
                kd=40.0)
+osc = make_law("osc", s, frame="panda_hand", contact=None)
+body = make_law("osc_constrained", s, coordinates=["panda_hand.x", "panda_hand.y", "panda_joint3", "panda_joint4"])
 print(not st.compiled, qs._V is None, law._kernel is None, load("qv_control.kernels.laws", "tracking") is None,
       law.coords._kernel is None, load("qv_control.kernels.tick", "projection_law_tick") is None,
       load("qv_control.kernels.quasi_tick", "quasi_law_tick") is None,
-      load("qv_control.kernels.contact_qp", "solve_qp") is None)
+      load("qv_control.kernels.contact_qp", "solve_qp") is None, osc._fast is None, body._fast is None,
+      make_law("impedance", s, frame="panda_hand", contact=None)._ct is None)
 for m in sorted(STATUS):
     print(m, STATUS[m])
 """
@@ -59,12 +62,12 @@ for m in sorted(STATUS):
 
 def test_cold_cache_runs_the_numpy_paths_and_compiles_nothing(tmp_path):
     """numba pointed at an empty cache directory (as a fresh install that was not warmed): the stepper, the
-    decomposition and a law take their numpy paths, STATUS says why for each kernel module, and nothing was
-    compiled (numba would have written its cache files there)."""
+    decomposition and the laws (a projection law, both operational-space laws) take their numpy paths, STATUS says
+    why for each kernel module, and nothing was compiled (numba would have written its cache files there)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT), QV_COMPILED="1")
     out = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True, text=True, timeout=120,
                          check=True).stdout.splitlines()
-    assert out[0] == "True True True True True True True True"
+    assert out[0] == "True True True True True True True True True True True"
     status = dict(line.split(" ", 1) for line in out[1:])
     assert sorted(status) == kernel_modules()
     assert all(s.startswith("numpy path (no compiled cache") for s in status.values()), status

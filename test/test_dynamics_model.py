@@ -80,7 +80,7 @@ def test_from_yaml_file_and_dict(tmp_path):
         ConstrainedSystem.from_yaml({"robot": {"floating_base": True}})
     bad = tmp_path / "bad.yaml"
     bad.write_text("robot: [unclosed")
-    with pytest.raises(ModelError, match="cannot read"):
+    with pytest.raises(ModelError, match="does not parse as YAML"):
         ConstrainedSystem.from_yaml(bad)
     with pytest.raises(ModelError, match="cannot read"):
         ConstrainedSystem.from_yaml(tmp_path / "missing.yaml")

@@ -5,9 +5,9 @@ kernel paired with the numpy reference it must equal and the test that holds the
 - every module of a room but its support modules (``SUPPORT``) is listed in the room's ``PAIRS``: its reference
   resolves to a Python object and its test file exists and names the kernel module;
 - with numba blocked at import (a ``sys.meta_path`` finder installed by a ``sitecustomize`` on PYTHONPATH in a
-  subprocess, not a mock of any math), ``import qv_control`` works, a quasi-velocity law and a projection law
-  compute torques along a short motion of the Panda on its table, and the simulator steps; the torques equal
-  those of the compiled path in this process to 1e-9 (relative).
+  subprocess, not a mock of any math), ``import qv_control`` works, a quasi-velocity law, a projection law and the
+  impedance baseline compute torques along a short motion of the Panda on its table, and the simulator steps; the
+  torques equal those of the compiled path in this process to 1e-9 (relative).
 """
 from __future__ import annotations
 
@@ -106,6 +106,10 @@ for name, gains in (("quasi_tracking", dict(kp=60.0, kd=120.0, kf=0.3, ki=30.0))
         theta = law.coords.evaluate(q0, np.zeros(7)).theta
         taus.append(law.compute(State(0.001 * k, q, qdot), Reference(theta=theta, lambda_=np.array([-10.0]))).tolist())
     out[name] = taus
+law = make_law("impedance", system, frame="panda_hand_tcp", contact=system.constraints[0].name, force_ki=5.0)
+out["impedance"] = [law.compute(State(0.001 * k, q0 + 0.01 * k, 0.05 * np.cos(np.arange(7) + k), np.array([-9.0])),
+                                Reference(theta=np.array([0.4, 0.1, 0.3]), lambda_=np.array([-10.0]))).tolist()
+                    for k in range(4)]
 st = Stepper(slider_crank().system)
 out["stepper_compiled"] = st.compiled
 out["numba_loaded"] = "numba" in sys.modules
@@ -125,7 +129,8 @@ def test_without_numba_the_laws_and_simulator_run_and_equal_the_compiled_path(tm
     exec(compile(textwrap.dedent(_RUN).replace("print(json.dumps(out))", ""), "<run>", "exec"), here)
     from qv_dynamics.kernels.loader import STATUS
     assert STATUS.get("qv_control.kernels.tick") == "compiled", STATUS  # here: the compiled path (warmed cache)
-    for name in ("quasi_tracking", "pidc"):
+    assert STATUS.get("qv_control.kernels.impedance") == "compiled", STATUS
+    for name in ("quasi_tracking", "pidc", "impedance"):
         a, b = np.array(blocked[name]), np.array(here["out"][name])
         assert np.all(np.isfinite(a)) and np.abs(a).max() > 1.0
         assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max(), (name, np.abs(a - b).max())

@@ -79,7 +79,10 @@ def test_nodes_as_processes_stand_and_stop_on_sigint():
     from ros_helpers import stop_processes
 
     plant = _node("qv_dynamics.ros.legged_mujoco_node", "mode:=lockstep", "publish_clock:=false")
-    ctrl = _node("qv_control.ros.legged_controller_node", "law_params.plan:='kind: stance'")   # a YAML string
+    # lock-step on a loaded machine: a plant step can wait longer than the 0.1 s watchdog, whose zero effort the
+    # plant would then step with (8.6 mm of sag seen at load 12); this test checks the standing loop's wiring
+    ctrl = _node("qv_control.ros.legged_controller_node", "law_params.plan:='kind: stance'",   # a YAML string
+                 "watchdog_timeout:=2.0")
     ctx = Context()
     rclpy.init(context=ctx, domain_id=int(_env()["ROS_DOMAIN_ID"]), args=[])
     heights = []

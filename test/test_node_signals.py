@@ -1,6 +1,6 @@
 """Every node as its own process, as ``ros2 launch`` starts it: SIGINT and SIGTERM end it with exit code 0
-within 1 s and without a traceback, in every state: while it is being built, spinning,
-in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
+at once (well within launch's 5 s grace: STOP_WITHIN) and without a traceback, in every state: while it is
+being built, spinning, in the controller's watchdog state; and the runner ends a node that gives up with its exit code.
 
 Real processes, real signals, real rclpy: the "starting" case uses the production runner with a node
 whose construction takes seconds (a slow model load), so the signal lands in it deterministically.
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("rclpy")
+from ros_helpers import wait_until_catching  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARM = str(ROOT / "config" / "planar_3link.yaml")
@@ -35,7 +36,10 @@ READY = {  # a line each node logs once it is built (the runner spins right afte
     "qv_mujoco_node": "MuJoCo plant",
 }
 PARAMS = {"qv_mujoco_node": str(ROOT / "config" / "demo_mujoco.yaml")}  # the others: the 3-link arm
-STOP_WITHIN = 1.0  # s
+# s: a signal ends a node at once (0.1-0.6 s measured, 1.5 s under load 10 on 2 cores); the bound sits below every
+# slow path the tests guard against (a 5 s construction or teardown run to its end; the 3 s teardown watchdog
+# ends with code 1, which the exit-code check catches), so a loaded machine cannot break it and none can pass it
+STOP_WITHIN = 4.0
 LAUNCH_GRACE = 5.0  # s, ros2 launch's sigterm_timeout: a node still running after SIGINT this long is escalated
 
 
@@ -51,7 +55,7 @@ def _start(args: list[str], prefix: str = "") -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 20.0) -> str:
+def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 120.0) -> str:
     """Read the process output until a line contains ``text``; returns what was read."""
     seen = []
     end = time.monotonic() + timeout
@@ -91,10 +95,24 @@ def _node_args(node: str, *params: str) -> list[str]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("node", sorted(ENTRY))
 def test_spinning_node_stops_cleanly(node, sig):
-    proc = _start(_node_args(node, "-r", f"__node:={node.replace('_node', '')}"))  # qv_sim, qv_mujoco, ...
+    name = node.replace("_node", "")  # qv_sim, qv_mujoco, ...
+    proc = _start(_node_args(node, "-r", f"__node:={name}"))
     _wait_for(proc, READY[node])
-    time.sleep(0.3)  # spinning (the simulator steps, the dynamics node idles)
+    _wait_spinning(proc, name)
     _assert_clean(*_signal_and_reap(proc, sig))
+
+
+def _wait_spinning(proc: subprocess.Popen, name: str, timeout: float = 120.0) -> None:
+    """The handshake that ``name`` spins: its parameter service answers a call (served by the executor only)."""
+    from rcl_interfaces.srv import GetParameters
+    from ros_helpers import ros_session, spin_until
+
+    with ros_session(DOMAIN, f"{name}_spin_probe") as (_, ex, probe):
+        client = probe.create_client(GetParameters, f"/{name}/get_parameters")
+        assert spin_until(ex, lambda: client.service_is_ready() or proc.poll() is not None, timeout), name
+        future = client.call_async(GetParameters.Request(names=["use_sim_time"]))
+        assert spin_until(ex, lambda: future.done() or proc.poll() is not None, timeout) and future.done(), \
+            f"{name} never answered (exit code {proc.poll()})"
 
 
 STARTING = """
@@ -172,6 +190,10 @@ class SlowTeardown(Node):
     # qv_dynamics.ros.runner): the C-level wait is stood in for by a sleep that, like it, releases the GIL
     def __init__(self):
         super().__init__("slow_teardown")
+        self.timer = self.create_timer(0.01, self.spinning)
+
+    def spinning(self):  # a timer callback runs only once the executor spins: the test's handshake
+        self.timer.cancel()
         print("spinning", flush=True)
 
     def destroy_node(self):
@@ -185,10 +207,9 @@ sys.exit(run_node("slow_teardown", SlowTeardown, []))
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_with_a_node_the_middleware_does_not_release(sig):
     """After a signal the runner waits NODE_DESTROY_LIMIT (0.5 s) for the node's destruction, then says so and
-    ends with 0 within the 1 s budget (not the 3 s teardown watchdog's code 1)."""
+    ends with 0 (not the 3 s teardown watchdog's code 1, not after the 5 s destruction)."""
     proc = _start(["-c", SLOW_TEARDOWN])
     _wait_for(proc, "spinning")
-    time.sleep(0.2)
     rc, took, out = _signal_and_reap(proc, sig)
     _assert_clean(rc, took, out)
     assert "did not release the node within 0.5 s" in out and f"stopped by {signal.Signals(sig).name}" in out
@@ -209,14 +230,14 @@ def test_controller_in_watchdog_state_stops_cleanly():
         probe = rclpy.create_node("signal_probe", context=ctx)
         pub = probe.create_publisher(JointState, "/joint_states", 10)
         msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0], velocity=[0.0] * 3)
-        end = time.monotonic() + 5.0
+        end = time.monotonic() + 60.0  # (the handshake: the controller's subscription matched)
         while pub.get_subscription_count() < 1 and time.monotonic() < end:
-            time.sleep(0.02)
+            time.sleep(0.001)
         for k in range(20):
             msg.header.stamp.nanosec = k * 1_000_000
             pub.publish(msg)
             time.sleep(0.005)
-        _wait_for(proc, "watchdog", timeout=5.0)
+        _wait_for(proc, "watchdog")
         probe.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
@@ -243,8 +264,8 @@ STREAM = [("qv_sim_node", "qv_sim"), ("qv_controller_node", "qv_controller")]
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGINT], ids=["SIGINT", "SIGTERM", "SIGINT2"])
 def test_signal_while_the_stream_flows(sig):
     """The simulator (realtime, 1 kHz) and the controller as two processes, states and commands flowing (a
-    probe counts both): one signal to both, as ``ros2 launch`` sends it at shutdown; each ends with 0 within
-    1 s, without a traceback. Repeated: an exit that depends on where the signal lands shows up as a flake."""
+    probe counts both): one signal to both, as ``ros2 launch`` sends it at shutdown; each ends with 0 at once,
+    without a traceback. Repeated: an exit that depends on where the signal lands shows up as a flake."""
     from ros_helpers import ros_session, spin_until
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
@@ -262,7 +283,7 @@ def test_signal_while_the_stream_flows(sig):
         with ros_session(DOMAIN, "stream_probe") as (_, ex, probe):
             probe.create_subscription(JointState, "/joint_states", count("states"), 10)
             probe.create_subscription(Float64MultiArray, "/effort_controller/commands", count("commands"), 10)
-            flowing = spin_until(ex, lambda: counts["states"] >= 200 and counts["commands"] >= 50, timeout=30.0)
+            flowing = spin_until(ex, lambda: counts["states"] >= 200 and counts["commands"] >= 50, timeout=120.0)
         t0 = time.monotonic()
         for proc in procs:
             proc.send_signal(sig)
@@ -285,20 +306,26 @@ def test_signal_while_the_stream_flows(sig):
 SCRIPTS = {"qv_controller_node": ARM, "qv_dynamics_node": ARM, "qv_mujoco_node": PARAMS["qv_mujoco_node"]}
 
 
-@pytest.mark.parametrize("delay", [0.1, 0.25], ids=["0.10s", "0.25s"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_signal_while_importing(script, sig, delay):
+def test_signal_while_importing(script, sig):
     """The installed console script (what ``ros2 run`` / ``ros2 launch`` start) signalled while its module is still
-    being imported (~0.4 s of numpy, Pinocchio, rclpy, numba: 0.1 and 0.25 s land inside on this machine; later
-    the runner's handlers answer, with the same result): exit 0 at once, no traceback. Before the light entry
-    module (qv_dynamics.ros.entry) this printed a KeyboardInterrupt traceback and exited with -2."""
+    being imported (numpy, Pinocchio, rclpy, numba: ~0.4 s, seconds under load): exit 0 at once, no traceback,
+    and the line of the entry module's start-up handler ("while starting": it landed in the imports). The
+    signal is sent once the process handles SIGINT and SIGTERM itself (the kernel's SigCgt: the entry module's
+    first instruction ran), never after a guessed delay, which on a loaded machine landed inside the
+    interpreter's own start-up (exit -15 / -2, or 1 with a site-import traceback). Before the light entry
+    module this printed a KeyboardInterrupt traceback and exited with -2."""
     exe = Path(sys.executable).with_name(script)
     if not exe.exists():
         pytest.skip(f"{exe} not installed (pip install -e . / scripts/setup.sh installs the console scripts)")
     proc = subprocess.Popen([str(exe), "--ros-args", "--params-file", SCRIPTS[script]], cwd=str(ROOT), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(delay)
+    try:
+        wait_until_catching(proc, signal.SIGINT, signal.SIGTERM)
+    except AssertionError:
+        proc.kill()
+        raise
     rc, took, out = _signal_and_reap(proc, sig)
     _assert_clean(rc, took, out)
-    assert f"stopped by {signal.Signals(sig).name}" in out
+    assert f"stopped by {signal.Signals(sig).name} while starting" in out, out

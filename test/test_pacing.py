@@ -80,13 +80,13 @@ def test_dynamics_node_reports_tick_time_and_deadlines():
         got = []
         probe.create_subscription(DiagnosticArray, "/diagnostics", got.append, 10)
         pub = probe.create_publisher(JointState, "/joint_states", 10)
-        spin_until(ex, lambda: pub.get_subscription_count() >= 1)
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1)
         for k in list(range(20)) + [24]:  # the last one 5 periods on: 4 states lost on the way
             msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0],
                              velocity=[0.1, 0.0, 0.0], effort=[0.0, 0.0, 0.0])
             msg.header.stamp = sec_to_stamp(1.0 + 1e-3 * k)
             pub.publish(msg)
-            spin_until(ex, lambda: node.pacer.received > min(k, 20), timeout=2.0)
+            assert spin_until(ex, lambda: node.pacer.received > min(k, 20))  # the handshake: the node got it
         assert node.pacer.processed == node.stats["messages"] >= 15
         node.publish_diagnostics()
         assert spin_until(ex, lambda: got)

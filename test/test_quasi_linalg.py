@@ -1,5 +1,6 @@
 """The compiled kernel's small dense linear algebra (qv_dynamics.kernels.quasi_linalg) against numpy/LAPACK: blocked
-Cholesky with the triangular inverse, Jacobi singular values (cold and warm-started), the products."""
+Cholesky with the triangular inverse, Jacobi singular values (cold and warm-started), the products; the borrowed
+(uncounted) arrays of the kernels."""
 from __future__ import annotations
 
 import numpy as np
@@ -61,3 +62,46 @@ def test_products_small_and_blas():
         x = rng.normal(size=r)
         assert np.allclose(mv(A, x), A @ x, rtol=0, atol=1e-13)
         assert np.allclose(mv(B.T, x), B.T @ x, rtol=0, atol=1e-13)
+
+
+def test_borrowed_arrays_are_views_without_a_reference_count():
+    """borrowed(a) is a itself (the same memory, shape and strides: a write through it is seen in a, of a C, an F and
+    a strided array) without numba's memory-info and parent pointers: boxed back to Python it is a bare view of a's
+    memory owning nothing (a counted array boxes back to a itself); alive(a) keeps an array made in the kernel to its
+    last line, so a borrowed scratch reads back what was written into it."""
+    from numba import njit
+
+    from qv_dynamics.kernels.quasi_linalg import alive, borrowed
+
+    @njit
+    def write_through(a):
+        b = borrowed(a)
+        b[1, 0] = 7.0
+        return b.shape[0] * 100 + b.shape[1], b.strides[0], b.strides[1]
+
+    @njit
+    def boxed(a, borrow):
+        return borrowed(a) if borrow else a
+
+    @njit
+    def scratch_sum(n):
+        owner = np.empty(n)
+        w = borrowed(owner)
+        for i in range(n):
+            w[i] = i
+        s = 0.0
+        for i in range(n):
+            s += w[i]
+        return s * alive(owner)
+
+    base = np.zeros((5, 6))
+    for a in (base, np.asfortranarray(base), base[::2, 1:4]):
+        a[...] = 0.0
+        shape, s0, s1 = write_through(a)
+        assert a[1, 0] == 7.0 and np.count_nonzero(a) == 1
+        assert shape == a.shape[0] * 100 + a.shape[1] and (s0, s1) == a.strides
+    a = np.arange(6.0).reshape(2, 3)
+    assert boxed(a, False) is a
+    b = boxed(a, True)
+    assert b is not a and b.base is None and not b.flags.owndata and np.shares_memory(a, b) and np.array_equal(a, b)
+    assert scratch_sum(1000) == 999 * 1000 / 2

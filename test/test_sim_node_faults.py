@@ -141,12 +141,12 @@ def test_stopped_simulation_exits_nonzero_and_says_so(tmp_path):
     try:
         with ros_session(DOMAIN, "stop_probe") as (ctx, ex, probe):
             pub = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-            assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, timeout=20.0)
-            end = time.monotonic() + 10.0
+            assert spin_until(ex, lambda: pub.get_subscription_count() >= 1, timeout=120.0)
+            end = time.monotonic() + 60.0  # (until it stops: seconds on a loaded machine)
             while proc.poll() is None and time.monotonic() < end:
                 pub.publish(Float64MultiArray(data=[1e15, -1e15, 1e15]))
                 ex.spin_once(timeout_sec=0.01)
-        out, _ = proc.communicate(timeout=5.0)
+        out, _ = proc.communicate(timeout=60.0)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -167,15 +167,17 @@ def test_realtime_clock_starts_at_the_first_command():
         states = []
         probe.create_subscription(JointState, "/joint_states", states.append, 100)
         pub = probe.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-        spin_until(ex, lambda: pub.get_subscription_count() >= 1 and len(states) >= 1)
-        n0, t0 = len(states), time.monotonic()
-        spin_until(ex, lambda: False, timeout=0.5)
-        rate = (len(states) - n0) / (time.monotonic() - t0)
-        assert sim.steps == 0 and not sim.started and 1.0 <= rate <= 110.0  # at most every 10 ms, no step
+        assert spin_until(ex, lambda: pub.get_subscription_count() >= 1 and len(states) >= 1)
+        # the rate on the publisher's side (arrivals come in bursts after a stall): 20 more messages take at
+        # least 0.19 s at one per 10 ms, so the count over the window is at most 100 Hz + 1/window, ~105 Hz
+        c0, t0 = sim.states_published, time.monotonic()
+        assert spin_until(ex, lambda: sim.states_published >= c0 + 20)  # (the handshake: it keeps publishing)
+        rate = (sim.states_published - c0) / (time.monotonic() - t0)
+        assert sim.steps == 0 and not sim.started and rate <= 110.0  # at most every 10 ms, no step
         assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in states)
-        pub.publish(Float64MultiArray(data=[0.0, 0.0, 0.0]))
         t0 = time.monotonic()
-        spin_until(ex, lambda: False, timeout=0.3)
+        pub.publish(Float64MultiArray(data=[0.0, 0.0, 0.0]))
+        assert spin_until(ex, lambda: sim.steps >= 10)
         elapsed = time.monotonic() - t0
-        assert sim.started and 10 <= sim.steps <= elapsed / sim.dt + 5  # running, never ahead of the wall clock
+        assert sim.started and sim.steps <= elapsed / sim.dt + 5  # running, never ahead of the wall clock
         retire(ex, sim)

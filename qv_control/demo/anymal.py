@@ -19,7 +19,6 @@ measured MuJoCo forces of fully loaded stance feet), max_abs_torque_ratio (|τ|/
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -28,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from qv_dynamics import runfiles
 from qv_dynamics.errors import QVError
+from qv_dynamics.jsonutil import jsonable
 from qv_dynamics.plants.mujoco_legged import LeggedMujocoPlant, standing_configuration
 from qv_dynamics.state import State
 
@@ -153,7 +154,7 @@ def plot_report(out: Path, runs: dict, cfg: AnymalConfig) -> list[str]:
             a.grid(alpha=0.3)
     fig.tight_layout()
     p = out / "anymal_runs.png"
-    fig.savefig(p, dpi=90)
+    runfiles.savefig(fig, p, dpi=90)
     plt.close(fig)
     names.append(p.name)
     return names
@@ -180,11 +181,11 @@ def run_demo(cfg: AnymalConfig, out: Path | None, ros: bool = False, mass_error_
          "min_cone_margin": min(p["min_cone_margin"] for p in head),
          "max_abs_torque_ratio": max(p["max_abs_torque_ratio"] for p in head),
          "through_ros": bool(ros), "runs": per}
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:  # every file renamed into place, summary.json last
+        out = runfiles.check_writable(out)
         if plots:
             s["plots"] = plot_report(out, runs, cfg)
-        (out / "summary.json").write_text(json.dumps(s, indent=2, default=float))
+        runfiles.write_json(out / "summary.json", jsonable(s))
     return s
 
 

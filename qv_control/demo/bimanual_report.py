@@ -10,16 +10,16 @@ law is called directly and ``through_ros`` is false in the summary.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from qv_dynamics import runfiles
 from qv_dynamics.errors import QVError
 from qv_dynamics.jsonutil import jsonable
+from qv_dynamics.yamlio import load_yaml
 
 from .bimanual import BimanualConfig, metrics, run
 from .bimanual_release import release_metrics, run_release
@@ -61,7 +61,7 @@ def _save(fig, path: Path) -> str:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    runfiles.savefig(fig, path, dpi=110)
     plt.close(fig)
     return path.name
 
@@ -125,13 +125,13 @@ def run_all(cfg: BimanualConfig, out: Path | None = None, ros: bool = False, plo
     runs = {"ours": ours, "baseline": run(cfg, "baseline"), "release": run_release(cfg)}
     summary = summarize(runs, cfg, through_ros=ros)
     summary["wall_time_s"] = time.perf_counter() - t0
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:  # every file renamed into place, summary.json last
+        out = runfiles.check_writable(out)
         if plots:
             summary["figures"] = plot(out, runs, cfg)
-        np.savez_compressed(out / "runs.npz", **{f"{k}_{f}": v for k, r in runs.items() for f, v in r.items()
-                                                  if isinstance(v, np.ndarray)})
-        (out / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+        runfiles.savez(out / "runs.npz", **{f"{k}_{f}": v for k, r in runs.items() for f, v in r.items()
+                                            if isinstance(v, np.ndarray)})
+        runfiles.write_json(out / "summary.json", jsonable(summary))
     return summary
 
 
@@ -140,7 +140,7 @@ def load_config(path: str | None) -> BimanualConfig:
     shipped defaults (the Panda pair) without a file."""
     if not path:
         return BimanualConfig()
-    doc = yaml.safe_load(Path(path).read_text())
+    doc = load_yaml(path, "two-arm config")
     if isinstance(doc, dict) and "bimanual" in doc:
         return BimanualConfig.from_dict(doc["bimanual"], "bimanual")
     return BimanualConfig.from_dict(doc, "config")
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config)
-    except (OSError, yaml.YAMLError, QVError) as exc:
+    except (OSError, QVError) as exc:
         print(f"qv demo bimanual: {args.config}: {exc}".replace("\n", " "), file=sys.stderr)
         return 2
     if args.conditions:

@@ -11,12 +11,11 @@ ablations), each friction row with its scene's open-loop sliding band beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
+from qv_dynamics import runfiles
 from qv_dynamics.jsonutil import jsonable
 
 from .conditions import CONDITIONS, conditions_config, open_loop_sliding_band
@@ -100,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"qv conditions: unknown condition(s) {unknown}; available: {list(CONDITIONS)}", file=sys.stderr)
         return 2
+    print(f"computing {len(args.only or CONDITIONS)} conditions", flush=True)  # (the signal tests wait for it)
     doc = run_matrix(args.only, args.controllers)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "conditions.json").write_text(json.dumps(jsonable(doc), indent=2))
-    (out / "conditions.md").write_text(markdown_table(doc))
+    out = runfiles.check_writable(args.out)     # every file renamed into place, conditions.json last
+    runfiles.write_text(out / "conditions.md", markdown_table(doc))
+    runfiles.write_json(out / "conditions.json", jsonable(doc))
     print(f"\nwall time {doc['_meta']['wall_time_s']:.0f} s; {out}/conditions.json, {out}/conditions.md")
     return 0
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 import numpy as np
 
@@ -110,12 +109,11 @@ def load_config(path: str | None) -> DemoConfig:
         path = str(p) if p.is_file() else None
     if not path:
         return DemoConfig()
-    import yaml
+    from qv_dynamics.yamlio import load_yaml
 
-    try:
-        doc = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"cannot read demo config {path}: {exc}") from None
+    doc = load_yaml(path, "demo config") or {}
+    if not isinstance(doc, dict):
+        raise ModelError(f"demo config {path} must be a mapping ('demo:' or the DemoConfig keys)")
     return DemoConfig.from_dict(doc.get("demo", doc))
 
 

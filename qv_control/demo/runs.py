@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config)
         if args.short:
             cfg = cfg.shortened()
+        print("computing the demo runs", flush=True)  # (the signal tests wait for it)
         s = run_demo(cfg, Path(args.out), ros=not args.no_ros, mass_error_run=not args.no_mass_error)
     except (QVError, TimeoutError) as exc:
         print(f"qv demo: {exc}", file=sys.stderr)

@@ -2,6 +2,8 @@
 and the reference, and form the terms from Pinocchio's Coriolis pass (support of the tick kernels: each piece
 equals a numpy reference of its own, held by the tick's test).
 
+- :func:`ready` (:func:`inputs_ok`, the tick live, a hold target, D square) and :func:`targets` (θ_d, λ_d):
+  the prologue of every whole tick;
 - :func:`inputs_ok`: the checks of :meth:`qv_control.laws.base.ControlLaw._read_state` and
   :func:`qv_control.references.validate_reference` (sizes, finite entries and sums of squares, unit-norm parts of
   q within 2e-6 in the squared norm, the joint range of θ_d); False: the numpy path reads them and raises (or
@@ -18,13 +20,16 @@ from numba import njit
 
 from qv_dynamics.kernels.crb import mass_gravity
 from qv_dynamics.kernels.frame import frame_rates, placements, rows_from_slots
+from qv_dynamics.kernels.quasi_linalg import alive, borrowed
 
 from .layout import (
     F_ARM,
     F_FPLACE,
     F_GRAV,
     F_HI,
+    F_HOLD,
     F_LO,
+    F_ST,
     I_FID,
     I_FJOINT,
     I_QUAT,
@@ -32,11 +37,20 @@ from .layout import (
     I_SIZES,
     I_SUP,
     I_TREE,
+    S_HOLD,
+    S_LIVE,
     SZ_K,
     SZ_M,
     SZ_N,
     SZ_NQ,
+    SZ_SLOTS,
 )
+
+
+@njit(cache=True, inline="always")
+def take(w, o, r, c):
+    """Rows × columns of the scratch vector ``w`` from entry ``o`` (a C-contiguous view) and the next free entry."""
+    return w[o:o + r * c].reshape((r, c)), o + r * c
 
 
 @njit(cache=True)
@@ -82,13 +96,13 @@ def _vector_ok(x, size) -> bool:
 
 
 @njit(cache=True)
-def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
-    """The checks of the module doc (λ_meas, θ_d, θ̇_d, θ̈_d, λ_d may be None)."""
+def state_ok(I, q, qdot, t) -> bool:
+    """t finite, q and q̇ of their sizes with finite entries and sums of squares, the unit-norm parts of q within
+    2e-6 in the squared norm."""
     sz = iv(I, I_SIZES)
-    n, nq, m, k = sz[SZ_N], sz[SZ_NQ], sz[SZ_M], sz[SZ_K]
-    if not math.isfinite(t) or q.shape[0] != nq or qdot.shape[0] != n:
+    if not math.isfinite(t) or q.shape[0] != sz[SZ_NQ] or qdot.shape[0] != sz[SZ_N]:
         return False
-    if not math.isfinite(_sumsq(q) + _sumsq(qdot)) or not _vector_ok(lam, m):
+    if not math.isfinite(_sumsq(q) + _sumsq(qdot)):
         return False
     quat = im(I, I_QUAT)
     for p in range(quat.shape[0]):
@@ -97,6 +111,16 @@ def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
             s += q[i] * q[i]
         if abs(s - 1.0) > 2e-6:
             return False
+    return True
+
+
+@njit(cache=True)
+def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
+    """The checks of the module doc (λ_meas, θ_d, θ̇_d, θ̈_d, λ_d may be None)."""
+    sz = iv(I, I_SIZES)
+    m, k = sz[SZ_M], sz[SZ_K]
+    if not state_ok(I, q, qdot, t) or not _vector_ok(lam, m):
+        return False
     if not (_vector_ok(th, k) and _vector_ok(thd, k) and _vector_ok(thdd, k) and _vector_ok(lamd, m)):
         return False
     if th is not None:
@@ -105,6 +129,30 @@ def inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
             if th[i] < lo[i] or th[i] > hi[i]:
                 return False
     return True
+
+
+@njit(cache=True, inline="always")
+def ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t) -> bool:
+    """What a whole tick checks first: :func:`inputs_ok`, the tick live (its state packed), a hold target when the
+    reference has no θ_d, and k = n − m (D square)."""
+    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+        return False
+    sz, st = iv(I, I_SIZES), fv(I, F, F_ST)
+    return not (st[S_LIVE] == 0.0 or (th is None and st[S_HOLD] == 0.0) or sz[SZ_K] != sz[SZ_N] - sz[SZ_M])
+
+
+@njit(cache=True, inline="always")
+def targets(I, F, th, lamd, zero):
+    """θ_d (the latched hold target when the reference has none) and λ_d (``zero``, m zeros, when none)."""
+    th_d = th if th is not None else fv(I, F, F_HOLD)
+    lam_d = lamd if lamd is not None else zero
+    return th_d, lam_d
+
+
+@njit(cache=True, inline="always")
+def or_zeros(x, zero):
+    """``x``, or ``zero`` (zeros of its size) when it is None (θ̇_d, θ̈_d of a reference without them)."""
+    return x if x is not None else zero
 
 
 @njit(cache=True)
@@ -131,4 +179,21 @@ def terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot) -> 
             Adot[i, j] = Fr[sa, 6 + a, j] - Fr[sb, 6 + a, j] if sb >= 0 else Fr[sa, 6 + a, j]
 
 
-__all__ = ["fm", "fv", "im", "iv", "inputs_ok", "terms"]
+@njit(cache=True, inline="always")
+def scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w):
+    """:func:`terms` into blocks of the scratch ``w`` from its start: (M, g, h, X, Fr, A, Ȧq̇, Ȧ, the next free
+    entry)."""
+    sz = iv(I, I_SIZES)
+    n, m, ns = sz[SZ_N], sz[SZ_M], sz[SZ_SLOTS]
+    M, o = take(w, 0, n, n)
+    X, o = take(w, o, ns, 12)
+    A, o = take(w, o, m, n)
+    Adot, o = take(w, o, m, n)
+    Fr, o = w[o:o + ns * 12 * n].reshape((ns, 12, n)), o + ns * 12 * n
+    g, h, ad, o = w[o:o + n], w[o + n:o + 2 * n], w[o + 2 * n:o + 2 * n + m], o + 2 * n + m
+    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
+    return M, g, h, X, Fr, A, ad, Adot, o
+
+
+__all__ = ["alive", "borrowed", "fm", "fv", "im", "iv", "inputs_ok", "or_zeros", "ready", "state_ok", "scratch_terms",
+           "take", "targets", "terms"]

@@ -22,6 +22,7 @@ from numba import njit
 
 from qv_dynamics.kernels.frame import frame_rates as _frame_rates
 from qv_dynamics.kernels.loader import kernel
+from qv_dynamics.kernels.quasi_linalg import alive, borrowed
 
 from ..coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
 
@@ -127,8 +128,9 @@ def coordinates_core(F, X, Rref, plan, k, q, qdot, out) -> int:
     orientation reference ``Rref[s]`` (row-major, 9 entries)."""
     n = qdot.shape[0]
     nslot = F.shape[0]
-    rot = np.empty((nslot, 9, n))   # φ (column 0 of row 0..2), GJ_ω, GJ̇_ω + ĠJ_ω
-    W = np.empty((7, 3, 3))
+    owner = np.empty((nslot, 9, n))   # φ (column 0 of row 0..2), GJ_ω, GJ̇_ω + ĠJ_ω
+    owner_w = np.empty((7, 3, 3))
+    rot, W = borrowed(owner), borrowed(owner_w)   # (no reference counts on their views; alive to the last line)
     phi = np.empty(3)
     done = np.zeros(nslot, np.bool_)
     m = plan.shape[0] - k
@@ -168,7 +170,7 @@ def coordinates_core(F, X, Rref, plan, k, q, qdot, out) -> int:
             b += out[k + i, j] * qdot[j]
         out[base + 1, i] = a
         out[base + 2, i] = b
-    return 0
+    return 1 - alive(owner) * alive(owner_w)
 
 
 _SIG = (f"int64({_M}, {_M}, {_M}, float64[:], {_M}, float64[:], float64[:, :, ::1], int64[:, ::1], "

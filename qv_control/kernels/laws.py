@@ -22,8 +22,8 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky, full_rank, mtv_into, mv, mv_into
-from qv_dynamics.kernels.sim_linalg import chol_solve, lu_apply_into, lu_factor
+from qv_dynamics.kernels.quasi_linalg import alive, borrowed, full_rank, mtv_into, mv_into
+from qv_dynamics.kernels.sim_linalg import lu_apply_into, lu_factor
 
 from .conditioning import _reduced, cond_certified, cond_jacobi, reduced_core
 
@@ -98,7 +98,8 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
         lu_factor(D, LU, piv)  # (cond(D) finite: no zero pivot)
     else:
         out[6, 0] = np.nan
-    wk = np.empty((9, n))
+    owner = np.empty((9, n))   # (borrowed: its views are not reference-counted; alive to the last line)
+    wk = borrowed(owner)
     e, u_v, eps, sigma, sd_dot = out[5, :k], out[0, :k], out[1, :k], out[2, :k], wk[5, :k]
     for i in range(k):
         e[i] = th[i] - th_d[i]
@@ -148,7 +149,7 @@ def tracking_core(Qi, Qd, V, W1, Lam, G, Gv, J, Jd, Ad, v, vr, th, th_d, thd, th
         mtv_into(V2, y, gv)
     for i in range(k):
         u_v[i] += (sd_dot[i] + gv[i]) - kd * eps[i]
-    return 1
+    return alive(owner)
 
 
 @njit(cache=True)
@@ -309,63 +310,10 @@ def coupled_core(M, P, x, y, out) -> None:
             out[row, i] = w[i] - s
 
 
-@njit(cache=True)
-def _chol_solve_columns(L, B, X) -> None:
-    """X = (LLᵀ)⁻¹B, one column at a time (:func:`qv_dynamics.kernels.sim_linalg.chol_solve`)."""
-    for j in range(B.shape[1]):
-        X[:, j] = chol_solve(L, B[:, j])
-
-
-@kernel(f"int64({_M}, {_M}, float64[:], float64[:], float64[:], float64[:], float64[:], float64[:], float64, "
-        "float64, float64[:, ::1])")
-def osc(M, J, q, q_null, qd, a_star, Jdqd, a_int, kp_null, kd, out) -> int:
-    """The operational-space law's products after its Pinocchio passes (:mod:`qv_control.laws.osc`, the same
-    equations in the same order as its numpy path): X = M⁻¹Jᵀ (Cholesky), Λ_x = (JX)⁻¹ (Cholesky of the
-    6 × 6), J̄ = XΛ_x, τ₀ = M(k_p,null(q_n − q) − K_D q̇) and into ``out`` rows (n columns): 0 the motion channel
-    Jᵀ(Λ_x a* − J̄ᵀτ₀) + τ₀, 1 JᵀΛ_x J̇q̇ (the base channel is h minus it), 2 τ_I = JᵀΛ_x a_int, then Λ_x (6 rows,
-    first 6 columns). Returns 1, or 0 when M or JM⁻¹Jᵀ is not positive definite (the numpy path raises)."""
-    n = M.shape[0]
-    L = np.empty((n, n))
-    if not cholesky(np.ascontiguousarray(M), L):
-        return 0
-    X = np.empty((n, 6))
-    _chol_solve_columns(L, np.ascontiguousarray(J.T), X)
-    S = np.empty((6, 6))
-    for i in range(6):
-        for j in range(6):
-            t = 0.0
-            for k in range(n):
-                t += J[i, k] * X[k, j]
-            S[i, j] = t
-    Ls = np.empty((6, 6))
-    if not cholesky(S, Ls):
-        return 0
-    Lam = out[3:9, :6]
-    eye = np.eye(6)
-    _chol_solve_columns(Ls, eye, Lam)
-    w = kp_null * (q_null - q) - kd * qd
-    tau0 = mv(M, w)
-    # Λ_x a* − J̄ᵀτ₀ = Λ_x(a* − Xᵀτ₀) (J̄ = XΛ_x, Λ_x symmetric); Λ_x J̇q̇; Λ_x a_int
-    y = a_star - mv(X.T, tau0)
-    f1, f2, f3 = mv(Lam, y), mv(Lam, Jdqd), mv(Lam, a_int)
-    for c in range(n):
-        s1 = s2 = s3 = 0.0
-        for r in range(6):
-            s1 += J[r, c] * f1[r]
-            s2 += J[r, c] * f2[r]
-            s3 += J[r, c] * f3[r]
-        out[0, c] = s1 + tau0[c]
-        out[1, c] = s2
-        out[2, c] = s3
-    return 1
-
-
 def warm() -> None:
     """Run each kernel once (:func:`qv_dynamics.kernels.loader.warm_all` compiles them into numba's disk cache
     first)."""
     coupled(np.eye(2), np.eye(2), np.ones(2), np.ones(2), np.empty((2, 2)))
-    v7 = np.ones(7)
-    osc(2.0 * np.eye(7), np.eye(6, 7), v7, v7, v7, np.ones(6), np.ones(6), np.ones(6), 1.0, 1.0, np.empty((9, 7)))
     reduced_jacobian(np.eye(2), np.eye(2), 1, np.ones((1, 2)), np.empty((1, 1)))
     pidc(np.ones((1, 2)), np.ones(1), np.eye(1, 2), np.ones(1), np.ones(1), 1e-9, 1e-9, np.empty((4, 2)),
          np.empty((3, 2)))

@@ -63,6 +63,12 @@ SZ_N, SZ_NQ, SZ_M, SZ_K, SZ_SLOTS, SZ_MODE, SZ_JOINTS, SZ_WIDTH = range(8)
  P_QP_WT, P_QP_WN, P_QP_EPS, P_QP_SLACK, P_HAS_FRICTION, P_KI_LIMIT) = range(37)
 NPAR = 40
 
+# ---- F_PAR and F_ST entries of the impedance law's tick (its q_null in F_HOLD, its R_d in F_RREF)
+IP_KP_POS, IP_KD_POS, IP_KP_ROT, IP_KD_ROT, IP_KP_NULL, IP_KD_NULL, IP_FORCE_KI, IP_CONTACT, IP_MAX_DT, IP_RCOND = \
+    range(10)
+IS_INT, IS_T_PREV, IS_Q_NULL, IS_R_D = range(4)   # ∫ of the force, t_prev (NaN: none), q_null and R_d latched
+NIMP_PAR, NIMP_ST = 10, 4
+
 # ---- F_ST entries (NaN: "none" for the stamps)
 (S_PI_T, S_PI_Z, S_HIST_T, S_HIST_PREV, S_INT_T, S_INT_Z, S_E_T, S_GVN_T, S_GRATE, S_PHASE0, S_PHASE1, S_BIAS,
  S_HOLD, S_FORCE_FROZEN, S_MOTION_FROZEN, S_COND_CALLS, S_TAUI, S_TICKS, S_LIVE, S_PROJECTED, S_OFF_MAX,

@@ -31,7 +31,7 @@ from qv_dynamics.kernels.quasi import decompose_core
 from qv_dynamics.kernels.sim_linalg import lu_solve
 
 from . import layout as L
-from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, scratch_terms, take, targets
 from .conditioning import reduced_checked
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step
@@ -46,7 +46,7 @@ _SIG = (f"int64(float64[:, ::1], float64[:, ::1], float64[::1, :], float64[::1, 
         f"{_OPT}, float64, float64[::1])")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cond_rotation(st, U) -> None:
     """The Jacobi rotation of cond(D) back to the identity every 1024 ticks (its orthogonality drifts by rounding;
     :meth:`qv_control.laws.base.ControlLaw._cond_rotation`)."""
@@ -56,12 +56,12 @@ def cond_rotation(st, U) -> None:
             U[i, i] = 1.0
 
 
-@njit(cache=True)
-def _force(Lam, V, r, gxi, lam_d, corr, fb, compensate, u_xi, xi_d) -> None:
-    """ξ_d = V₁ᵀΛᵀλ_d and u_ξ = ξ_d − Γ_ξv_r (or ξ_d) [+ V₁ᵀΛᵀ corr]."""
+@njit(cache=True, inline="always")
+def _force(Lam, V, r, gxi, lam_d, corr, fb, compensate, u_xi, xi_d, w, c) -> None:
+    """ξ_d = V₁ᵀΛᵀλ_d and u_ξ = ξ_d − Γ_ξv_r (or ξ_d) [+ V₁ᵀΛᵀ corr] (``w``, ``c``: n scratch each)."""
     m, n = Lam.shape
-    w = np.zeros(n)
-    c = np.zeros(n)
+    w[:] = 0.0
+    c[:] = 0.0
     for ln in range(m):
         for i in range(n):
             w[i] += Lam[ln, i] * lam_d[ln]
@@ -77,12 +77,12 @@ def _force(Lam, V, r, gxi, lam_d, corr, fb, compensate, u_xi, xi_d) -> None:
         u_xi[j] = u + tt if fb else u
 
 
-@njit(cache=True)
-def _channels(Q, V, r, k, u_xi, u_v, force, motion) -> None:
-    """QV₁u_ξ and QV₂u_v."""
+@njit(cache=True, inline="always")
+def _channels(Q, V, r, k, u_xi, u_v, force, motion, a, f) -> None:
+    """QV₁u_ξ and QV₂u_v (``a``, ``f``: n scratch each)."""
     n = Q.shape[0]
-    a = np.zeros(n)
-    f = np.zeros(n)
+    for i in range(n):
+        a[i] = f[i] = 0.0
     for i in range(n):
         for j in range(r):
             a[i] += V[i, j] * u_xi[j]
@@ -97,7 +97,7 @@ def _channels(Q, V, r, k, u_xi, u_v, force, motion) -> None:
         motion[i] = tt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rate_mode(st, par, t, normal) -> int:
     """(Gv_n)˙ of this tick: −1 not wanted, 0 none, 1 the backward difference, 2 the previous rate (a repeated
     stamp) (:meth:`qv_control.laws.quasi_tracking.QuasiTrackingLaw._rate_plan`)."""
@@ -111,7 +111,7 @@ def _rate_mode(st, par, t, normal) -> int:
     return 2 if st[L.S_GRATE] != 0.0 else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _integral(I, F, st, par, t, D, e, eps, kp):
     """k_I z of the motion integral (module doc) and the state it leaves: (k_I z, z, integral t, e stamp)."""
     k = e.shape[0]
@@ -130,11 +130,12 @@ def _integral(I, F, st, par, t, D, e, eps, kp):
     return par[L.P_KI_MOTION] * z, z, it_new, et_new
 
 
-@njit(cache=True)
-def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out) -> None:
-    """τ_I = Q(−V₂z_m + V₁V₁ᵀΛᵀ(k_i z_f)) (:meth:`qv_control.laws.quasi_tracking.QuasiTrackingLaw._integral_terms`)."""
+@njit(cache=True, inline="always")
+def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out, u, w) -> None:
+    """τ_I = Q(−V₂z_m + V₁V₁ᵀΛᵀ(k_i z_f)) (:meth:`qv_control.laws.quasi_tracking.QuasiTrackingLaw._integral_terms`;
+    ``u``, ``w``: n scratch each)."""
     n = Q.shape[0]
-    u = np.zeros(n)
+    u[:] = 0.0
     if zm is not None:
         for i in range(n):
             s = 0.0
@@ -142,7 +143,7 @@ def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out) -> None:
                 s += V[i, r + j] * zm[j]
             u[i] = u[i] - s
     if r and force_on and has_zf:
-        w = np.zeros(n)
+        w[:] = 0.0
         for ln in range(Lam.shape[0]):
             for i in range(n):
                 w[i] += Lam[ln, i] * (ki * zf[ln])
@@ -161,34 +162,37 @@ def _tau_int(Q, V, Lam, r, k, zm, zf, has_zf, ki, force_on, out) -> None:
         out[i] = s
 
 
-@njit(cache=True)
-def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
-    """The terms, the steady-state decomposition and the coordinates of this state: (ok, g, out, vec, Wc, Ȧ),
-    ``out``/``vec`` as :func:`qv_dynamics.kernels.quasi.decompose_core` lays them out, Wc as
-    :func:`.coordinates.coordinates_core`."""
+@njit(cache=True, inline="always")
+def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w):
+    """The terms, the steady-state decomposition and the coordinates of this state, in blocks of the scratch ``w``:
+    (ok, g, out, vec, Wc, Ȧ, the scratch's next free entry), ``out``/``vec`` as
+    :func:`qv_dynamics.kernels.quasi.decompose_core` lays them out, Wc as :func:`.coordinates.coordinates_core`."""
     par = fv(I, F, L.F_PAR)
-    ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
-    M, g, h = np.empty((n, n)), np.empty(n), np.empty(n)
-    X, Fr = np.empty((ns, 12)), np.empty((ns, 12, n))
-    A, ad, Adot = np.empty((m, n)), np.empty(m), np.empty((m, n))
-    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
-    out, vec = np.empty((6 * n + 4 * m, n)), np.empty(6 * n + 2 * m)
-    Wc = np.empty((2 * k + 3, n))
+    M, g, h, X, Fr, A, ad, Adot, o = scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w)
+    out, o = take(w, o, 6 * n + 4 * m, n)
+    vec, o = w[o:o + 6 * n + 2 * m], o + 6 * n + 2 * m
+    Wc, o = take(w, o, 2 * k + 3, n)
     ok = decompose_core(M, Ct.T, A, ad, qdot, fm(I, F, L.F_VP), fm(I, F, L.F_UP), g, _NO_TAU, m, par[L.P_RTOL],
                         par[L.P_ATOL], out, vec, False) == DECOMPOSED
     ok = ok and not coordinates_core(Fr, X, fm(I, F, L.F_RREF), im(I, L.I_PLAN), k, q, qdot, Wc)
-    return ok, g, out, vec, Wc, Adot
+    return ok, g, out, vec, Wc, Adot, o
 
 
-@njit(cache=True)
-def _tracking(I, F, t, out, vec, Wc, Adot, th_d, thd_d, thdd_d, res, Dm):
-    """Mode 0 (module doc): u_v, ε, e, Gv_n, (Gv_n)˙, v_n into ``res`` rows 0–5; returns (ok, cond, rate mode,
-    k_I z or None, the integral's new z, stamp and e stamp)."""
+@njit(cache=True, inline="always")
+def _work_size(n, m, k, ns):
+    """Entries of a tick's scratch (:func:`quasi_law_tick`: one allocation per tick, its arrays views of it)."""
+    return n * n + 12 * ns + 2 * m * n + 12 * ns * n + 2 * n + m + (6 * n + 4 * m) * n + 6 * n + 2 * m \
+        + (2 * k + 3) * n + k * k + 6 * max(k, m) + (7 + k) * n + 3 * m + 2 * k + 9 * n
+
+
+@njit(cache=True, inline="always")
+def _tracking(I, F, t, out, vec, Wc, Adot, th_d, thd_d, thdd_d, res, Dm, T):
+    """Mode 0 (module doc): u_v, ε, e, Gv_n, (Gv_n)˙, v_n into ``res`` rows 0–5 (``T``: (7 + k) × n scratch);
+    returns (ok, cond, rate mode, k_I z or None, the integral's new z, stamp and e stamp)."""
     st, par = fv(I, F, L.F_ST), fv(I, F, L.F_PAR)
     n, k = Wc.shape[1], Wc.shape[0] // 2 - 1
     r = n - k
     kp = fv(I, F, L.F_KP)
-    T = np.empty((7 + k, n))
     normal = par[L.P_NORMAL] != 0.0 and r > 0
     if not tracking_core(out[n:2 * n], out[2 * n:3 * n], out[4 * n:5 * n], out[6 * n + r:6 * n + 2 * r, :r],
                          out[6 * n:6 * n + r], out[3 * n:4 * n], _NO_GV, Wc[:k], Wc[k:2 * k], Adot, vec[:n],
@@ -217,7 +221,7 @@ def _tracking(I, F, t, out, vec, Wc, Adot, th_d, thd_d, thdd_d, res, Dm):
     return True, T[6, 0], rmode, None, T[0, :k], 0.0, 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm):
     """Modes 1, 2 (module doc): u_v and e into ``res`` rows 0, 2; returns (ok, cond, V)."""
     par = fv(I, F, L.F_PAR)
@@ -244,7 +248,7 @@ def _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm):
     return True, cond, 0.5 * vv + 0.5 * Vl
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit_tracking(I, F, t, rmode, res, zm, zi, it_new, et_new) -> None:
     """The tracking law's state after a served tick: the motion integral, the rate's history, the carry's phase."""
     st = fv(I, F, L.F_ST)
@@ -270,7 +274,7 @@ def _commit_tracking(I, F, t, rmode, res, zm, zi, it_new, et_new) -> None:
     st[L.S_PHASE1] = t
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit(I, F, t, cond, Vl, fb, out, vec, Wc, res, u_xi, xi_d, base, force, motion, th_d, lam_d, Dm) -> None:
     """The state every mode keeps (the limiter's freezes, the basis, D) and the diagnostics block."""
     st = fv(I, F, L.F_ST)
@@ -297,45 +301,56 @@ def _commit(I, F, t, cond, Vl, fb, out, vec, Wc, res, u_xi, xi_d, base, force, m
 @kernel(_SIG)
 def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The whole tick of a quasi-velocity law (module doc)."""
-    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+    Y, Ct, Jw, dJw, oMi, oMf = borrowed(Y), borrowed(Ct), borrowed(Jw), borrowed(dJw), borrowed(oMi), borrowed(oMf)
+    I, F, q, qdot = borrowed(I), borrowed(F), borrowed(q), borrowed(qdot)
+    if not ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
     sz = iv(I, L.I_SIZES)
     n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
     par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
-    if st[L.S_LIVE] == 0.0 or (th is None and st[L.S_HOLD] == 0.0) or k != n - m:
-        return 0
-    ok, g, out, vec, Wc, Adot = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
+    owner = np.empty(_work_size(n, m, k, sz[L.SZ_SLOTS]))   # the tick's scratch, alive to the last line
+    w = borrowed(owner)
+    ok, g, out, vec, Wc, Adot, o = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w)
     if not ok:
         return 0
-    th_d = th if th is not None else fv(I, F, L.F_HOLD)
-    lam_d = lamd if lamd is not None else np.zeros(m)
+    Dm, o = take(w, o, k, k)
+    res, o = take(w, o, 6, max(k, m))
+    T, o = take(w, o, 7 + k, n)
+    sm, o = take(w, o, 3, m)             # λ_d (when none is given), u_ξ, ξ_d
+    sk, o = take(w, o, 2, k)             # θ̇_d, θ̈_d (when none are given)
+    sn, o = take(w, o, 9, n)             # n-vectors: the force channel's, the channels', τ_I's
+    res[:] = 0.0
+    sm[:] = 0.0
+    sk[:] = 0.0
+    th_d, lam_d = targets(I, F, th, lamd, sm[0])
     cond_rotation(st, fm(I, F, L.F_UC))
-    Dm, res = np.empty((k, k)), np.zeros((6, max(k, m)))
     Vl, zm, zi, it_new, et_new, rmode = 0.0, None, res[0, :k], 0.0, 0.0, -1
     if mode == 0:
-        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d,
-                                                             thd if thd is not None else np.zeros(k),
-                                                             thdd if thdd is not None else np.zeros(k), res, Dm)
+        ok, cond, rmode, zm, zi, it_new, et_new = _tracking(I, F, t, out, vec, Wc, Adot, th_d, or_zeros(thd, sk[0]),
+                                                             or_zeros(thdd, sk[1]), res, Dm, T)
     else:
         ok, cond, Vl = _setpoint(I, F, mode, out, vec, Wc, th_d, res, Dm)
     if not ok:
         return 0
     r = m
     force_on = par[L.P_FORCE] != 0.0 and r > 0
-    u_xi, xi_d, corr = np.zeros(r), np.zeros(r), np.zeros(m)
+    u_xi, xi_d, corr, zf = sm[1, :r], sm[2, :r], sn[0, :m], sn[1, :m]
+    corr[:] = 0.0
     fb, measured = False, force_on and lam is not None
-    case, zf, pt, zv = 0, np.empty(m), 0.0, 0.0
+    case, pt, zv = 0, 0.0, 0.0
     if measured:
         case, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, lam_d, lam,
                                corr, zf)
         fb = par[L.P_PI_ON] != 0.0
     V, Lam = out[4 * n:5 * n], out[6 * n:6 * n + m]
     if force_on:
-        _force(Lam, V, r, vec[2 * n - m:2 * n], lam_d, corr, fb, par[L.P_COMPENSATE] != 0.0, u_xi, xi_d)
-    base, force, motion = g.copy(), np.zeros(n), np.zeros(n)
+        _force(Lam, V, r, vec[2 * n - m:2 * n], lam_d, corr, fb, par[L.P_COMPENSATE] != 0.0, u_xi, xi_d, sn[2],
+               sn[3])
+    base, force, motion = sn[4], sn[5], sn[6]
+    base[:] = g
     if st[L.S_BIAS] != 0.0:
         base += fv(I, F, L.F_BIAS)
-    _channels(out[:n], V, r, k, u_xi, res[0, :k], force, motion)
+    _channels(out[:n], V, r, k, u_xi, res[0, :k], force, motion, sn[7], sn[8])
     sc = fm(I, F, L.F_DIAG)[L.D_SCALARS]
     saturate(base, force, r > 0, motion, fv(I, F, L.F_LIM), par[L.P_HAS_LIMITS] != 0.0, tau,
              sc[L.DS_ACTIVE:L.DS_PEAK + 1])
@@ -345,11 +360,11 @@ def quasi_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, 
                   par[L.P_PI_ON] != 0.0)
     if mode == 0:
         _tau_int(out[:n], V, Lam, r, k, zm, fv(I, F, L.F_PIZ), st[L.S_PI_Z] != 0.0, par[L.P_KI],
-                 par[L.P_FORCE] != 0.0, fv(I, F, L.F_TAUI))
+                 par[L.P_FORCE] != 0.0, fv(I, F, L.F_TAUI), sn[2], sn[3])
         st[L.S_TAUI] = 1.0
         _commit_tracking(I, F, t, rmode, res, zm, zi, it_new, et_new)
     _commit(I, F, t, cond, Vl, fb, out, vec, Wc, res, u_xi, xi_d, base, force, motion, th_d, lam_d, Dm)
-    return 1
+    return alive(owner)
 
 
 def warm() -> None:

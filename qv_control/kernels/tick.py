@@ -30,10 +30,11 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
+from qv_dynamics.kernels.quasi_linalg import mv, mv_into
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
-from .blocks import fm, fv, im, inputs_ok, iv, terms
+from .blocks import alive, borrowed, fm, fv, im, iv, or_zeros, ready, scratch_terms, take, targets
 from .contact_qp import contact_qp
 from .coordinates import coordinates_core
 from .integrals import bounded_step, pi_commit, pi_step, target_commit, target_error
@@ -47,7 +48,7 @@ _SIG = (f"int64(float64[:, ::1], float64[:, ::1], float64[::1, :], float64[::1, 
         f"{_OPT}, float64, float64[::1])")
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _motion(I, F, Wc, A, ad, th_d, thd_d, thdd_d, mats, vecs, e):
     """acc and PIDC's projection and u_p (:func:`pidc_core`) into ``mats``, ``vecs``; e = θ_d − θ into ``e``;
     returns (ok, cond D or NaN when certified)."""
@@ -153,48 +154,45 @@ def _force_torque(A, E, pas, z, z_m, out) -> None:
         out[pas[a]] = 0.0
 
 
-@njit(cache=True)
-def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf):
-    """Mode 1's channels (module doc); returns (PI target case, ∫e stamp, ∫e exists, feedback) for the commit."""
+@njit(cache=True, inline="always")
+def _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf, hw):
+    """Mode 1's channels (module doc; ``hw``: 7 × n scratch); returns (PI target case, ∫e stamp, ∫e exists, feedback)
+    for the commit."""
     par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
     m, n = A.shape
     P = mats[:n]
-    Fd, corr = np.zeros(n), np.zeros(n)
+    Fd, corr, lm, Ma, mu = hw[0], hw[1], hw[2], hw[3], hw[5:7]
+    Fd[:] = 0.0
+    corr[:] = 0.0
     for i in range(m):
         for j in range(n):
             Fd[j] += lam_d[i] * A[i, j]
     case, pt, zv, fb = 0, st[L.S_PI_T], st[L.S_PI_Z], False
     if lam is not None:
-        lm = np.zeros(n)
+        lm[:] = 0.0
         for i in range(m):
             for j in range(n):
                 lm[j] += lam[i] * A[i, j]
         case, pt, zv = pi_step(st, par, fv(I, F, L.F_PIZ), fv(I, F, L.F_PID), fv(I, F, L.F_PIDP), t, Fd, lm, corr,
                                zf)
         fb = par[L.P_PI_ON] != 0.0
-    fF = Fd + corr if fb else Fd
-    Ma = M.dot(vecs[1]) if n * n * n >= 4096 else _mv(M, vecs[1])
+    if fb:
+        for i in range(n):
+            corr[i] = Fd[i] + corr[i]
+    fF = corr if fb else Fd
+    mv_into(M, vecs[1], Ma)
     for i in range(n):
         s = 0.0
         for j in range(n):
             s += P[i, j] * fF[j]
         force[i] = fF[i] - s
-    mu = np.empty((2, n))
-    coupled_core(M, np.ascontiguousarray(P), Ma, motion.copy(), mu)
+    hw[4] = motion
+    coupled_core(M, P, Ma, hw[4], mu)
     for i in range(n):
         base[i] = h[i] + mu[0, i]
         motion[i] = motion[i] + mu[1, i]
     fm(I, F, L.F_DIAG)[L.D_AUX, :n] = Fd
     return case, pt, zv, fb
-
-
-@njit(cache=True)
-def _mv(A, x):
-    y = np.zeros(A.shape[0])
-    for i in range(A.shape[0]):
-        for j in range(A.shape[1]):
-            y[i] += A[i, j] * x[j]
-    return y
 
 
 @njit(cache=True)
@@ -207,7 +205,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
     if not passive_apply(mats[:n], pas, RTOL, ATOL, base, motion):
         return False, 0, 0, True, 0.0
     u_p, ApT = vecs[0], mats[n:n + m]
-    r = base + motion - h - _mv(M, u_p)
+    r = base + motion - h - mv(M, u_p)
     lam_m = res[5, :m]
     for j in range(m):
         a = 0.0
@@ -224,7 +222,7 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
             z_m[j] += E[i, j] * lam_m[i]
     case, feasible, slack = -1, True, 0.0
     if iv(I, L.I_SIZES)[L.SZ_MODE] == 3:
-        lam0 = lam_m - E.dot(z_m) if s * m >= 4096 else lam_m - _mv(E, z_m)
+        lam0 = lam_m - E.dot(z_m) if s * m >= 4096 else lam_m - mv(E, z_m)
         feasible, slack = contact_qp(lam0, E, fm(I, F, L.F_QP), fv(I, F, L.F_FMAX), par, res[0, :s])
         res[1, :s] = res[0, :s]
     else:
@@ -242,17 +240,22 @@ def _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
     return True, case, s, feasible, slack
 
 
-@njit(cache=True)
-def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k):
-    """The terms and the coordinates: (ok, M, g, h, A, ȦQ̇, Wc)."""
-    ns = iv(I, L.I_SIZES)[L.SZ_SLOTS]
-    M, g, h = np.empty((n, n)), np.empty(n), np.empty(n)
-    X, Fr = np.empty((ns, 12)), np.empty((ns, 12, n))
-    A, ad, Adot = np.empty((m, n)), np.empty(m), np.empty((m, n))
-    terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, M, g, h, X, Fr, A, ad, Adot)
-    Wc = np.empty((2 * k + 3, n))
+@njit(cache=True, inline="always")
+def _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, w):
+    """The terms and the coordinates in blocks of the scratch ``w``: (ok, M, g, h, A, ȦQ̇, Wc, the scratch's next
+    free entry)."""
+    M, g, h, X, Fr, A, ad, Adot, o = scratch_terms(Y, Ct, Jw, dJw, oMi, oMf, I, F, qdot, w)
+    Wc, o = take(w, o, 2 * k + 3, n)
     ok = not coordinates_core(Fr, X, fm(I, F, L.F_RREF), im(I, L.I_PLAN), k, q, qdot, Wc)
-    return ok, M, g, h, A, ad, Wc
+    return ok, M, g, h, A, ad, Wc, o
+
+
+@njit(cache=True, inline="always")
+def _work_size(n, m, k, ns):
+    """Entries of a tick's scratch (:func:`projection_law_tick`: one allocation per tick, its arrays views of it)."""
+    w = max(n, m)
+    return n * n + 12 * ns + 2 * m * n + 12 * ns * n + 2 * n + m + (2 * k + 3) * n + (n + m + k) * n + 3 * n + k \
+        + 8 * w + w + 11 * n + 2 * max(k, m)
 
 
 @njit(cache=True)
@@ -266,7 +269,7 @@ def _legged_base(I, F, qdot, base) -> None:
         base[i] = base[i] + (fr[0, i] * qdot[i] + fr[1, i] * math.tanh(qdot[i] / par[L.P_FRICTION_V]))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _commit(I, F, t, mode, cond, e, vecs, th_d, lam_d, Wc, base, force, motion, res, s, case, pt, zv, fb, zf,
             feasible, slack) -> None:
     """The state after a served tick and the diagnostics block."""
@@ -328,30 +331,40 @@ def _legged_integral(I, F, t, e) -> None:
 @kernel(_SIG)
 def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
     """The whole tick of a projection law (module doc)."""
-    if not inputs_ok(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
+    Y, Ct, Jw, dJw, oMi, oMf = borrowed(Y), borrowed(Ct), borrowed(Jw), borrowed(dJw), borrowed(oMi), borrowed(oMf)
+    I, F, q, qdot = borrowed(I), borrowed(F), borrowed(q), borrowed(qdot)
+    if not ready(I, F, q, qdot, lam, th, thd, thdd, lamd, t):
         return 0
     sz = iv(I, L.I_SIZES)
     n, m, k, mode = sz[L.SZ_N], sz[L.SZ_M], sz[L.SZ_K], sz[L.SZ_MODE]
-    par, st = fv(I, F, L.F_PAR), fv(I, F, L.F_ST)
-    if st[L.S_LIVE] == 0.0 or (th is None and st[L.S_HOLD] == 0.0) or k != n - m:
-        return 0
-    ok, M, g, h, A, ad, Wc = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k)
+    par = fv(I, F, L.F_PAR)
+    owner = np.empty(_work_size(n, m, k, sz[L.SZ_SLOTS]))   # the tick's scratch, alive to the last line
+    ok, M, g, h, A, ad, Wc, o = _sample(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, n, m, k, borrowed(owner))
     if not ok:
         return 0
-    th_d = th if th is not None else fv(I, F, L.F_HOLD)
-    lam_d = lamd if lamd is not None else np.zeros(m)
-    mats, vecs, e = np.empty((n + m + k, n)), np.empty((3, n)), np.empty(k)
-    ok, cond = _motion(I, F, Wc, A, ad, th_d, thd if thd is not None else np.zeros(k),
-                       thdd if thdd is not None else np.zeros(k), mats, vecs, e)
+    w = borrowed(owner)
+    mats, o = take(w, o, n + m + k, n)
+    vecs, o = take(w, o, 3, n)
+    ch, o = take(w, o, 11, n)                # base, force, motion, scratch, mode 1's scratch
+    res, o = take(w, o, 9, max(n, m))        # the diagnostics' rows, then the PI's ∫e
+    zero, o = take(w, o, 2, max(k, m))       # λ_d, θ̇_d, θ̈_d when the reference has none
+    e = w[o:o + k]
+    zero[:] = 0.0
+    th_d, lam_d = targets(I, F, th, lamd, zero[0, :m])
+    ok, cond = _motion(I, F, Wc, A, ad, th_d, or_zeros(thd, zero[0, :k]), or_zeros(thdd, zero[1, :k]), mats, vecs, e)
     if not ok:
         return 0
     P = mats[:n]
-    base, force, motion = _mv(P, h), np.zeros(n), _mv(P, _mv(M, vecs[0]))
-    w = max(n, m)
-    res, zf = np.zeros((8, w)), np.zeros(n if mode == 1 else m)
+    base, force, motion = ch[0], ch[1], ch[2]
+    mv_into(P, h, base)
+    mv_into(M, vecs[0], ch[3])
+    mv_into(P, ch[3], motion)
+    force[:] = 0.0
+    res[:] = 0.0
+    zf = res[8, :n] if mode == 1 else res[8, :m]
     case, pt, zv, fb, s, feasible, slack = -1, 0.0, 0.0, False, 0, True, 0.0
     if mode == 1:
-        case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf)
+        case, pt, zv, fb = _hybrid(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, force, motion, zf, ch[4:])
     elif mode >= 2:
         ok, case, s, feasible, slack = _passive(I, F, t, A, M, h, mats, vecs, lam, lam_d, base, motion, force, res,
                                                 zf)
@@ -368,7 +381,7 @@ def projection_law_tick(Y, Ct, Jw, dJw, oMi, oMf, I, F, q, qdot, lam, th, thd, t
     fm(I, F, L.F_DMAT)[:] = mats[n + m:n + m + k, :k]
     if mode == 3:
         _legged_integral(I, F, t, e)
-    return 1
+    return alive(owner)
 
 
 def warm() -> None:

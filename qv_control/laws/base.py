@@ -231,7 +231,7 @@ class ControlLaw(ABC):
         if views is not None:
             self._ct = CompiledTick(self, kernel, views)
 
-    def _compiled_compute(self, state: State, reference) -> np.ndarray:
+    def _compiled_compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
         """τ by the compiled tick, or by the numpy path :meth:`_compute` (no compiled tick, options it does not
         serve, a callable reference that does not evaluate to a Reference, or a rare event) with the state handed
         over and taken back around it."""

@@ -364,12 +364,9 @@ def _plan_spec(plan):
     if plan is None or isinstance(plan, dict):
         return plan
     if isinstance(plan, str):
-        import yaml
+        from qv_dynamics.yamlio import load_yaml
 
-        try:
-            spec = yaml.safe_load(plan) if plan.strip() else None
-        except yaml.YAMLError as exc:
-            raise ModelError(f"plan does not parse as YAML: {exc}") from None
+        spec = load_yaml(text=plan, what="plan") if plan.strip() else None
         if spec is None or isinstance(spec, dict):
             return spec
     raise ModelError(f"plan must be a GaitPlan, a mapping or its YAML text, got {plan!r}")

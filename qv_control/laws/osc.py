@@ -35,9 +35,11 @@ J M⁻¹ Jᵀ, what ROS 2 OSC / Cartesian impedance implementations do so that �
 and the force PI then have the entries ``(force_axis, *moment_axes)``, each the wrench component the robot
 applies.
 
-After the Pinocchio passes, the products (M⁻¹Jᵀ, Λ_x, J̄, the three torque channels) run in one compiled call
-(:func:`qv_control.kernels.laws.osc`), as the quasi-velocity and projection laws' ticks do: the baseline gets the
-same care; ``compiled=False`` keeps the numpy path (the reference: equal to rounding, test_osc.py).
+The tick is one Pinocchio pass (``computeCoriolisMatrix`` and the frame placements) and one compiled call
+(:func:`qv_control.kernels.osc.tool_tick`: M, h and the frame's J, J̇q̇ read from that pass, a*, Λ_x or its damped
+form, the channels, the force PI, the carried integral torque and the limiter, the state packed in one array:
+:mod:`qv_control.laws.osc_tick`); ``compiled=False`` keeps the numpy path below (the reference, and the fallback
+of a sample the kernel declines: equal to rounding, test_osc_tick.py).
 """
 from __future__ import annotations
 
@@ -46,17 +48,27 @@ import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from qv_dynamics.errors import DimensionError, NotPositiveDefiniteError, as_vector
-from qv_dynamics.kernels.loader import load
 from qv_dynamics.linalg import LOCAL_WORLD_ALIGNED as LWA
 from qv_dynamics.linalg import inv
 from qv_dynamics.state import Reference, State
 
+from ..kernels import osc_layout as L
 from ..saturation import SaturationStatus, resolve_limits, saturate
 from .base import ForcePI, scalar_gain, tool_and_contact
 from .carry import IntegralCarry
+from .osc_tick import (
+    EPOCH,
+    PackedState,
+    carry_from_objects,
+    carry_to_objects,
+    kernel_inputs,
+    pack_tool,
+    pack_tool_gains,
+)
+from .packed import Setting
 
 
-class OperationalSpaceLaw:
+class OperationalSpaceLaw(PackedState):
     """Operational-space hybrid force/motion law of the tool frame (module doc).
 
     ``compute(state, reference)``: ``reference.theta`` = desired tool position (3,), ``theta_dot``,
@@ -66,6 +78,14 @@ class OperationalSpaceLaw:
 
     name = "osc"
     theta_names = ["x", "y", "z"]
+    # parameters the compiled tick reads from its packed state: an assignment packs them again at the next tick
+    KP = Setting()
+    KD = Setting()
+    KI = Setting()
+    KP_null = Setting()
+    integral_limit = Setting()
+    damping = Setting()
+    limits = Setting()
 
     def __init__(self, system, frame: str = "panda_hand_tcp", contact: str | None = "contact",
                  force_axis: int | str = 2, kp: float = 60.0, kd: float = 120.0, kf: float = 0.0, ki: float = 0.0,
@@ -73,18 +93,15 @@ class OperationalSpaceLaw:
                  effort_limits="urdf", carry_min_time: float = 0.05, compiled: bool = True,
                  axes=(0, 1, 2, 3, 4, 5), damping: float = 0.0, moment_axes=()):
         self.system, self.frame, self.contact = system, frame, contact
+        n = system.nv
+        self._init_packed(*L.state_shape(n), L.LAMBDA_X + 6)
         axes, force_axis, moment_axes = _axis_ids(axes), _axis_ids([force_axis])[0], _axis_ids(moment_axes)
         self.axes = axes
         if not self.axes or len(set(self.axes)) != len(self.axes) or not set(self.axes) <= set(range(6)):
             raise DimensionError(f"osc axes: distinct task rows among 0..5 (x y z rx ry rz), got {axes!r}")
         self.damping = scalar_gain("damping", damping, positive=False)
-        if self.axes != tuple(range(6)) or self.damping > 0:
-            compiled = False                     # the kernel is the full-task, undamped case
-        # the products after the passes in one compiled call (qv_control.kernels.laws.osc); compiled=False, or no
-        # kernel in the cache: the numpy path below (the reference, the same equations)
-        self._kernel = load("qv_control.kernels.laws", "osc") if compiled else None
-        self._out = np.empty((9, system.nv))
         self.fid = tool_and_contact(system, frame, contact)
+        self._constraint = None if contact is None else system.constraint(contact)
         if force_axis not in (0, 1, 2) or force_axis not in self.axes:
             raise DimensionError(f"force_axis must be 0, 1 or 2 (x, y, z) and a task row, got {force_axis!r}")
         self.force_axis = int(force_axis)
@@ -102,20 +119,36 @@ class OperationalSpaceLaw:
         self.q_null = None if q_null is None else as_vector("q_null", q_null, system.nq)
         self.R_d = None if rotation is None else np.asarray(rotation, float).reshape(3, 3)
         self.saturation = SaturationStatus()
-        self.last: dict = {}
+        self.last = {}
         self._z = np.zeros(6)
         self._t_prev: float | None = None
         self._was_contact: bool | None = None
         self._a_int = np.zeros(6)                # Ω K_I z of the last sample
-        self._carry = IntegralCarry(system.nv, scalar_gain("carry_min_time", carry_min_time, positive=False))
-        self._zero = np.zeros(system.nv)
+        self._carry = IntegralCarry(n, scalar_gain("carry_min_time", carry_min_time, positive=False))
+        self._zero = np.zeros(n)
         self._zero.flags.writeable = False
+        # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc.tool_tick); compiled=False,
+        # or no kernel in the cache: the numpy path below (the reference, the same equations)
+        self._fast = kernel_inputs(system, "osc", "tool_tick") if compiled else None
+        pack_tool(self)
+
+    @property
+    def R_d(self):
+        """The tool's desired orientation (None: the first state's)."""
+        return self._R_d
+
+    @R_d.setter
+    def R_d(self, value) -> None:
+        self._R_d = value
+        if value is not None:
+            self._S[L.GRAV, 3:12] = np.asarray(value, float).reshape(9)
 
     @property
     def peak_ratio(self) -> float:
         return float(self.saturation.peak_ratio)
 
     def reset(self) -> None:
+        self._to_objects()
         self._z = np.zeros(6)
         self._t_prev = None
         self.force_pi.reset()
@@ -124,11 +157,36 @@ class OperationalSpaceLaw:
     @property
     def integral_torque(self) -> np.ndarray:
         """b + τ_I: the generalised force the integral actions applied at the last sample (module doc)."""
+        self._to_objects()
         return self._carry.total
 
     def drop_learned(self) -> None:
         """At a contact loss: what the integrals learned in the lost phase is not carried on (IntegralCarry.drop)."""
+        self._to_objects()
         self._carry.drop()
+
+    def _law_to_objects(self) -> None:
+        S, V = self._S, self._S[L.VAR]
+        self._z, self._a_int = S[L.Z, :6].copy(), S[L.A_INT, :6].copy()
+        self._t_prev = float(V[L.T_PREV]) if V[L.T_PREV_OK] else None
+        self._was_contact = None if V[L.WAS_CONTACT] < 0 else bool(V[L.WAS_CONTACT])
+        carry_to_objects(S, self._carry, self.system.nv)
+
+    def _law_from_objects(self) -> None:
+        S, V = self._S, self._S[L.VAR]
+        S[L.Z, :6], S[L.A_INT, :6] = self._z, self._a_int
+        V[L.T_PREV_OK], V[L.T_PREV] = self._t_prev is not None, self._t_prev or 0.0
+        V[L.WAS_CONTACT] = -1.0 if self._was_contact is None else float(self._was_contact)
+        carry_from_objects(S, self._carry, self.system.nv)
+
+    def _diagnostics(self) -> dict:
+        out, V = self._out, self._S[L.VAR]
+        k, kx = len(self.force_axes), len(self.axes)
+        d = dict(e=out[L.ERR, :6].copy(), t=float(V[L.T_PREV]), a_star=out[L.ASTAR, :6].copy(),
+                 Lambda_x=out[L.LAMBDA_X:L.LAMBDA_X + kx, :kx].copy())
+        if V[L.FORCE_SEEN]:
+            d.update(lambda_d=out[L.LAM_D, :k].copy(), f=out[L.F_CMD, :k].copy())
+        return d
 
     def _in_contact(self) -> bool:
         return self.contact is not None and self.system.constraint(self.contact).active
@@ -150,13 +208,7 @@ class OperationalSpaceLaw:
         return M, h, J, Jdqd, oMf
 
     def _channels(self, M, h, J, Jdqd, q, qd, a_star):
-        """(motion, base without the carried bias, τ_I, Λ_x): the compiled kernel, or the numpy path (which also
-        decides, and raises, when M or JM⁻¹Jᵀ is not positive definite)."""
-        out = self._out
-        if self._kernel is not None and self._kernel(M, J, q, self.q_null, qd, a_star, Jdqd, self._a_int,
-                                                     self.KP_null, self.KD, out):
-            tau_int = out[2].copy() if self.KI > 0 else np.zeros(self.system.nv)
-            return out[0].copy(), h - out[1], tau_int, out[3:9, :6].copy()
+        """(motion, base without the carried bias, τ_I, Λ_x) in numpy (raises when M is not positive definite)."""
         if len(self.axes) < 6:
             a_star = a_star[list(self.axes)]
         return _channels_numpy(self, M, h, J, Jdqd, q, qd, a_star)
@@ -201,6 +253,59 @@ class OperationalSpaceLaw:
         return omega * a
 
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ for the measured state and the reference (class doc): one Pinocchio pass and the compiled tick, or the
+        numpy path for a sample the kernel declines (an input that is not a float64 vector of its size or not
+        finite, M or JM⁻¹Jᵀ not positive definite: the numpy path then raises naming it) and with
+        ``compiled=False``."""
+        fast = self._fast
+        if fast is None:
+            return self._compute_numpy(state, reference)
+        if EPOCH[0] != self._epoch:
+            pack_tool_gains(self)                   # (a parameter was assigned)
+        ref = reference if reference is not None else _NO_REFERENCE
+        pd, vd, ad, lam, meas, flags = ref.theta, ref.theta_dot, ref.theta_ddot, self._zk, self._zk, 0
+        if pd is None:
+            pd, flags = self._zero3, 4
+        if vd is None:
+            vd = self._zero3
+        if ad is None:
+            ad = self._zero3
+        c = self._constraint
+        if c is not None and c.active:
+            flags |= 1
+            if ref.lambda_ is not None:
+                lam = ref.lambda_
+            if state.lambda_meas is not None:
+                meas, flags = state.lambda_meas, flags | 2
+        if self._q_null is None or self._R_d is None or not self._packed:
+            flags |= self._first_sample()
+        q, qd = state.q, state.qdot
+        model, data = self.system.model, self.system.data
+        try:
+            pin.computeCoriolisMatrix(model, data, q, qd)
+            pin.updateFramePlacements(model, data)
+            done = fast[0](*fast[1], q, qd, pd, vd, ad, lam, meas, float(state.t), flags, self._S, self._out) == L.OK
+        except (TypeError, ValueError, RuntimeError):   # another type or size: the numpy path says which
+            done = False
+        if not done:
+            self._to_objects()                      # (the next compiled sample continues from the objects)
+            return self._compute_numpy(state, reference)
+        self._stale = True
+        if flags & 24:
+            self._first_served(flags)
+        return self._tau.copy()
+
+    def _first_sample(self) -> int:
+        """Flags of the kernel's first sample (8: q_n = q, 16: R_d = the tool's orientation); the objects packed."""
+        if not self._packed:
+            self._from_objects()
+        return (8 if self._q_null is None else 0) | (16 if self._R_d is None else 0)
+
+    def _first_served(self, flags: int) -> None:
+        self._q_null = self._S[L.Q_NULL, :self.system.nv].copy() if flags & 8 else self._q_null
+        self._R_d = self._S[L.GRAV, 3:12].reshape(3, 3).copy() if flags & 16 else self._R_d
+
+    def _compute_numpy(self, state: State, reference: Reference | None = None) -> np.ndarray:
         sysm = self.system
         q = sysm.check_q(state.q)
         qd = as_vector("qdot", state.qdot, sysm.nv)
@@ -240,6 +345,8 @@ class OperationalSpaceLaw:
         self.last.update(t=t, a_star=a_star, Lambda_x=Lam, saturation=self.saturation)
         return tau
 
+
+_NO_REFERENCE = Reference()
 
 #: the task rows by name (``axes``, ``force_axis`` and ``moment_axes`` take names or indices)
 AXIS_NAMES = ("x", "y", "z", "rx", "ry", "rz")

@@ -30,26 +30,37 @@ whose σ falls below the floor leave the motion task, and while they are out the
 rest N of N(Ā) beside the tangent T = orth(V₂V₂ᵀT_prev) carried from the last tick with every row, with the
 damping acceleration −G_D Nᵀq̇ (so the motion stays on the branch it came along); the force channel keeps every
 row. ``damping`` δ₀ > 0 replaces Λ_x by the damped inverse of :func:`qv_control.laws.osc.damped_inverse`.
+
+The tick is one Pinocchio pass (``computeCoriolisMatrix`` and the frame placements) and one compiled call
+(:func:`qv_control.kernels.osc_body.body_tick`: the terms, θ, the row space and the carried tangent by Jacobi
+rotations, Λ_x, the channels, Π and the force PI, the actuation selection and the limiter, the state packed in one
+array: :mod:`qv_control.laws.osc_tick`); the numpy path below is the reference (``compiled=False``) and serves the
+first sample (θ_d held), a set-up the kernel does not serve and a sample it declines (where the numpy path raises).
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from qv_dynamics.errors import RankDeficiencyError
 from qv_dynamics.linalg import ATOL, RTOL, svd_full
 from qv_dynamics.projection import pinv_rank
 from qv_dynamics.state import Reference, State
 
+from ..kernels import osc_layout as L
+from ..references import CheckedReference
 from .base import ControlLaw, scalar_gain
 from .internal_force import internal_force_basis
 from .osc import _cho_solve, damped_inverse
+from .osc_tick import EPOCH, PackedState, body_plan, kernel_inputs
+from .packed import Setting
 from .passive import _actuated_mask
 from .projection_base import checked_rank_atol
 
 
-class ConstrainedOperationalSpaceLaw(ControlLaw):
+class ConstrainedOperationalSpaceLaw(PackedState, ControlLaw):
     """Whole-body operational-space hybrid law (module doc).
 
     ``compute(state, reference)``: ``reference.theta`` θ_d (k), ``theta_dot``, ``theta_ddot``; ``lambda_`` λ_d
@@ -60,10 +71,17 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
 
     name = "osc_constrained"
     uses_terms = True
+    # parameters the compiled tick reads from its packed state (with the base's kp, kd, cond_max, limits and the
+    # force PI's gains): an assignment packs them again at the next tick
+    damping = Setting()
+    rank_atol = Setting()
+    kp_null = Setting()
 
     def __init__(self, system, coordinates, kp=100.0, kd=20.0, kf=0.0, ki=0.0, actuated: Sequence[str] | None = None,
                  q_null=None, effort_limits="urdf", damping: float = 0.0, rank_atol: float | None = None,
                  cond_max: float = 1e6, compiled: bool = True):
+        n, m_all = system.nv, sum(c.size for c in system.constraints)
+        self._init_packed(*L.body_state_shape(n, m_all), L.LAMBDA_X + n)
         super().__init__(system, coordinates, kp=kp, kd=kd, kf=kf, ki=ki, effort_limits=effort_limits,
                          cond_max=cond_max, compiled=compiled)
         self.damping = scalar_gain("damping", damping, positive=False)
@@ -74,16 +92,134 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
             self.limits = np.where(self.mask, self.limits, np.inf)
         self.q_null = None if q_null is None else system.check_q(q_null)
         self.kp_null = float(np.mean(self.kp))
+        # the tick after one Pinocchio pass in one compiled call (qv_control.kernels.osc_body); None: the numpy path
+        served = self.compiled and self.coords._fast is not None
+        self._fast = kernel_inputs(system, "osc_body", "body_tick") if served else None
+        self._plans: tuple = (None, None)     # (the constraint plan's key, its (G, m, zeros(m)) or None)
+        self._rref: tuple = (None, None)      # (the coordinates' reference version, R_ref)
+        self._last_m = 0
+        self._pack_parameters()
+
+    def _pack_parameters(self) -> None:
+        """The kernel's static inputs: gains, rank rules, limits, the actuation mask, θ's range, armature and g⃗."""
+        S, n, k = self._S, self.system.nv, self.k
+        P = S[L.PAR]
+        pi = self.force_pi
+        P[[L.KD_C, L.KP_NULL, L.RANK_ATOL, L.COND_MAX, L.DAMPING]] = self.kd, self.kp_null, self.rank_atol, \
+            self.cond_max, self.damping
+        P[[L.KF, L.KI_F, L.MAX_DT, L.PI_ON, L.RTOL, L.ATOL]] = pi.kf, pi.ki, pi.max_dt, float(pi.enabled), RTOL, ATOL
+        P[[L.NQ, L.N_PASSIVE, L.HAS_LIMITS]] = self.system.nq, int(self._passive.sum()), self.limits is not None
+        if self.limits is not None:
+            S[L.LIMITS, :n] = self.limits
+        S[L.KP, :k] = self.kp
+        S[L.MASK, :n] = self.mask
+        S[L.LO, :k], S[L.HI, :k] = self.coords._lo, self.coords._hi
+        self._zk = np.zeros(k)
+        self._tau = self._out[L.TAU, :n]
+        self._epoch = EPOCH[0]
+        if self._fast is not None:
+            _, _, _, armature, grav = self._fast
+            S[L.ARMATURE, :n], S[L.GRAV, :3] = armature, grav
 
     #: N(A) of the last tick with every row above the floor, and the tangent carried while rows are below it
     _V2_full: np.ndarray | None = None
     _T_lost: np.ndarray | None = None
 
     def reset(self) -> None:
+        self._to_objects()
         super().reset()
         self._V2_full = self._T_lost = None
 
+    def _law_to_objects(self) -> None:
+        """The carried basis, S → the numpy path's N(A) of the last full-rank tick or tangent."""
+        S, V, n = self._S, self._S[L.VAR], self.system.nv
+        kind, c = int(V[L.LAST_KIND]), int(V[L.LAST_COLS])
+        self._V2_full = self._T_lost = None
+        if kind == 1:
+            V1 = S[L.LAST:L.LAST + n, :c]
+            self._V2_full = svd_full(V1.T)[2][c:].T if c else np.eye(n)
+        elif kind == 2:
+            self._T_lost = S[L.LAST:L.LAST + n, :c].copy()
+
+    def _law_from_objects(self) -> None:
+        S, V, n = self._S, self._S[L.VAR], self.system.nv
+        last = self._T_lost if self._T_lost is not None else self._V2_full
+        V[L.LAST_KIND], V[L.LAST_COLS] = (0.0, 0.0) if last is None else (2.0, last.shape[1])
+        if last is not None:
+            S[L.LAST:L.LAST + n, :last.shape[1]] = last
+
+    def _diagnostics(self) -> dict:
+        out, V, k, m = self._out, self._S[L.VAR], self.k, self._last_m
+        d = dict(t=float(V[L.T_PREV]), theta=out[L.C_THETA, :k].copy(), theta_d=out[L.THETA_D, :k].copy(),
+                 e_theta=out[L.C_E, :k].copy(), lambda_d=out[L.LAM_D, :m].copy(), rank=int(V[L.RANK]),
+                 Lambda_x=out[L.LAMBDA_X:L.LAMBDA_X + int(V[L.LAMBDA_DIM]), :int(V[L.LAMBDA_DIM])].copy())
+        if m:
+            d.update(f=out[L.F_CMD, :m].copy(), force_feedback=bool(V[L.FEEDBACK]))
+        if self._passive.any():
+            d["passive_residual"] = float(V[L.RESIDUAL])
+        return d
+
     def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
+        """τ (class doc): one Pinocchio pass and the compiled tick, or the numpy path (module doc)."""
+        if self._fast is not None and self._theta_hold is not None \
+                and (reference is None or type(reference) in _REFERENCES):
+            tau = self._tick(state, reference if reference is not None else _NO_REFERENCE)
+            if tau is not None:
+                return tau
+            self._to_objects()                  # (the next compiled sample continues from the objects)
+        return self._compute_numpy(state, reference)
+
+    def _tick(self, state: State, ref: Reference) -> np.ndarray | None:
+        """τ of the compiled tick, or None: the numpy path serves this sample (a set-up the kernel does not serve, an
+        input of another type or size, a non-finite one, a sample where the numpy path decides or raises: the
+        kernel's codes, osc_layout)."""
+        system = self.system
+        plans = self._plans
+        if system._plan_key is not plans[0]:     # (set_active and a new constraint clear the plan's key)
+            inputs = body_plan(self)                # (it reads the system's constraint plan, renewing the key)
+            plans = self._plans = (system._plan_key, inputs if inputs is None else (*inputs, np.zeros(inputs[1])))
+        if plans[1] is None:
+            return None
+        if EPOCH[0] != self._epoch:
+            self._pack_parameters()                 # (a parameter was assigned)
+        G, m, zm = plans[1]
+        th, thd, thdd, lam, meas, flags = ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_, state.lambda_meas, 0
+        if th is None:
+            th, flags = self._theta_hold, 4
+        if thd is None:
+            thd = self._zk
+        if thdd is None:
+            thdd = self._zk
+        if lam is None:
+            lam = zm
+        if meas is None:
+            meas = zm
+        else:
+            flags |= 2
+        if self._unit_parts and self._read_arrays(state) is None:
+            return None
+        if not self._packed:
+            self._from_objects()
+        coords, rref = self.coords, self._rref
+        model, data = system.model, system.data
+        fast = self._fast
+        try:
+            pin.computeCoriolisMatrix(model, data, state.q, state.qdot)
+            pin.updateFramePlacements(model, data)
+            system._anchor_from_data(False)
+            if rref[0] != coords._ref_version:  # R_ref of the coordinates' frames (their compiled copy)
+                cf = coords._fast
+                rref = self._rref = (coords._ref_version, cf._references(cf._plan(False)[1], data))
+            code = fast[0](*fast[1], G, rref[1], state.q, state.qdot, th, thd, thdd, lam, meas, float(state.t),
+                           flags, self._S, self._out)
+        except (TypeError, ValueError, RuntimeError):   # another type or size: the numpy path says which
+            return None
+        if code != L.OK:
+            return None
+        self._last_m, self._stale = m, True
+        return self._tau.copy()
+
+    def _compute_numpy(self, state: State, reference: Reference | None = None) -> np.ndarray:
         t, q, qdot, lam_meas = self._read_state(state)
         terms = self._terms(q, qdot)
         kin = self.coords.evaluate(q, qdot, data=self.system.data)
@@ -187,5 +323,8 @@ class ConstrainedOperationalSpaceLaw(ControlLaw):
         self.last["passive_residual"] = resid
         return out
 
+
+_NO_REFERENCE = Reference()
+_REFERENCES = (Reference, CheckedReference)
 
 __all__ = ["ConstrainedOperationalSpaceLaw"]

@@ -27,6 +27,8 @@ from qv_dynamics.kernels.views import support_mask, tree_of
 
 from ..kernels import layout as L
 
+_coriolis = pin.computeCoriolisMatrix
+
 #: bumped by every assignment of a :class:`Setting`: a compiled tick packs its parameters again when it moved
 EPOCH = [0]
 
@@ -318,8 +320,11 @@ class CompiledTick:
         if ref is not None:
             th, thd, thdd, lamd = ref.theta, ref.theta_dot, ref.theta_ddot, ref.lambda_
         tau = np.empty(self.n)
-        try:
-            ok = self._call(state.q, state.qdot, state.lambda_meas, th, thd, thdd, lamd, state.t, tau)
+        try:   # (_call, written out: the 1 kHz path)
+            q, qdot = state.q, state.qdot
+            _coriolis(self.model, self.data, q, qdot)
+            ok = self.kernel(*self.views, self.I, self.F, q, qdot, state.lambda_meas, th, thd, thdd, lamd, state.t,
+                             tau)
         except Exception:   # (a state or reference Pinocchio or the kernel cannot take as it is)
             ok = self._call_converted(state, th, thd, thdd, lamd, tau)
         if not ok:
@@ -329,10 +334,8 @@ class CompiledTick:
         return tau
 
     def _call(self, q, qdot, lam, th, thd, thdd, lamd, t, tau) -> int:
-        v = self.views
-        pin.computeCoriolisMatrix(self.model, self.data, q, qdot)
-        return self.kernel(v[0], v[1], v[2], v[3], v[4], v[5], self.I, self.F, q, qdot, lam, th, thd, thdd, lamd, t,
-                           tau)
+        _coriolis(self.model, self.data, q, qdot)
+        return self.kernel(*self.views, self.I, self.F, q, qdot, lam, th, thd, thdd, lamd, t, tau)
 
     def _call_converted(self, state, th, thd, thdd, lamd, tau) -> int:
         """The call with every vector as float64 (lists, integer arrays) and t as a float; 0 when one does not

@@ -36,7 +36,7 @@ import numpy as np
 from qv_dynamics.errors import RankDeficiencyError
 from qv_dynamics.linalg import ATOL, RTOL, inv
 from qv_dynamics.projection import pinv_rank, projection
-from qv_dynamics.state import Reference, State
+from qv_dynamics.state import State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
@@ -103,9 +103,8 @@ class ProjectionLawBase(ControlLaw):
         super().reset()
         self._A_full = self._T_lost = None
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
-        return self._compiled_compute(state, reference)
+    #: τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`) (one call, no wrapper)
+    compute = ControlLaw._compiled_compute
 
     # ------------------------------------------------------------------ the compiled tick's state
     def _tick_mode(self) -> int:

@@ -28,7 +28,6 @@ from dataclasses import fields
 import numpy as np
 
 from qv_dynamics.quasi import QuasiState, compiled_kernel, quasi_decompose
-from qv_dynamics.state import Reference, State
 
 from ..coordinates import check_reduced_jacobian
 from ..kernels import layout as L
@@ -85,9 +84,8 @@ class QuasiLawBase(ControlLaw):
             compiled_kernel()  # load the compiled decomposition now (~0.3 s from its cache), not at sample 2
         self._start_compiled_tick()
 
-    def compute(self, state: State, reference: Reference | None = None) -> np.ndarray:
-        """τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`)."""
-        return self._compiled_compute(state, reference)
+    #: τ of this state and reference: the compiled tick, or the numpy path (:meth:`_compute`) (one call, no wrapper)
+    compute = ControlLaw._compiled_compute
 
     @property
     def _prev(self):

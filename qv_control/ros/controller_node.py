@@ -48,7 +48,7 @@ from qv_dynamics.errors import QVError
 from qv_dynamics.ros.free_body import FreeBodySync
 from qv_dynamics.ros.health import EpisodeCounter, reject_kind
 from qv_dynamics.ros.messages import JointLayout, lambda_desired_from_message
-from qv_dynamics.ros.params import declare, load_model_config, validate
+from qv_dynamics.ros.params import declare, node_model_config, validate
 from qv_dynamics.ros.stamps import StampGate
 from qv_dynamics.state import Reference, State
 
@@ -58,6 +58,7 @@ from .measurements import Measurements
 from .outputs import CommandOutput
 from .params import (
     CONTROLLER_NODE,
+    CONTROLLER_RULES,
     LAW_PREFIX,
     ControllerParameters,
     check_joints_cover,
@@ -86,7 +87,7 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         valid state (:mod:`.lifecycle`)."""
         node_kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         super().__init__(node_name, **node_kwargs)
-        declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,))
+        declare(self, CONTROLLER_NODE, prefixes=(LAW_PREFIX,), rules=CONTROLLER_RULES)
         # law_params.* from a params file (--params-file) or in-process overrides, e.g. law_params.kp
         overrides = list(getattr(self, "_parameter_overrides", {}).values()) or \
             list(node_kwargs.get("parameter_overrides") or [])
@@ -104,8 +105,7 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
             return                                  # in-process objects: nothing to load
         gp, t0 = self.get_parameter, time.monotonic()
         try:
-            self.system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
-                                               floating=bool(gp("odom_topic").value))
+            self.system, _ = node_model_config(self, floating=bool(gp("odom_topic").value))
             self._build_law()
         except Exception:  # noqa: BLE001 - configure builds them again and says why they cannot be
             return
@@ -120,8 +120,7 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         validate(CONTROLLER_NODE, {p.name: gp(p.name).value for p in CONTROLLER_NODE})  # as set while unconfigured
         odom_topic = gp("odom_topic").value
         if system is None:
-            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value,
-                                          floating=bool(odom_topic))
+            system, _ = node_model_config(self, floating=bool(odom_topic))
         self.system = system
         self.layout = JointLayout.from_system(system, floating=bool(odom_topic))
         self.cmd_map = self._command_map(gp("joints").value)

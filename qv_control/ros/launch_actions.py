@@ -101,20 +101,38 @@ def params_and_model(context, robots: dict) -> tuple[str, str]:
 
 def model_of_params(params: str) -> str:
     """The model config a parameters file's nodes load: ``model_config`` of the first section that sets one,
-    relative to the file's folder, else a path or a name in the package's config/."""
-    import yaml
-
+    found as the nodes find it (next to the file, else a name in the package's config/). The file is checked
+    as the nodes check it (:func:`qv_dynamics.ros.params_file.check_params_file`): a bad one fails the launch
+    before any node starts."""
     from qv_dynamics.ros.params import resolve_config_path
+    from qv_dynamics.ros.params_file import check_params_file, node_sections
 
-    with open(params) as f:
-        doc = yaml.safe_load(f) or {}
-    names = [((sec or {}).get("ros__parameters") or {}).get("model_config") for sec in doc.values()
-             if isinstance(sec, dict)]
-    model = next((m for m in names if m), None)
+    names = [sec.get("model_config") for _, sec in node_sections(check_params_file(params))]
+    model = next((m for m in names if isinstance(m, str) and m), None)
     if model is None:
         raise RuntimeError(f"{params}: no section sets model_config (the model robot_state_publisher shows)")
-    local = os.path.join(os.path.dirname(os.path.abspath(params)), model)
-    return local if os.path.isfile(local) else resolve_config_path(model)
+    return resolve_config_path(model, os.path.dirname(os.path.abspath(os.path.expanduser(params))))
+
+
+def checked_params_file(params: str) -> str:
+    """``params`` once checked as the nodes will check it: a bad parameters file fails the launch with one
+    line before any node starts (instead of nodes that exit 2 under a launch that keeps running)."""
+    from qv_dynamics.ros.params_file import check_params_file
+
+    check_params_file(params)
+    return params
+
+
+def model_urdf(model: str) -> str:
+    """The URDF file of a model config (its ``robot.urdf``, found next to it or by name)."""
+    from qv_dynamics.robots import resolve_urdf
+    from qv_dynamics.yamlio import load_yaml
+
+    doc = load_yaml(model, "model config")
+    urdf = ((doc or {}).get("robot") or {}).get("urdf") if isinstance(doc, dict) else None
+    if not isinstance(urdf, str):
+        raise RuntimeError(f"model config {model}: no robot.urdf")
+    return resolve_urdf(urdf, os.path.dirname(os.path.abspath(model)))
 
 
 def launch_flag(context, name: str) -> bool:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from qv_dynamics.errors import ModelError
 from qv_dynamics.ros.params import resolve_config_path
+from qv_dynamics.ros.params_file import named_path
+from qv_dynamics.yamlio import load_yaml
 
 from .controller_node import ControllerNode
 
@@ -46,16 +47,11 @@ class LeggedControllerNode(ControllerNode):
         return params
 
     def _model_plan(self):
-        """The ``plan`` mapping of the model config, or None."""
-        import yaml
-
-        path = self.get_parameter("model_config").value
+        """The ``plan`` mapping of the model config (found as the node found it), or None."""
+        path, base = named_path(self, "model_config")
         if not path:
             return None
-        try:
-            doc = yaml.safe_load(open(resolve_config_path(path)).read()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ModelError(f"cannot read model config {path}: {exc}") from None
+        doc = load_yaml(resolve_config_path(path, base), "model config")
         return doc.get("plan") if isinstance(doc, dict) else None
 
 

@@ -20,13 +20,14 @@ from qv_dynamics.ros.params import (
     BEST_EFFORT_INPUTS,
     MODEL_IO,
     RAW_MESSAGES,
+    STAMP_FUTURE_TOLERANCE,
+    WRENCH_SIGN,
     Param,
     as_list,
+    at_most,
     bounded,
     finite_list,
-    non_negative,
     one_of,
-    positive,
     queue_depth,
     topic_name,
     validate,
@@ -78,13 +79,12 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
           "lock-step plant's re-sent state is not answered twice), but the middleware then drops a burst unseen: "
           "a depth of at least the burst length counts every bad message; 1 to 1000",
           queue_depth("joint_states_queue")),
-    Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
-          non_negative("stamp_future_tolerance"), read_only=False),
+    STAMP_FUTURE_TOLERANCE,
     Param("publish_stamped_command", True, "publish ~/command_stamped (τ with joint names and the state's stamp) "
           "while it has a subscriber"),
     Param("velocity_observer_hz", 0.0, "bandwidth [Hz] of the model-based q̇ observer (qv_dynamics.observer: "
           "constrained-dynamics prediction under the last command, corrected by the measured q̇); 0: the law "
-          "reads the measured q̇ as is", non_negative("velocity_observer_hz")),
+          "reads the measured q̇ as is; at most 1000 Hz", bounded("velocity_observer_hz", 0.0, 1000.0, "Hz")),
     Param("command_delay", AUTO, "latency compensation: time [s] from a state's stamp until the command computed "
           "from it acts; the law answers the state predicted at that time from the constrained dynamics under the "
           "command acting until then (qv_control.latency). -1: one update period measured from the /joint_states "
@@ -100,7 +100,8 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("watchdog_timeout", 0.1, "no valid /joint_states for this long [s] -> safe output; at most "
           f"{MAX_WATCHDOG_TIMEOUT:g} s (the watchdog cannot be turned off)",
           bounded("watchdog_timeout", 0.0, MAX_WATCHDOG_TIMEOUT, low_open=True), read_only=False),
-    Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]", positive("watchdog_period")),
+    Param("watchdog_period", 0.02, "period of the watchdog and of the safe output [s]; at most watchdog_timeout "
+          "(a longer period is no watchdog)", bounded("watchdog_period", 0.0, MAX_WATCHDOG_TIMEOUT, low_open=True)),
     Param("safe_mode", "zero", "safe output (qv_control.safe_output): zero effort, gravity τ = g(q_last), or hold (the "
           "damped joint hold about the pose latched at the episode's start); a contact task always uses hold",
           one_of("safe_mode", SAFE_MODES), read_only=False),
@@ -111,11 +112,11 @@ CONTROLLER_NODE = tuple(replace(p, read_only=False) if p.name == "joints" else p
     Param("wrench_topics", None, "geometry_msgs/WrenchStamped topics measuring λ, paired with wrench_constraints",
           topic_name("wrench_topics")),
     Param("wrench_constraints", None, "constraint names measured by wrench_topics"),
-    Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
+    WRENCH_SIGN,
     Param("odom_topic", "", "nav_msgs/Odometry of the model's free-flyer joint 1 (floating base or held object)",
           topic_name("odom_topic", optional=True)),
-    Param("sync_tolerance", 5e-4, "largest stamp difference between a joint state and its odometry [s]",
-          positive("sync_tolerance")),
+    Param("sync_tolerance", 5e-4, "largest stamp difference between a joint state and its odometry [s]; at most "
+          "0.1 s", bounded("sync_tolerance", 0.0, 0.1, low_open=True)),
     Param("reference.times", None, "spline reference: knot times [s] from the first valid state",
           finite_list("reference.times")),
     Param("reference.waypoints", None, "spline reference: len(times) × k values, row-major",
@@ -244,7 +245,8 @@ class ControllerParameters:
             refusal = layer.parameter_refusal(new) if layer is not None else None
             if refusal:      # the task owns the force, motion, law and reference (task_layer)
                 raise ModelError(refusal)
-            validate(CONTROLLER_NODE, new)
+            validate(CONTROLLER_NODE, new, CONTROLLER_RULES,
+                     {n: self.get_parameter(n).value for r in CONTROLLER_RULES for n in r.names})
             joints = new.get("joints", self.get_parameter("joints").value)
             if "joints" in new:
                 self._command_map(new["joints"])
@@ -292,5 +294,8 @@ class ControllerParameters:
             self.lambda_d = labelled_vector("lambda_desired", new["lambda_desired"], self.system.row_labels)
         self.get_logger().info(f"parameters changed: {sorted(new)}")
 
+
+# checks across parameters, at start and on every change (qv_dynamics.ros.params.Rule)
+CONTROLLER_RULES = (at_most("watchdog_period", "watchdog_timeout"),)
 
 NODE_TABLES = (("qv_controller_node", CONTROLLER_NODE),)  # qv_legged_controller_node: the same table

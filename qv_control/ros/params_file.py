@@ -6,36 +6,32 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 
 def load_params_file(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """{node_name: {flat.param.name: value}} from a ROS 2 parameters YAML (``node: {ros__parameters: ..}``;
-    ``/**`` applies to every node). Relative ``model_config`` paths are made absolute against the file's
-    folder when they exist there."""
-    from qv_dynamics.errors import ModelError
+    ``/**`` applies to every node), checked as rcl would read it
+    (:func:`qv_dynamics.ros.params_file.check_params_file`: one ModelError naming the file). A relative
+    ``model_config`` is made absolute next to the file (or found among the package's names), the rule the
+    nodes follow (:func:`qv_dynamics.ros.params_file.named_path`)."""
+    from qv_dynamics.ros.params import resolve_config_path
+    from qv_dynamics.ros.params_file import check_params_file, node_sections
 
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"cannot read parameters file {p}: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ModelError(f"{p}: a ROS 2 parameters file is a mapping of node names")
-    common = _flatten(((doc.get("/**") or {}).get("ros__parameters")) or {})
+    sections = node_sections(check_params_file(p))
+    common: dict[str, Any] = {}
+    for key, params in sections:
+        if key.strip("/") == "**":
+            common.update(_flatten(params))
     out: dict[str, dict[str, Any]] = {}
-    for key, sec in doc.items():
-        if key == "/**":
+    for key, params in sections:
+        if key.strip("/") == "**":
             continue
-        name = key.strip("/").split("/")[-1]
-        if not isinstance(sec, dict) or "ros__parameters" not in sec:
-            raise ModelError(f"{p}: section '{key}' has no ros__parameters")
         flat = dict(common)
-        flat.update(_flatten(sec["ros__parameters"] or {}))
+        flat.update(_flatten(params))
         mc = flat.get("model_config")
-        if isinstance(mc, str) and mc and not os.path.isabs(mc) and (p.parent / mc).is_file():
-            flat["model_config"] = str((p.parent / mc).resolve())
-        out[name] = flat
+        if isinstance(mc, str) and mc and not os.path.isabs(os.path.expanduser(mc)):
+            flat["model_config"] = str(Path(resolve_config_path(mc, str(p.resolve().parent))).resolve())
+        out[key.strip("/").split("/")[-1]] = flat
     return out
 
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from qv_dynamics.errors import ModelError
 
-MAX_SPEED = 1.0     # m/s: the largest approach or lift speed a task accepts (the arm's Cartesian speed scale)
+from .limits import MAX_APPROACH_SPEED, check_config
+
+MAX_SPEED = MAX_APPROACH_SPEED  # m/s: the largest approach or lift speed a task accepts
 MAX_ACC = 20.0      # m/s²: the largest speed change of the descent
 
 
@@ -74,6 +76,7 @@ class ContactTaskConfig:
             raise ModelError(f"task touch_speed must be a positive number, got {self.touch_speed!r}")
         if self.trace == "waypoints" and not len(self.waypoints):
             raise ModelError("task trace 'waypoints' needs at least one (x, y) waypoint")
+        check_config(self)  # finite, in range, consistent (limits.py)
 
 
 __all__ = ["MAX_ACC", "MAX_SPEED", "ContactTaskConfig"]

@@ -47,6 +47,19 @@ def _force(Y, k, vx, vy, vz, wx, wy, wz):
 
 
 @njit(cache=True)
+def gravity(Y, Jw, tree, grav, g) -> None:
+    """g alone (module doc), for a law that needs no M: g[S_j] = J_jᵀY_j a_g (``tree``, ``grav``, ``Jw`` as
+    :func:`mass_gravity`)."""
+    for j in range(1, tree.shape[0]):
+        gf = _force(Y, j, -grav[0], -grav[1], -grav[2], 0.0, 0.0, 0.0)
+        for col in range(tree[j, 0], tree[j, 0] + tree[j, 1]):
+            t = 0.0
+            for i in range(6):
+                t += Jw[i, col] * gf[i]
+            g[col] = t
+
+
+@njit(cache=True)
 def mass_gravity(Y, Jw, tree, armature, grav, M, g) -> None:
     """M (full, symmetric) and g (module doc). ``tree`` (joints × 3): first velocity column, velocity size and
     parent of each joint (row 0 the universe); ``grav`` the model's gravity g⃗; ``Jw`` the 6 × n world

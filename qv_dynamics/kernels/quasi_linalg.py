@@ -3,7 +3,8 @@ sized for n ≤ ~40: loops where a BLAS call through numba (~0.3 µs) would cost
 dgemm for the larger products (:func:`mmt`: transposes as flags, results into their blocks; :func:`mm` where a
 fresh array is wanted), and Cholesky with the triangular inverse in 2 × 2 blocks above
 BLOCKED_N, so that the n³ work runs in BLAS and the loops stay short. Same algorithms as LAPACK's (dpotf2,
-forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding.
+forward substitution, one-sided Jacobi for singular values): results equal LAPACK's to rounding. And
+:func:`borrowed` / :func:`alive`: arrays whose views are not reference-counted, for the kernels' hot paths.
 
 numba keys the kernel's disk cache on :mod:`qv_dynamics.kernels.quasi`'s source only; the loader
 (:func:`qv_dynamics.kernels.loader.kernel_sources`) also watches this file, so after editing it the laws take the numpy
@@ -16,6 +17,8 @@ import math
 import numba.np.linalg  # noqa: F401  (numba's BLAS helpers, which numba_xxgemm below is one of)
 import numpy as np
 from numba import njit, types
+from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 #: products with fewer multiply-adds than this run in loops (a BLAS call through numba costs ~0.3 µs)
 SMALL_PRODUCT = 4096
@@ -75,6 +78,31 @@ def mmt(ta, tb, alpha, A, B, beta, C) -> None:
             a = alpha * (A[p, i] if ta else A[i, p])
             for j in range(n):
                 ci[j] += a * (B[j, p] if tb else B[p, j])
+
+
+@intrinsic
+def borrowed(typingctx, arr):
+    """``arr`` without its memory-info pointer: the same data, shape and strides, not reference-counted, nor is any
+    view of it. numba counts the references to an array's memory with an atomic add and subtract for every view made
+    and dropped (a law's whole tick makes hundreds: a quarter of its time went to them). Safe while the array it
+    borrows from lives: a kernel's arguments (held by the caller for the whole call), or an array the kernel made and
+    keeps alive to the end with :func:`alive` (numba frees an array after its last use)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src = context.make_array(arr)(context, builder, value=args[0])
+        dst = context.make_array(arr)(context, builder)
+        populate_array(dst, data=src.data, shape=src.shape, strides=src.strides, itemsize=src.itemsize,
+                       meminfo=None, parent=None)
+        return dst._getvalue()
+    return arr(arr), codegen
+
+
+@njit(cache=True)
+def alive(owner) -> int:
+    """1, after a use of ``owner``: the array a :func:`borrowed` copy was made from lives up to this call."""
+    return 1 if owner.shape[0] >= 0 else 0
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError, QVError
+from ..robots import urdf_next_to
+from ..yamlio import load_yaml, read_text
 from .urdf_targets import TARGETS, TargetSpec, rewrite_urdf
 
 
@@ -26,20 +28,17 @@ def load_config(model_config: str):
     ``config/``). The initial state (model joint order, zero when the config has no ``initial``) is
     projected onto the active constraints exactly as the built-in simulator starts (``Stepper.correct``),
     so every path -- one-process bringup, mock, Gazebo, MuJoCo -- starts from the same state."""
-    import yaml
-
     from ..model import ConstrainedSystem
     from ..robots import package_share_dir
 
     path = Path(model_config)
     if not path.is_file() and (package_share_dir() / "config" / model_config).is_file():
         path = package_share_dir() / "config" / model_config
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"cannot read model config {model_config}: {exc}") from None
+    doc = load_yaml(path, "model config") or {}
     if not isinstance(doc, dict) or not isinstance(doc.get("robot"), dict):
         raise ModelError(f"model config {path} needs a 'robot' mapping with 'urdf'")
+    if isinstance(doc["robot"].get("urdf"), str):  # a relative URDF path: next to the model config
+        doc = dict(doc, robot=dict(doc["robot"], urdf=urdf_next_to(doc["robot"]["urdf"], path.resolve().parent)))
     system = ConstrainedSystem.from_yaml(doc)
     model = system.model
     if system.floating_base or model.nq != model.nv:
@@ -61,14 +60,11 @@ def load_config(model_config: str):
 def controllers_info(controllers_file: str) -> tuple[list[str] | None, tuple[str, str] | None]:
     """(effort controller joints, (F/T sensor name, frame)) from a controllers YAML ('' -> None, None);
     ModelError naming the file and the entry when it cannot be read or has the wrong shape."""
-    import yaml
-
     if not controllers_file:
         return None, None
-    try:
-        doc = yaml.safe_load(Path(controllers_file).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ModelError(f"cannot read controllers file {controllers_file}: {' '.join(str(exc).split())}") from None
+    doc = load_yaml(controllers_file, "controllers file") or {}
+    if not isinstance(doc, dict):
+        raise ModelError(f"controllers file {controllers_file} must be a mapping of controller names")
 
     def params(name: str) -> dict:
         sec = doc.get(name) or {}
@@ -97,7 +93,7 @@ def target_urdf(model_config: str, target: str, controllers_file: str = "", mjcf
 
     system, doc, names, q0, qdot0 = load_config(model_config)
     src = resolve_urdf(doc["robot"]["urdf"])
-    xml = src if src.lstrip().startswith("<") else Path(src).read_text()
+    xml = src if src.lstrip().startswith("<") else read_text(src, "URDF")
     actuated, sensor = controllers_info(controllers_file)
     tool = tool_frame_of(system, doc)
     if sensor is None:

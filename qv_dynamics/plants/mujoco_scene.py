@@ -66,6 +66,24 @@ class SceneConfig(SceneFromDict):
     gravity: Sequence[float] = (0.0, 0.0, -9.81)
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        """Every number finite and in a physical range (ModelError naming ``scene.<field>``): a NaN table height
+        or a 1e9 s timestep would otherwise build a plant that never touches or never steps."""
+        for name, low, high, n in (("tip_radius", 0.0, 0.5, 1), ("table_height", -10.0, 10.0, 1),
+                                   ("table_center", -10.0, 10.0, 2), ("table_half_size", 1e-6, 10.0, 2),
+                                   ("table_thickness", 1e-6, 1.0, 1), ("timestep", 1e-6, 0.01, 1),
+                                   ("solref", -1e9, 1e9, 2), ("solimp", -1e9, 1e9, 5), ("friction", 0.0, 2.0, 1),
+                                   ("joint_damping", 0.0, 1e4, 1), ("gravity", -100.0, 100.0, 3)):
+            v = getattr(self, name)
+            try:
+                a = np.asarray(v, float).reshape(n)
+            except (TypeError, ValueError):
+                raise ModelError(f"scene.{name} must be {n} number(s), got {v!r}") from None
+            if not np.all(np.isfinite(a)) or np.any(a < low) or np.any(a > high):
+                raise ModelError(f"scene.{name} must be {n} finite number(s) in [{low:g}, {high:g}], got {v!r}")
+        if self.tip_radius <= 0:
+            raise ModelError(f"scene.tip_radius must be > 0 m, got {self.tip_radius!r}")
+
 
 def _fmt(x) -> str:
     return " ".join(f"{float(v):.12g}" for v in np.ravel(x))

@@ -53,7 +53,7 @@ from .messages import (
 )
 from .odometry import odometry_to_base
 from .pacing import Pacer
-from .params import DYNAMICS_NODE, declare, load_model_config
+from .params import DYNAMICS_NODE, declare, node_model_config
 from .raw import input_qos, subscribe_joint_states, subscribe_wrench
 from .stamps import FUTURE, OLD, StampGate, stamp_reason
 
@@ -69,7 +69,7 @@ class DynamicsNode(Node):
         declare(self, DYNAMICS_NODE)
         gp = self.get_parameter
         if system is None:
-            system, _ = load_model_config(gp("model_config").value, gp("robot_description").value, floating=True)
+            system, _ = node_model_config(self, floating=True)
         self.system = system
         # a floating base (legged robot) comes from the state estimator's nav_msgs/Odometry (REP 105)
         self.floating = bool(system.floating_base)

@@ -7,25 +7,24 @@ post-set callback. :func:`unknown_overrides` lists the names of a ``--params-fil
 declares (a misspelled key would otherwise be ignored silently); :func:`markdown_table` renders a table
 for the README (``test/test_params_tables.py`` keeps the two in sync).
 
-Also here: the model every node of the effort-command contract loads from its parameters
-(:func:`load_model_config`, :func:`resolve_config_path`).
+The model every node of the effort-command contract loads from its parameters (:func:`load_model_config`,
+:func:`resolve_config_path`) is read in :mod:`qv_dynamics.ros.params_file` (imported from here too).
 """
 from __future__ import annotations
 
 import array
 import difflib
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from rcl_interfaces.msg import ParameterDescriptor
 
 from ..errors import ModelError
 from ..plants.drive_hold import check_bandwidth
-from ..robots import package_share_dir
 from ..sim.stepper import INTEGRATORS, METHODS
-from .messages import JointLayout
+from ..yamlio import MAX_LIST
+from .params_file import load_model_config, node_model_config, resolve_config_path  # noqa: F401 (used from here)
 
 
 @dataclass(frozen=True)
@@ -123,9 +122,38 @@ def topic_name(name: str, optional: bool = False, template: str = "{}") -> Calla
     return check
 
 
+def unit_sign(name: str) -> Callable[[Any], None]:
+    """+1 or -1 (a sign: 0 or NaN would silently turn off what it multiplies)."""
+    def check(v) -> None:
+        if isinstance(v, bool) or v not in (1, -1):
+            raise ModelError(f"{name} must be 1 or -1, got {v!r}")
+    return check
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check across parameters: ``check(values)`` ({name: value} of at least ``names``) raises ModelError;
+    run at start and on every change of one of ``names``."""
+
+    names: tuple[str, ...]
+    check: Callable[[dict], None]
+
+
+def at_most(name: str, other: str) -> Rule:
+    """``name`` <= ``other`` (e.g. a watchdog's period within its timeout: a longer period is no watchdog)."""
+    def check(values: dict) -> None:
+        a, b = values.get(name), values.get(other)
+        if a is not None and b is not None and a > b:
+            raise ModelError(f"{name} ({a:g}) must not exceed {other} ({b:g})")
+    return Rule((name, other), check)
+
+
 def finite_list(name: str) -> Callable[[Any], None]:
+    """Finite numbers, at most MAX_LIST of them (a parameters file's lists are bounded the same way)."""
     def check(v) -> None:
         vals = v if isinstance(v, (list, tuple)) else [v]
+        if len(vals) > MAX_LIST:
+            raise ModelError(f"{name} has {len(vals)} values, at most {MAX_LIST}")
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vals):
             raise ModelError(f"{name} must be a list of finite numbers, got {v!r}")
     return check
@@ -148,6 +176,11 @@ def queue_depth(name: str) -> Callable[[Any], None]:
 
 
 DIAGNOSTICS_PERIOD_CHECK = bounded("diagnostics_period", 0.0, 3600.0)
+STAMP_FUTURE_TOLERANCE = Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node "
+                               "clock [s] is dropped; at most 10 s", bounded("stamp_future_tolerance", 0.0, 10.0),
+                               read_only=False)
+WRENCH_SIGN = Param("wrench_sign", 1.0, "1, or -1 if the sensor reports the environment's reaction instead of λ "
+                    "(0 would turn off contact detection and the force limit)", unit_sign("wrench_sign"))
 
 JOINT_STATES_TOPIC = Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (name-mapped)",
                            topic_name("joint_states_topic"))
@@ -172,11 +205,11 @@ ODOMETRY = (
 )
 
 PLANT = MODEL_IO + (
-    Param("dt", 0.001, "integration step [s]", positive("dt")),
+    Param("dt", 0.001, "integration step [s]; at most 0.05 s", bounded("dt", 0.0, 0.05, low_open=True)),
     Param("mode", "realtime", "realtime (wall-clock timer) or lockstep (one step per command)",
           one_of("mode", PLANT_MODES)),
-    Param("real_time_factor", 1.0, "simulated seconds per wall-clock second (realtime mode)",
-          positive("real_time_factor")),
+    Param("real_time_factor", 1.0, "simulated seconds per wall-clock second (realtime mode); at most 100",
+          bounded("real_time_factor", 0.0, 100.0, unit="", low_open=True)),
     Param("lockstep_resend", 0.5, "re-publish the state after this long without a command [s] (lockstep); "
           "0: never (a lost state or command then stalls the loop until the controller's watchdog); at most 60 s",
           bounded("lockstep_resend", 0.0, 60.0)),
@@ -184,14 +217,14 @@ PLANT = MODEL_IO + (
     RAW_MESSAGES,
     BEST_EFFORT_INPUTS,
     Param("clock_period", 0.0, "simulated time between /clock messages [s]; 0: every step. Every use_sim_time node "
-          "receives each one; ROS time then advances in steps of clock_period (state stamps stay exact)",
-          non_negative("clock_period")),
+          "receives each one; ROS time then advances in steps of clock_period (state stamps stay exact); at most 1 s",
+          bounded("clock_period", 0.0, 1.0)),
     Param("q0", None, "initial joint positions (one per joint), else the model config's initial.q", finite_list("q0")),
     Param("qdot0", None, "initial joint velocities, else the model config's initial.qdot", finite_list("qdot0")),
     Param("wait_for_command", True, "realtime: the clock starts at the first valid effort command (the initial "
           "state is published every 10 ms until then)"),
     Param("max_steps_per_tick", 5, "realtime: longest catch-up burst [steps]; beyond it real time is dropped "
-          "(counted, reported as the real-time factor)", positive("max_steps_per_tick")),
+          "(counted, reported as the real-time factor); 1 to 1000", int_range("max_steps_per_tick", 1, 1000)),
     Param("command_timeout", 0.02, "plant time [s] without an effort command after which the drives hold the "
           "pose with damping until commands resume (counted: command_timeout_episodes); as a robot's drives "
           "(Franka: 20 missed 1 kHz commands, UR: 20 ms), and below 2/k_d of the controller (a command held "
@@ -205,10 +238,11 @@ SIM_NODE = PLANT + (
     Param("publish_wrench", True, "publish each constraint's λ as geometry_msgs/WrenchStamped"),
     Param("method", "projection", "projection (section 6) or kkt_baumgarte", one_of("method", METHODS)),
     Param("integrator", "rk4", "rk4, semi_implicit_euler or scipy", one_of("integrator", INTEGRATORS)),
-    Param("mass_scale", 1.0, "plant/model mismatch: every link's mass and rotational inertia × this",
-          positive("mass_scale")),
+    Param("mass_scale", 1.0, "plant/model mismatch: every link's mass and rotational inertia × this; at most 100",
+          bounded("mass_scale", 0.0, 100.0, unit="", low_open=True)),
     Param("nr_tol", 1e-12, "Newton–Raphson tolerance per metre of model length (sim.stepper.length_scale); "
-          "an iteration that stalls below 1000x it is accepted (rounding floor) and counted", positive("nr_tol")),
+          "an iteration that stalls below 1000x it is accepted (rounding floor) and counted; at most 1e-3",
+          bounded("nr_tol", 0.0, 1e-3, unit="", low_open=True)),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s] (real-time factor, clipped commands, "
           "substep retries); 0 disables them; at most 3600 s", DIAGNOSTICS_PERIOD_CHECK),
 ) + ODOMETRY
@@ -238,22 +272,24 @@ DYNAMICS_NODE = (
     Param("joint_states_queue", 10, "subscription depth; deep enough that a burst is seen and a bad message "
           f"counted (1 evaluates the freshest state only, but the middleware drops a burst unseen); 1 to "
           f"{MAX_QUEUE}", queue_depth("joint_states_queue")),
-    Param("stamp_future_tolerance", 0.5, "a /joint_states stamped further ahead of the node clock [s] is dropped",
-          non_negative("stamp_future_tolerance")),
+    replace(STAMP_FUTURE_TOLERANCE, read_only=True),
     Param("command_topic", "", "effort commands to read τ from (quasi-forces u_v, u_ξ); empty: none",
           topic_name("command_topic", optional=True)),
     Param("joints", [""], "order of the effort commands on command_topic"),
     Param("wrench_topics", [""], "geometry_msgs/WrenchStamped topics, one per name in wrench_constraints",
           topic_name("wrench_topics")),
     Param("wrench_constraints", [""], "constraint names measured by wrench_topics"),
-    Param("wrench_sign", 1.0, "-1 if the sensor reports the environment's reaction instead of λ"),
+    WRENCH_SIGN,
     Param("fixed_frame", "", "frame of the markers (default: the model's first frame)"),
-    Param("force_scale", 0.01, "marker arrow length per newton [m/N]", positive("force_scale")),
+    Param("force_scale", 0.01, "marker arrow length per newton [m/N]; at most 1",
+          bounded("force_scale", 0.0, 1.0, unit="m/N", low_open=True)),
     Param("publish_markers", True, "publish visualization_msgs/MarkerArray of the constraint forces"),
-    Param("markers_period", 0.04, "message time between MarkerArrays [s]"),
-    Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged)"),
+    Param("markers_period", 0.04, "message time between MarkerArrays [s]; at most 60 s",
+          bounded("markers_period", 0.0, 60.0)),
+    Param("decimation", 0, "evaluate every k-th /joint_states message; 0: k chosen to fit load_budget (logged); at "
+          "most 1000", int_range("decimation", 0, 1000)),
     Param("load_budget", 0.25, "automatic decimation: at most this fraction of a core (callback time over the "
-          "input period)", positive("load_budget")),
+          "input period), in (0, 1]", bounded("load_budget", 0.0, 1.0, unit="", low_open=True)),
     Param("diagnostics_period", 1.0, "period of /diagnostics [s]; 0 disables them; at most 3600 s",
           DIAGNOSTICS_PERIOD_CHECK),
     Param("condition_warn", 1e6, "warn when cond(A M⁻¹ Aᵀ) exceeds this (a finite number > 1: a condition "
@@ -265,7 +301,7 @@ BUILTIN = ("use_sim_time", "start_type_description_service")
 
 
 # ------------------------------------------------------------------------------------------ mechanics
-def declare(node, table: Sequence[Param], prefixes: Sequence[str] = ()) -> None:
+def declare(node, table: Sequence[Param], prefixes: Sequence[str] = (), rules: Sequence[Rule] = ()) -> None:
     """Declare every parameter of ``table`` on ``node`` (description, type and read-only flag in its
     descriptor), refuse bad start-up values (ModelError with the reason) and warn about overrides that no
     entry of the table declares (``prefixes``: name prefixes the node declares itself, e.g. ``law_params.``);
@@ -293,7 +329,8 @@ def declare(node, table: Sequence[Param], prefixes: Sequence[str] = ()) -> None:
             raise ModelError(f"parameter '{p.name}' must be of type {p.type_name}{got}") from None
     node.add_pre_set_parameters_callback(lambda params: [_int_as_double(x) if x.name in doubles else x
                                                          for x in params])
-    validate(table, {p.name: node.get_parameter(p.name).value for p in table})
+    values = {p.name: node.get_parameter(p.name).value for p in table}
+    validate(table, values, rules, values)
     node.unknown_parameters = warn_unknown(node, prefixes)
 
 
@@ -306,13 +343,18 @@ def _int_as_double(prm):
     return prm
 
 
-def validate(table: Sequence[Param], new: dict) -> None:
-    """ModelError with the reason when a value of ``new`` ({name: value}) fails its table check."""
+def validate(table: Sequence[Param], new: dict, rules: Sequence[Rule] = (), current: dict | None = None) -> None:
+    """ModelError with the reason when a value of ``new`` ({name: value}) fails its table check, or when a
+    rule reading one of them fails on ``current`` values updated with ``new``."""
     by_name = {p.name: p for p in table}
     for name, value in new.items():
         p = by_name.get(name)
         if p is not None:
             p.validate(value)
+    merged = dict(current or {}, **new)
+    for rule in rules:
+        if any(n in new for n in rule.names):
+            rule.check({n: as_list(merged.get(n)) for n in rule.names})
 
 
 def unknown_overrides(node, prefixes: Sequence[str] = ()) -> list[str]:
@@ -346,50 +388,6 @@ def markdown_table(table: Sequence[Param]) -> str:
         rows.append(f"| `{p.name}` | {p.type_name} | {default} | {'yes' if p.read_only else 'no'} | "
                     f"{p.description.replace('|', '/')} |")
     return "\n".join(rows) + "\n"
-
-
-# ------------------------------------------------------------------------------------------ model config
-def resolve_config_path(path: str) -> str:
-    """A config file path as given, or relative to the package's ``config/`` folder (source tree or
-    colcon share directory); a bare robot name (``panda_table``) means ``config/<name>.yaml``."""
-    p = Path(path).expanduser()
-    if p.is_file():
-        return str(p)
-    for base in (package_share_dir() / "config", package_share_dir()):
-        for name in (path, f"{path}.yaml"):
-            if (base / name).is_file():
-                return str(base / name)
-    raise ModelError(f"config file '{path}' not found (neither a file nor in {package_share_dir() / 'config'})")
-
-
-def load_model_config(model_config: str, robot_description: str = "", floating: bool = False) -> tuple[object, dict]:
-    """(ConstrainedSystem, document) from a model YAML ``{robot: {urdf: ..}, constraints: [..], ...}``.
-
-    A non-empty ``robot_description`` (URDF XML, as the ROS parameter of that name) replaces
-    ``robot.urdf``. Raises ModelError / UnknownNameError with the reason (bad URDF, missing frame)."""
-    import yaml
-
-    from ..model import ConstrainedSystem
-
-    doc: dict = {}
-    if model_config:
-        path = resolve_config_path(model_config)
-        try:
-            doc = yaml.safe_load(open(path).read()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ModelError(f"cannot read model config {path}: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ModelError(f"model config {path} must be a mapping")
-    doc = dict(doc)
-    robot = dict(doc.get("robot") or {})
-    if robot_description.strip():
-        robot["urdf"] = robot_description
-    if "urdf" not in robot:
-        raise ModelError("no robot: set 'model_config' (YAML with robot.urdf) or 'robot_description'")
-    doc["robot"] = robot
-    system = ConstrainedSystem.from_yaml(doc)  # (an unknown key of the document refused with the closest name)
-    JointLayout.from_system(system, floating)  # 1-DoF joints only (+ a free-flyer root if floating)
-    return system, doc
 
 
 # the parameter tables of the docs (doc/generate.py) and of the tests

@@ -38,7 +38,7 @@ from ..plants.drive_hold import DriveHold
 from .health import EpisodeCounter, diagnostic_array, reject_kind
 from .messages import CommandMap, JointLayout, sec_to_stamp
 from .pacing import DeadlineLoop
-from .params import declare, load_model_config
+from .params import declare, node_model_config
 from .raw import input_qos, subscribe_commands
 
 WAIT_PUBLISH_PERIOD = 0.01  # s between state messages while waiting for the first command
@@ -56,8 +56,7 @@ class PlantNodeMixin:
         declare(self, table)
         if system is not None:
             return system, {}
-        return load_model_config(self.get_parameter("model_config").value,
-                                 self.get_parameter("robot_description").value, floating=True)
+        return node_model_config(self, floating=True)
 
     def _configure_plant(self, system) -> None:
         """system, joint layout, command map (``joints`` order) and the checked mode, dt, real-time factor."""

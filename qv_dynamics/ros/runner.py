@@ -1,8 +1,11 @@
 """Entry-point boilerplate shared by the ROS nodes (SPEC §5–§6): rclpy init, construct, spin, shut down.
 
 A node that cannot be built from its parameters (a QVError: bad URDF, unknown frame, ...) is refused with a
-one-line message on stderr and exit code 2. SIGINT and SIGTERM end the process with exit code 0 within a
-fraction of a second in every state (starting, spinning, watchdog, stopped simulator), without a traceback.
+one-line message on stderr and exit code 2; so is a ``--params-file`` that rcl would answer with a 25-line
+traceback or read wrongly, checked before rcl reads it (:func:`~qv_dynamics.ros.params_file.check_ros_args`,
+which also remembers the files so relative paths are found next to the file that names them). SIGINT and
+SIGTERM end the process with exit code 0 within a fraction of a second in every state (starting, spinning,
+watchdog, stopped simulator), without a traceback.
 A node that cannot go on (``node.exit_code`` set, e.g. a simulator that stopped for good) ends the spin
 with that code after saying why.
 
@@ -53,6 +56,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import QVError
 from ..linalg import limit_blas_threads
+from .params_file import check_ros_args
 
 POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node within this time
 # The launch files start the dynamics node (an observer: no loop waits for its output) behind this prefix
@@ -168,6 +172,11 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
     node = ex = None
     code = 0
     try:
+        try:  # the parameters files, before rcl reads them (its errors are 25-line tracebacks)
+            check_ros_args(argv if argv is not None else sys.argv)
+        except QVError as exc:
+            print(f"{name}: refused to start: {exc}", file=sys.stderr)
+            return 2
         rclpy.init(args=argv if argv is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
         try:
             node = factory()

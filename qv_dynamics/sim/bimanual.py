@@ -240,10 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m qv_dynamics.sim.bimanual [config.yaml out.urdf]``: write the URDF of a description."""
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        import yaml
+        from ..yamlio import load_yaml
 
-        with open(argv[0]) as fh:
-            doc = yaml.safe_load(fh) or {}
+        doc = load_yaml(argv[0], "two-arm description") or {}
         section = doc.get("bimanual", doc) if isinstance(doc, dict) else doc
         spec = check(BimanualSpec.from_dict(section.get("system", section) if isinstance(section, dict) else section))
         out = argv[1] if len(argv) > 1 else f"{spec.name}.urdf"

@@ -344,11 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     except runfiles.OutputError as exc:
         ap.exit(2, f"qv simulate: {exc}\n")
     scn = build(args.name, **kw)
+    print(f"computing {args.name} ({args.method}, {args.integrator})", flush=True)  # (the signal tests wait for it)
     tr = run(scn, args.t_final, args.dt, args.method, args.integrator, record_every=args.record_every,
              baumgarte=tuple(args.baumgarte))
-    tr.save(out)
     if not args.no_plot and tr.t.size:
         plot(tr, out / "figure.png", f"{scn.name} ({args.method}, {args.integrator})")
+    tr.save(out)  # summary.json last: a run interrupted before it leaves none (runfiles)
     s = tr.stats
     print(json.dumps({k: s.get(k) for k in ("scenario", "max_constraint_error", "energy_drift_rel", "wall_time_s",
                                             "steps", "sim_time_s", "real_time_factor")}, indent=1))

@@ -12,6 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
+from qv_dynamics import runfiles
+
 #: row name -> (module in this package, the plant that judges it)
 _MODULES = {"redundant_contacts": ("redundant_contacts", "mujoco"),
             "rank_change": ("rank_change", "mujoco"),
@@ -78,7 +80,7 @@ def write_case_plots(out: Path) -> list[Path]:
         ax_f.legend(fontsize=8)
         path = Path(out) / f"{name}.png"
         fig.tight_layout()
-        fig.savefig(path, dpi=90)
+        runfiles.savefig(fig, path, dpi=90)
         plt.close(fig)
         paths.append(path)
     return paths
