@@ -30,8 +30,9 @@ _M = "float64[:, :]"
 
 
 @njit(cache=True)
-def _log3(E, phi) -> float:
-    """φ = log₃(E) into ``phi`` (module doc); returns θ = ‖φ‖."""
+def log3(E, phi) -> float:
+    """φ = log₃(E) of a rotation matrix into ``phi`` (θ = atan2(½‖a‖, ½(tr E − 1)), a = the skew part: every angle
+    below π); returns θ = ‖φ‖."""
     a0, a1, a2 = E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]
     s2 = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
     th = math.atan2(0.5 * s2, 0.5 * (E[0, 0] + E[1, 1] + E[2, 2] - 1.0))
@@ -44,7 +45,8 @@ _coefficients = njit(cache=True)(_left_jacobian_coefficients)  # c(θ), c′(θ)
 
 
 @njit(cache=True)
-def _skew(x, P) -> None:
+def skew(x, P) -> None:
+    """P = [x]×."""
     P[0, 0], P[0, 1], P[0, 2] = 0.0, -x[2], x[1]
     P[1, 0], P[1, 1], P[1, 2] = x[2], 0.0, -x[0]
     P[2, 0], P[2, 1], P[2, 2] = -x[1], x[0], 0.0
@@ -68,11 +70,11 @@ def _rotation(X, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
     for i in range(3):
         for j in range(3):
             E[i, j] = X[i] * Rref[3 * j] + X[3 + i] * Rref[3 * j + 1] + X[6 + i] * Rref[3 * j + 2]
-    th = _log3(E, phi)
+    th = log3(E, phi)
     if not th <= MAX_ROTATION_ANGLE:
         return False
     c, k = _coefficients(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
-    _skew(phi, P)
+    skew(phi, P)
     _mm3(P, P, P2)
     w0 = w1 = w2 = 0.0
     for j in range(n):
@@ -85,7 +87,7 @@ def _rotation(X, Rref, J6, dJ6, qdot, phi, GJ, GJd, W) -> bool:
             G[i, j] = c * P2[i, j] - 0.5 * P[i, j]
         G[i, i] += 1.0
         pd[i] = G[i, 0] * w0 + G[i, 1] * w1 + G[i, 2] * w2     # φ̇ = Gω
-    _skew(pd, Pd)
+    skew(pd, Pd)
     _mm3(Pd, P, S)
     kk = k * (phi[0] * pd[0] + phi[1] * pd[1] + phi[2] * pd[2])
     for i in range(3):

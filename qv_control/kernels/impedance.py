@@ -8,7 +8,7 @@ the same equation (rounding only)::
 - g from the composite inertias (:func:`qv_dynamics.kernels.crb.gravity`), Cq̇ from Pinocchio's C; the tool's
   placement from its joint's (:func:`qv_dynamics.kernels.frame.placements`, written back into ``data.oMf``) and its
   world-aligned 6 × n Jacobian J (:func:`qv_dynamics.kernels.frame.frame_rates`);
-- log₃ by the coordinates' kernel (:func:`.coordinates._log3`, equal to ``pin.log3`` to 3e-11 up to π − 1e-5:
+- log₃ by the coordinates' kernel (:func:`.coordinates.log3`, equal to ``pin.log3`` to 3e-11 up to π − 1e-5:
   beyond it the numpy path serves);
 - the null-space term without an SVD: (I − JᵀJ⁺ᵀ) with J⁺ = pinv(J, rcond) is the projector onto the complement
   of J's numerical row space; when every singular value is certified above rcond·σ₁ (a Householder QR of Jᵀ,
@@ -34,7 +34,7 @@ from qv_dynamics.kernels.quasi_linalg import full_rank
 
 from . import layout as L
 from .blocks import borrowed, fm, fv, im, iv, state_ok
-from .coordinates import _log3
+from .coordinates import log3
 from .laws import householder
 
 _OPT = "optional(float64[:])"
@@ -102,7 +102,7 @@ def _wrench(par, st, X, J, qdot, th, thd, Rd, lam, lamd, t, w):
         for j in range(3):
             E[i, j] = Rd[i, 0] * X[j] + Rd[i, 1] * X[3 + j] + Rd[i, 2] * X[6 + j]
     phi = np.empty(3)
-    if _log3(E, phi) > MAX_ANGLE:
+    if log3(E, phi) > MAX_ANGLE:
         return False, 0.0
     for a in range(3):
         pd = th[a] if th is not None else X[9 + a]

@@ -19,6 +19,7 @@ from qv_dynamics.kernels.loader import kernel
 from qv_dynamics.kernels.quasi_linalg import cholesky
 
 from . import osc_layout as L
+from .coordinates import log3
 from .osc_frames import frame_jacobian
 from .osc_parts import (
     carry_switch,
@@ -28,7 +29,6 @@ from .osc_parts import (
     finite,
     force_pi,
     limit,
-    log3,
     pi_reset,
     task_inertia,
 )

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from ..coordinates import MAX_ROTATION_ANGLE, _left_jacobian_coefficients
-from .osc_parts import log3
+from .coordinates import log3, skew
 
 _coefficients = njit(cache=True)(_left_jacobian_coefficients)  # c(θ), c′(θ)/θ of G = J_l⁻¹(φ), from θ²
 
@@ -52,13 +52,6 @@ def frame_jacobian(Jw, dJw, p, sup, qd, J6, acc) -> None:
 
 
 @njit(cache=True)
-def _skew(x, P) -> None:
-    P[0, 0], P[0, 1], P[0, 2] = 0.0, -x[2], x[1]
-    P[1, 0], P[1, 1], P[1, 2] = x[2], 0.0, -x[0]
-    P[2, 0], P[2, 1], P[2, 2] = -x[1], x[0], 0.0
-
-
-@njit(cache=True)
 def rotation_rows(R, Rref, J6, acc, qd, rows) -> bool:
     """The three rotation rows of θ into ``rows`` (3 × (n + 3)): GJ_ω in the first n columns, then φ, φ̇ = Gω and
     Gα + Ġω (module doc); False beyond MAX_ROTATION_ANGLE (the numpy path raises)."""
@@ -72,7 +65,7 @@ def rotation_rows(R, Rref, J6, acc, qd, rows) -> bool:
     if not log3(E, phi) <= MAX_ROTATION_ANGLE:
         return False
     c, k = _coefficients(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2])
-    _skew(phi, P)
+    skew(phi, P)
     for i in range(3):
         for j in range(3):
             P2[i, j] = P[i, 0] * P[0, j] + P[i, 1] * P[1, j] + P[i, 2] * P[2, j]
@@ -84,7 +77,7 @@ def rotation_rows(R, Rref, J6, acc, qd, rows) -> bool:
         w[2] += J6[5, j] * qd[j]
     for i in range(3):
         pd[i] = G[i, 0] * w[0] + G[i, 1] * w[1] + G[i, 2] * w[2]      # φ̇ = Gω
-    _skew(pd, Pd)
+    skew(pd, Pd)
     for i in range(3):
         for j in range(3):
             S[i, j] = Pd[i, 0] * P[0, j] + Pd[i, 1] * P[1, j] + Pd[i, 2] * P[2, j]

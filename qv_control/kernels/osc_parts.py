@@ -48,18 +48,6 @@ def dynamics(Y, tree, armature, grav, Ct, Jw, qd, M, h) -> None:
 
 
 @njit(cache=True)
-def log3(E, phi) -> float:
-    """φ = log₃(E) of a rotation matrix into ``phi`` (θ = atan2(½‖a‖, ½(tr E − 1)), a = the skew part: every angle
-    below π); returns θ = ‖φ‖."""
-    a0, a1, a2 = E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]
-    s2 = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
-    th = math.atan2(0.5 * s2, 0.5 * (E[0, 0] + E[1, 1] + E[2, 2] - 1.0))
-    f = th / s2 if s2 > 0.0 else 0.5
-    phi[0], phi[1], phi[2] = f * a0, f * a1, f * a2
-    return th
-
-
-@njit(cache=True)
 def pi_reset(S) -> None:
     """ForcePI.reset: no integral, no previous sample, no target history."""
     V = S[L.VAR]

@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import mv, mv_into
+from qv_dynamics.kernels.quasi_linalg import mtv_into, mv, mv_into
 from qv_dynamics.linalg import ATOL, RTOL
 
 from . import layout as L
@@ -124,17 +124,8 @@ def _internal(I, F, t, A, lam_m, lam_d, lam, E, zf, res) -> int:
 @njit(cache=True)
 def _project(E, x, w) -> None:
     """x ← EEᵀx (``w``: s scratch)."""
-    m, s = E.shape
-    for j in range(s):
-        a = 0.0
-        for i in range(m):
-            a += E[i, j] * x[i]
-        w[j] = a
-    for i in range(m):
-        a = 0.0
-        for j in range(s):
-            a += E[i, j] * w[j]
-        x[i] = a
+    mtv_into(E, x, w[:E.shape[1]])
+    mv_into(E, w[:E.shape[1]], x)
 
 
 @njit(cache=True)
