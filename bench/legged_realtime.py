@@ -6,15 +6,20 @@ counts the effort commands and /joint_states, reads /odom and the /diagnostics.
 
 Per run, after the first command and a warm-up (default 2 s), over ``--seconds``: effort commands per wall
 second, the real-time factor (/joint_states stamps over wall time), the controller's watchdog episodes, safe
-commands and law failures, the plant's command-timeout holds, and the load average before and after.
+commands and law failures (totals, start-up included; the watchdog episodes also from the last /diagnostics
+before the window), the effort commands the plant received per simulated second (its /diagnostics), its
+command-timeout holds, and the load average before and after; the log lines of the activation, the first
+command, watchdog episodes and drive holds when a run misses a criterion.
 
 Standing: over the whole run (from the plant's first /odom to the end of the measured window, the plan's
-step of the left front foot included) the base height (/odom z above the floor) stays above 70 % of its
-first value, and the base tilt (the angle between the base's z axis and the vertical, arccos(1 - 2(qx² +
-qy²)) of the /odom quaternion) stays below 0.3 rad. The plan sways the body by up to 5 cm / 10°.
+body shift and step of the left front foot included) the base height (/odom z above the floor) stays above
+70 % of its first value, and the base tilt (the angle between the base's z axis and the vertical,
+arccos(1 - 2(qx² + qy²)) of the /odom quaternion) stays below 0.3 rad. Printed beside: the largest horizontal
+distance of the base from its first position (the plan's body shift: it ran).
 
-The verdict of a run: ≥ 990 commands/s, RTF ≥ 0.99, no watchdog episode, standing. The script prints one
-``legged_run`` line per run (key=value) and a summary; it exits 0 whatever the verdict, 2 on bad arguments.
+The verdict of a run: ≥ 990 commands/s, RTF ≥ 0.99, no watchdog episode (in the whole run), standing. The
+script prints one ``legged_run`` line per run (key=value) and a summary; it exits 0 whatever the verdict, 2 on
+bad arguments.
 
     PYTHONPATH=. .venv/bin/python bench/legged_realtime.py [--seconds 30] [--runs 3] [--busy K] [--mode realtime]
 """
@@ -51,9 +56,10 @@ def _start_procs(mode: str):
 
 def standing(odom: np.ndarray, js: np.ndarray, t_end: float) -> dict:
     """Base height and tilt over the run up to ``t_end`` (wall; the simulated time of the last /joint_states
-    received by then bounds the /odom stamps), judged as the module doc says."""
+    received by then bounds the /odom stamps), judged as the module doc says; the largest horizontal
+    distance of the base from its first position (the plan's body shift)."""
     if len(odom) == 0:
-        return {"standing": False, "z0_m": float("nan"), "z_min_m": float("nan"), "tilt_max_rad": float("nan")}
+        return {"standing": False, **dict.fromkeys(("z0_m", "z_min_m", "tilt_max_rad", "shift_max_m"), float("nan"))}
     js_before = js[js[:, 0] <= t_end]
     last = js_before[-1, 1] if len(js_before) else odom[-1, 0]
     od = odom[odom[:, 0] <= last]
@@ -61,8 +67,9 @@ def standing(odom: np.ndarray, js: np.ndarray, t_end: float) -> dict:
     tilt = np.arccos(np.clip(1.0 - 2.0 * (od[:, 4] ** 2 + od[:, 5] ** 2), -1.0, 1.0))
     z0 = float(odom[0, 3])
     ok = bool(z.min() > HEIGHT_MIN * z0 and tilt.max() < TILT_MAX)
+    shift = np.linalg.norm(od[:, 1:3] - odom[0, 1:3], axis=1)     # the plan's body shift: it ran
     return {"standing": ok, "z0_m": z0, "z_min_m": float(z.min()), "tilt_max_rad": float(tilt.max()),
-            "sim_time_s": float(od[-1, 0] - od[0, 0])}
+            "shift_max_m": float(shift.max()), "sim_time_s": float(od[-1, 0] - od[0, 0])}
 
 
 def plant_rate(diag_log: list, w0: float, t_end: float) -> float:
@@ -76,9 +83,20 @@ def plant_rate(diag_log: list, w0: float, t_end: float) -> float:
     return (rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])
 
 
+def watchdog_in_window(diag_log: list, w0: float) -> int | None:
+    """Watchdog episodes since the controller's last /diagnostics received before ``w0`` (so from at most 1 s
+    before the measured window): the count without the start-up's."""
+    ctrl = [(wall, int(float(v["watchdog_episodes"]))) for wall, name, v in diag_log
+            if name.endswith(": controller") and "watchdog_episodes" in v]
+    if not ctrl:
+        return None
+    before = [n for wall, n in ctrl if wall <= w0]
+    return ctrl[-1][1] - (before[-1] if before else 0)
+
+
 def events(logs: dict) -> list:
-    """The log lines of watchdog episodes, resumptions and drive holds, and the plant's start of real time."""
-    keys = ("watchdog:", "resumed", "hold", "first effort command", "is active", "refused")
+    """The log lines of the activation, the first command, watchdog episodes, resumptions and drive holds."""
+    keys = ("activated", "first command sent", "watchdog:", "resumed", "hold", "first effort command", "refused")
     return [f"{name}: {ln.strip()}" for name, text in logs.items() for ln in text.splitlines()
             if any(k in ln for k in keys)]
 
@@ -86,7 +104,8 @@ def events(logs: dict) -> list:
 def run(seconds: float, warmup: float, mode: str, domain: int) -> dict:
     r = run_nodes(_start_procs(mode), seconds, warmup, domain, "legged_monitor", "/odom")
     out = {"mode": mode, "first_command": r.first_command, **rate_figures(r),
-           "plant_commands_per_sim_s": plant_rate(r.mon.diag_log, r.w0, r.t_end)}
+           "plant_commands_per_sim_s": plant_rate(r.mon.diag_log, r.w0, r.t_end),
+           "watchdog_in_window": watchdog_in_window(r.mon.diag_log, r.w0)}
     out.update(standing(np.array(r.mon.odom).reshape(-1, 8), np.array(r.mon.js).reshape(-1, 2), r.t_end))
     plant = r.mon.status("plant")
     spawn = r.logs["spawner"].strip().splitlines()
@@ -106,9 +125,11 @@ def verdict(d: dict) -> dict:
 def line(k: int, d: dict, ok: dict) -> str:
     """The greppable line of a run."""
     return (f"legged_run run={k} mode={d['mode']} commands_per_s={d['commands_per_s']:.1f} rtf={d['rtf']:.4f} "
-            f"watchdog_episodes={d['watchdog_episodes']} safe_commands={d['safe_commands']} "
+            f"watchdog_episodes={d['watchdog_episodes']} watchdog_in_window={d['watchdog_in_window']} "
+            f"safe_commands={d['safe_commands']} "
             f"law_failures={d['law_failures']} standing={'yes' if d['standing'] else 'no'} "
             f"z0_m={d['z0_m']:.3f} z_min_m={d['z_min_m']:.3f} tilt_max_rad={d['tilt_max_rad']:.3f} "
+            f"shift_max_m={d['shift_max_m']:.3f} "
             f"holds={d['holds']} load_before={d['load_before'][0]:.2f} load_after={d['load_after'][0]:.2f} "
             f"verdict={'pass' if all(ok.values()) else 'fail'}")
 
