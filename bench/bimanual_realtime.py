@@ -1,7 +1,7 @@
 """The two-arm node set of ``launch/bimanual.launch.py`` as separate processes in realtime: qv_loop_plant_node
 (MuJoCo weld plant, ``mode:=realtime`` at dt = 1 ms) + qv_controller_node, both from ``config/bimanual_ros.yaml``.
-A monitor node in this process counts the effort commands and /joint_states, reads the box odometry and the
-controller's /diagnostics.
+A monitor node in this process (``realtime_run.py``) counts the effort commands and /joint_states, reads the box
+odometry and the controller's /diagnostics.
 
 Printed after a warm-up (default 2 s): effort commands per wall second (received here), the real-time factor
 (simulated time of /joint_states stamps per wall second), the controller's watchdog episodes, safe (dropped)
@@ -15,115 +15,39 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 CONFIG = ROOT / "config" / "bimanual_ros.yaml"
 
-
-def _start(module: str, name: str, env: dict, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}", "--params-file",
-                             str(CONFIG), *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)
-
-
-class Monitor:
-    def __init__(self, node):
-        from diagnostic_msgs.msg import DiagnosticArray
-        from nav_msgs.msg import Odometry
-        from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
-
-        from qv_dynamics.ros.messages import stamp_to_sec
-
-        self.stamp = stamp_to_sec
-        self.cmd_wall: list[float] = []
-        self.js: list[tuple[float, float]] = []        # (wall, stamp)
-        self.odom: list[tuple] = []
-        self.diag: dict = {}
-        node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                 lambda m: self.cmd_wall.append(time.monotonic()), 100)
-        node.create_subscription(JointState, "/joint_states",
-                                 lambda m: self.js.append((time.monotonic(), stamp_to_sec(m.header.stamp))), 100)
-        node.create_subscription(Odometry, "/box/odom", self.on_odom, 100)
-        node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 100)
-
-    def on_odom(self, m) -> None:
-        p, o = m.pose.pose.position, m.pose.pose.orientation
-        self.odom.append((self.stamp(m.header.stamp), p.x, p.y, p.z, o.x, o.y, o.z, o.w))
-
-    def on_diag(self, m) -> None:
-        for s in m.status:
-            self.diag[s.name] = {kv.key: kv.value for kv in s.values}
+from realtime_run import rate_figures, run_nodes, start_node  # noqa: E402
 
 
 def run(seconds: float, warmup: float, mode: str, domain: int, overrides=()) -> dict:
-    import rclpy
     import yaml
-    from rclpy.context import Context
 
     from qv_control.references import SplineReference
-    from qv_dynamics.ros.runner import make_executor
 
     cfg = yaml.safe_load(CONFIG.read_text())["qv_controller"]["ros__parameters"]
     spline = SplineReference(cfg["reference"]["times"], np.reshape(cfg["reference"]["waypoints"],
                                                                    (len(cfg["reference"]["times"]), -1)))
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain))
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=domain, args=[])
-    ex = make_executor(ctx)
-    node = rclpy.create_node("bimanual_monitor", context=ctx)
-    ex.add_node(node)
-    mon = Monitor(node)
-    load0 = os.getloadavg()
-    procs = [_start("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", env, "-p", f"mode:={mode}"),
-             _start("qv_control.ros.controller_node", "qv_controller", env, *overrides)]
-    try:
-        end = time.monotonic() + 120.0
-        while not mon.cmd_wall and time.monotonic() < end:      # start-up: the first command
-            ex.spin_once(timeout_sec=0.01)
-        t0 = time.monotonic()
-        while time.monotonic() < t0 + warmup + seconds:
-            ex.spin_once(timeout_sec=0.01)
-        t_end = time.monotonic()
-        for _ in range(150):                                       # the last diagnostics (1 s period)
-            ex.spin_once(timeout_sec=0.01)
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGINT)
-        logs = []
-        for p in procs:
-            try:
-                logs.append(p.communicate(timeout=30)[0])
-            except subprocess.TimeoutExpired:
-                p.kill()
-                logs.append(p.communicate()[0])
-        ex.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown(context=ctx)
-    w0 = t0 + warmup
-    cmds = np.array(mon.cmd_wall)
-    js = np.array(mon.js)
-    win = js[(js[:, 0] >= w0) & (js[:, 0] <= t_end)]
-    od = np.array(mon.odom)
+    r = run_nodes(lambda env: {
+        "plant": start_node("qv_dynamics.ros.loop_plant_node", "qv_loop_plant", CONFIG, env, "-p", f"mode:={mode}"),
+        "controller": start_node("qv_control.ros.controller_node", "qv_controller", CONFIG, env, *overrides)},
+        seconds, warmup, domain, "bimanual_monitor", "/box/odom")
+    od = np.array(r.mon.odom)
     ref = np.array([spline(t - od[0, 0]).theta[:3] for t in od[:, 0]])   # the controller's spline counts from
     err = np.linalg.norm(od[:, 1:4] - ref, axis=1)                        # its first state (≈ the first odom)
     ang = 2 * np.arccos(np.clip(np.abs(od[:, 7]), 0, 1))
-    ctrl = next((v for k, v in mon.diag.items() if "controller" in k), {})
-    plant_log, ctrl_log = logs
-    return {"mode": mode, "seconds": t_end - w0, "load_before": load0, "load_after": os.getloadavg(),
-            "commands_per_s": float(np.count_nonzero((cmds >= w0) & (cmds <= t_end)) / (t_end - w0)),
-            "rtf": float((win[-1, 1] - win[0, 1]) / (win[-1, 0] - win[0, 0])) if len(win) > 1 else float("nan"),
-            "watchdog_episodes": ctrl.get("watchdog_episodes"), "safe_commands": ctrl.get("safe_commands"),
-            "law_failures": ctrl.get("law_failures"), "compute_ms_mean": ctrl.get("compute_ms_mean"),
+    ctrl = r.mon.status("controller")
+    plant_log, ctrl_log = r.logs["plant"], r.logs["controller"]
+    return {"mode": mode, **rate_figures(r),
             "projected": {k: v for k, v in ctrl.items() if "project" in k},
             "clip_lines": plant_log.count("beyond the URDF limits"),
             "dropped_time_lines": plant_log.count("dropped so far"),
