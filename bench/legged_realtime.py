@@ -1,14 +1,14 @@
 """ANYmal C as ``launch/anymal.launch.py`` deploys it, each node its own process, from ``config/anymal.yaml``:
 qv_legged_mujoco_node (MuJoCo floor plant, ``mode:=realtime`` at dt = 1 ms), qv_legged_controller_node
 (``use_sim_time:=true``, ``managed:=true``) and its qv_spawner (configure, then activate on the first state),
-all started at once, beside ``--busy K`` busy processes. A monitor node in this process (``realtime_run.py``)
-counts the effort commands and /joint_states, reads /odom and the /diagnostics.
+all started at once, beside ``--busy K`` busy processes; ``--controller-prefix`` / ``--plant-prefix`` as the
+launch arguments of those names. A monitor node in this process (``realtime_run.py``) waits for the first
+command, reads /odom (one in five) and the /diagnostics.
 
-Per run, after the first command and a warm-up (default 2 s), over ``--seconds``: effort commands per wall
-second, the real-time factor (/joint_states stamps over wall time), the controller's watchdog episodes, safe
-commands and law failures (totals, start-up included; the watchdog episodes also from the last /diagnostics
-before the window), the effort commands the plant received per simulated second (its /diagnostics), its
-command-timeout holds, and the load average before and after; the log lines of the activation, the first
+Per run, after the first command and a warm-up (default 2 s), over ``--seconds``: the effort commands the plant
+received per wall second and per simulated second and the real-time factor (the plant's /diagnostics totals),
+the controller's watchdog episodes, safe commands and law failures (totals, start-up included; the watchdog
+episodes also from the last /diagnostics before the window), the plant's command-timeout holds, and the load average before and after; the log lines of the activation, the first
 command, watchdog episodes and drive holds when a run misses a criterion.
 
 Standing: over the whole run (from the plant's first /odom to the end of the measured window, the plan's
@@ -22,6 +22,7 @@ script prints one ``legged_run`` line per run (key=value) and a summary; it exit
 bad arguments.
 
     PYTHONPATH=. .venv/bin/python bench/legged_realtime.py [--seconds 30] [--runs 3] [--busy K] [--mode realtime]
+        [--controller-prefix 'chrt -f 30' --plant-prefix 'chrt -f 20']
 """
 from __future__ import annotations
 
@@ -41,28 +42,29 @@ PLANT, CONTROLLER = "qv_legged_mujoco", "qv_legged_controller"
 HEIGHT_MIN, TILT_MAX = 0.7, 0.3              # standing: z > 70 % of the first z, tilt < 0.3 rad
 RATE_MIN, RTF_MIN = 990.0, 0.99
 
-from realtime_run import TAIL_S, busy, rate_figures, run_nodes, start, start_node  # noqa: E402
+from realtime_run import busy, rate_figures, run_nodes, start, start_node  # noqa: E402
 
 
-def _start_procs(mode: str):
-    """The launch file's three processes, all at once (as ``ros2 launch``)."""
+def _start_procs(mode: str, controller_prefix: str = "", plant_prefix: str = ""):
+    """The launch file's three processes, all at once (as ``ros2 launch``); the controller behind
+    ``controller_prefix`` (e.g. ``chrt -f 30``), the plant behind ``plant_prefix``."""
     def go(env: dict) -> dict:
-        return {"plant": start_node("qv_dynamics.ros.legged_mujoco_node", PLANT, CONFIG, env, "-p", f"mode:={mode}"),
-                "controller": start_node("qv_control.ros.legged_controller_node", CONTROLLER, CONFIG, env,
-                                         "-p", "use_sim_time:=true", "-p", "managed:=true"),
+        ctrl = start_node("qv_control.ros.legged_controller_node", CONTROLLER, CONFIG, env, "-p",
+                          "use_sim_time:=true", "-p", "managed:=true", prefix=controller_prefix.split())
+        return {"plant": start_node("qv_dynamics.ros.legged_mujoco_node", PLANT, CONFIG, env, "-p", f"mode:={mode}",
+                                    prefix=plant_prefix.split()),
+                "controller": ctrl,
                 "spawner": start([sys.executable, "-m", "qv_control.ros.spawner", CONTROLLER], env)}
     return go
 
 
-def standing(odom: np.ndarray, js: np.ndarray, t_end: float) -> dict:
-    """Base height and tilt over the run up to ``t_end`` (wall; the simulated time of the last /joint_states
-    received by then bounds the /odom stamps), judged as the module doc says; the largest horizontal
-    distance of the base from its first position (the plan's body shift)."""
+def standing(odom: np.ndarray, t_end: float) -> dict:
+    """Base height and tilt over the run up to ``t_end`` (wall: the odometry received by then), judged as the
+    module doc says; the largest horizontal distance of the base from its first position (the plan's body
+    shift)."""
     if len(odom) == 0:
         return {"standing": False, **dict.fromkeys(("z0_m", "z_min_m", "tilt_max_rad", "shift_max_m"), float("nan"))}
-    js_before = js[js[:, 0] <= t_end]
-    last = js_before[-1, 1] if len(js_before) else odom[-1, 0]
-    od = odom[odom[:, 0] <= last]
+    od = odom[odom[:, 8] <= t_end]
     z = od[:, 3]
     tilt = np.arccos(np.clip(1.0 - 2.0 * (od[:, 4] ** 2 + od[:, 5] ** 2), -1.0, 1.0))
     z0 = float(odom[0, 3])
@@ -70,17 +72,6 @@ def standing(odom: np.ndarray, js: np.ndarray, t_end: float) -> dict:
     shift = np.linalg.norm(od[:, 1:3] - odom[0, 1:3], axis=1)     # the plan's body shift: it ran
     return {"standing": ok, "z0_m": z0, "z_min_m": float(z.min()), "tilt_max_rad": float(tilt.max()),
             "shift_max_m": float(shift.max()), "sim_time_s": float(od[-1, 0] - od[0, 0])}
-
-
-def plant_rate(diag_log: list, w0: float, t_end: float) -> float:
-    """Effort commands the plant received per simulated second, from its /diagnostics totals
-    (``commands_received``, ``t``) received in [w0, t_end + TAIL_S]: the rate at the plant, independent of
-    what the monitor receives."""
-    rows = [(float(v["t"]), float(v["commands_received"])) for wall, name, v in diag_log
-            if name.endswith(": plant") and w0 <= wall <= t_end + TAIL_S and "commands_received" in v]
-    if len(rows) < 2 or rows[-1][0] <= rows[0][0]:
-        return float("nan")
-    return (rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0])
 
 
 def watchdog_in_window(diag_log: list, w0: float) -> int | None:
@@ -101,12 +92,14 @@ def events(logs: dict) -> list:
             if any(k in ln for k in keys)]
 
 
-def run(seconds: float, warmup: float, mode: str, domain: int) -> dict:
-    r = run_nodes(_start_procs(mode), seconds, warmup, domain, "legged_monitor", "/odom")
-    out = {"mode": mode, "first_command": r.first_command, **rate_figures(r),
-           "plant_commands_per_sim_s": plant_rate(r.mon.diag_log, r.w0, r.t_end),
+def run(seconds: float, warmup: float, mode: str, domain: int, controller_prefix: str = "",
+        plant_prefix: str = "") -> dict:
+    r = run_nodes(_start_procs(mode, controller_prefix, plant_prefix), seconds, warmup, domain, "legged_monitor",
+                  "/odom")
+    out = {"mode": mode, "controller_prefix": controller_prefix, "plant_prefix": plant_prefix,
+           "first_command": r.first_command, **rate_figures(r),
            "watchdog_in_window": watchdog_in_window(r.mon.diag_log, r.w0)}
-    out.update(standing(np.array(r.mon.odom).reshape(-1, 8), np.array(r.mon.js).reshape(-1, 2), r.t_end))
+    out.update(standing(np.array(r.mon.odom).reshape(-1, 9), r.t_end))
     plant = r.mon.status("plant")
     spawn = r.logs["spawner"].strip().splitlines()
     out.update(holds=plant.get("command_timeout_episodes"), dropped_real_time_s=plant.get("dropped_real_time_s"),
@@ -141,6 +134,9 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--busy", type=int, default=0, help="busy processes ('while True: pass') beside the runs")
     ap.add_argument("--mode", choices=("realtime", "lockstep"), default="realtime")
+    ap.add_argument("--controller-prefix", default="", help="command before the controller's (as the launch "
+                    "argument controller_prefix), e.g. 'chrt -f 30' for a realtime process (root or CAP_SYS_NICE)")
+    ap.add_argument("--plant-prefix", default="", help="command before the plant's, e.g. 'chrt -f 20'")
     ap.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0") or 0))
     args = ap.parse_args(argv)
     if not (args.seconds > 0 and args.warmup >= 0 and args.runs >= 1 and args.busy >= 0):
@@ -150,7 +146,7 @@ def main(argv=None) -> int:
     passed = []
     with busy(args.busy):
         for k in range(1, args.runs + 1):
-            d = run(args.seconds, args.warmup, args.mode, args.domain)
+            d = run(args.seconds, args.warmup, args.mode, args.domain, args.controller_prefix, args.plant_prefix)
             ok = verdict(d)
             passed.append(all(ok.values()))
             for key, v in d.items():

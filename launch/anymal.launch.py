@@ -3,6 +3,7 @@
     ros2 launch qv_ros anymal.launch.py                      # realtime, the plan of config/anymal_model.yaml
     ros2 launch qv_ros anymal.launch.py mode:=lockstep
     ros2 launch qv_ros anymal.launch.py plant:=false         # real robot: controller only
+    ros2 launch qv_ros anymal.launch.py controller_prefix:='chrt -f 30' plant_prefix:='chrt -f 20'
 
 Parameters: ``config/anymal.yaml`` (sections qv_legged_mujoco, qv_legged_controller).
 """
@@ -32,9 +33,11 @@ def _nodes(context, *args, **kwargs):
     mode = {"mode": LaunchConfiguration("mode").perform(context)}
     return [
         Node(package=PACKAGE, executable="qv_legged_mujoco_node", name="qv_legged_mujoco", output="screen",
-             parameters=[params, mode], condition=IfCondition(LaunchConfiguration("plant"))),
+             parameters=[params, mode], condition=IfCondition(LaunchConfiguration("plant")),
+             prefix=LaunchConfiguration("plant_prefix"), exec_name="qv_legged_mujoco_node"),
         Node(package=PACKAGE, executable="qv_legged_controller_node", name="qv_legged_controller",
-             output="screen", parameters=[params, sim_time, MANAGED]),
+             output="screen", parameters=[params, sim_time, MANAGED], prefix=LaunchConfiguration("controller_prefix"),
+             exec_name="qv_legged_controller_node"),
         qv_spawner("qv_legged_controller"),   # configure, then activate once it reads the robot's states
     ]
 
@@ -45,5 +48,9 @@ def generate_launch_description():
         DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
                               description="plant pacing: wall clock, or one step per effort command"),
         DeclareLaunchArgument("plant", default_value="true", description="start the MuJoCo plant node"),
+        DeclareLaunchArgument("controller_prefix", default_value="",
+                              description="command prefix of the controller, e.g. 'chrt -f 30' (a realtime process)"),
+        DeclareLaunchArgument("plant_prefix", default_value="",
+                              description="command prefix of the plant, e.g. 'chrt -f 20' (below the controller)"),
         OpaqueFunction(function=_nodes),
     ])

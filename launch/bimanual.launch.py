@@ -2,6 +2,7 @@
 
     ros2 launch qv_ros bimanual.launch.py                   # lock-step: one plant step per effort command
     ros2 launch qv_ros bimanual.launch.py mode:=realtime    # wall clock: needs ~1.5 free cores for 1 kHz
+    ros2 launch qv_ros bimanual.launch.py mode:=realtime controller_prefix:='chrt -f 30' plant_prefix:='chrt -f 20'
     ros2 launch qv_ros bimanual.launch.py params_file:=/path/to/my_bimanual.yaml
 
 Both nodes read ``config/bimanual_ros.yaml`` (sections qv_loop_plant, qv_controller). The box pose and twist
@@ -44,9 +45,10 @@ def _nodes(context, *args, **kwargs):
         ctrl.append({"watchdog_timeout": float(LaunchConfiguration("lockstep_watchdog").perform(context))})
     return [
         Node(package=PACKAGE, executable="qv_loop_plant_node", name="qv_loop_plant", output="screen",
-             parameters=[params, {"mode": mode}]),
+             parameters=[params, {"mode": mode}], prefix=LaunchConfiguration("plant_prefix"),
+             exec_name="qv_loop_plant_node"),
         Node(package=PACKAGE, executable="qv_controller_node", name="qv_controller", output="screen",
-             parameters=ctrl),
+             parameters=ctrl, prefix=LaunchConfiguration("controller_prefix"), exec_name="qv_controller_node"),
         qv_spawner("qv_controller"),   # configure, then activate once it reads the plant's states
     ]
 
@@ -59,5 +61,9 @@ def generate_launch_description():
                                           "wall clock (needs the CPU for 1 kHz: see the launch file's doc)"),
         DeclareLaunchArgument("lockstep_watchdog", default_value="1.0",
                               description="controller watchdog_timeout [s] in lock-step mode"),
+        DeclareLaunchArgument("controller_prefix", default_value="",
+                              description="command prefix of the controller, e.g. 'chrt -f 30' (a realtime process)"),
+        DeclareLaunchArgument("plant_prefix", default_value="",
+                              description="command prefix of the plant, e.g. 'chrt -f 20' (below the controller)"),
         OpaqueFunction(function=_nodes),
     ])

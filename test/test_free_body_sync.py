@@ -48,3 +48,24 @@ def test_late_odometry_pairs_and_lost_states_are_reported():
     sync.odometry = (0.006, *body(6))
     sync.odometry = (0.004, *body(4))                          # older than the newest pair: not answered after it
     assert sync.ready()[3] == "s6" and sync.ready() is None and sync.skipped == 2 and counter.oks == 3
+
+
+def test_a_repeated_state_pairs_again_once_it_was_paired():
+    """A plant repeating its state while it waits for a first command: the repeat of a paired state pairs again
+    (the node's duplicate check decides whether to answer), an older one does not, nor does a repeat before the
+    first pairing add a second pair."""
+    system = bimanual_system()
+    q0, v0 = nominal_q(system), np.zeros(system.nv)
+    sync = FreeBodySync(system, tolerance=5e-4)
+    body = (np.array([0.0, 0, 0, 0, 0, 0, 1.0]), np.zeros(6))
+    sync.joint_state = (0.0, q0, v0, "s0")
+    sync.joint_state = (0.0, q0, v0, "s0")                   # repeated before any pairing: one state
+    sync.odometry = (0.0, *body)
+    assert sync.ready()[3] == "s0" and sync.ready() is None
+    sync.joint_state = (0.0, q0, v0, "s0")                   # the repeat after its pairing
+    assert sync.ready()[0] == 0.0 and sync.ready() is None
+    sync.joint_state = (0.001, q0, v0, "s1")
+    sync.odometry = (0.001, *body)
+    assert sync.ready()[3] == "s1"
+    sync.joint_state = (0.0, q0, v0, "s0")                   # older than the latest: ignored
+    assert sync.ready() is None and sync.skipped == 0

@@ -16,6 +16,8 @@ was paired first are counted in ``skipped``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import ModelError
@@ -75,10 +77,14 @@ class FreeBodySync:
 
     # -- joint states -------------------------------------------------------------------------------------------
     def add_state(self, t: float, q: np.ndarray, qdot: np.ndarray, stamp=None) -> None:
-        """A joint state (copied); one not newer than the latest is ignored (nothing to pair). A state it pushes
-        out of the history unpaired is counted (module doc)."""
+        """A joint state (copied); one older than the latest is ignored (nothing to pair). The latest again after
+        it was paired (a plant repeating its state while it waits for a first command, a controller activated
+        meanwhile) is paired once more: the node's own duplicate check decides whether to answer it. A state it
+        pushes out of the history unpaired is counted (module doc)."""
         ring = self._states
         if ring.size and t <= ring.t[ring.newest()]:
+            if t == ring.t[ring.newest()] and t <= self.t_done:
+                self.t_done = math.nextafter(t, -math.inf)
             return
         old = ring.t[ring.next] if ring.full else None
         row = ring.push(t, stamp)
