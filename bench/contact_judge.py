@@ -24,10 +24,23 @@ state of the same stamp; the tool position likewise.
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 FORCE_RMS_BOUND = 5e-4      # force RMS error ≤ 0.05 % of the commanded force
 DRIFT_BOUND = 0.01          # m: the tool's drift in a hold
+
+
+def _stamp(data: bytes) -> float:
+    """The header stamp [s] of a serialized stamped message (little-endian CDR: sec, nanosec after the 4-byte
+    encapsulation)."""
+    sec, nanosec = struct.unpack_from("<iI", data, 4)
+    return sec + 1e-9 * nanosec
+
+
+def _stamp_of(msg) -> float:
+    return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
 
 
 class Watch:
@@ -43,27 +56,33 @@ class Watch:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray, String
 
+        from qv_dynamics.ros.raw import JointStateDecoder, subscribe_raw, wrench_values
+
         self.js, self.ft, self.cmd_wall, self.diag, self.plant = [], [], [], {}, {}
+        self.unreadable = 0
         self.phase = "?"
         self._clock = time.monotonic
-        node.create_subscription(JointState, "/joint_states", self.on_js, 100)
-        node.create_subscription(WrenchStamped, wrench, self.on_ft, qos_profile_sensor_data)
+        # the 1 kHz topics read from their bytes with the nodes' own decoders (a recorder decoding them with rclpy
+        # would take a share of the two cores from the processes it judges)
+        subscribe_raw(node, JointState, "/joint_states", JointStateDecoder().decode, self.on_js, 100, self._bad)
+        subscribe_raw(node, WrenchStamped, wrench, lambda b: (_stamp(b), wrench_values(b)), self.on_ft,
+                      qos_profile_sensor_data, self._bad)
         node.create_subscription(DiagnosticArray, "/diagnostics", self.on_diag, 10)
         node.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                 lambda _m: self.cmd_wall.append(self._clock()), qos_profile_sensor_data)
+                                 lambda _m: self.cmd_wall.append(self._clock()), qos_profile_sensor_data, raw=True)
         node.create_subscription(String, f"/{controller}/phase", self.on_phase,
                                  QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
-    @staticmethod
-    def _t(msg) -> float:
-        return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+    def _bad(self, exc) -> None:
+        self.unreadable += 1
 
     def on_js(self, msg) -> None:
-        self.js.append((self._t(msg), list(msg.name), np.asarray(msg.position, float)))
+        t = msg.sec + 1e-9 * msg.nanosec if hasattr(msg, "sec") else _stamp_of(msg)
+        self.js.append((t, list(msg.name), np.array(msg.position, float)))
 
-    def on_ft(self, msg) -> None:
-        f = msg.wrench.force
-        self.ft.append((self._t(msg), np.array([f.x, f.y, f.z])))
+    def on_ft(self, value) -> None:
+        t, w = value
+        self.ft.append((t, np.array(w[:3], float)))
 
     def on_phase(self, msg) -> None:
         self.phase = msg.data

@@ -8,8 +8,9 @@ command, reads /odom (one in five) and the /diagnostics.
 Per run, after the first command and a warm-up (default 2 s), over ``--seconds``: the effort commands the plant
 received per wall second and per simulated second and the real-time factor (the plant's /diagnostics totals),
 the controller's watchdog episodes, safe commands and law failures (totals, start-up included; the watchdog
-episodes also from the last /diagnostics before the window), the plant's command-timeout holds, and the load average before and after; the log lines of the activation, the first
-command, watchdog episodes and drive holds when a run misses a criterion.
+episodes also from the last /diagnostics before the window), the plant's command-timeout holds, and the load
+average before and after; the log lines of the activation, the first command, watchdog episodes and drive holds
+when a run misses a criterion.
 
 Standing: over the whole run (from the plant's first /odom to the end of the measured window, the plan's
 body shift and step of the left front foot included) the base height (/odom z above the floor) stays above

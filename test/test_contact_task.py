@@ -135,3 +135,36 @@ def test_switching_law_rebuilds_at_a_switch_and_carries_the_integrals(panda):
     assert np.allclose(law.law._carry.bias, carried, atol=1e-12)
     panda.set_active("contact", False)
     assert math.isfinite(task.commanded_force(0.1))
+
+
+def test_a_kept_law_after_its_reset_equals_a_new_build(panda):
+    """Each set's law is kept and reset at a switch back to its set: over touch-downs, contact losses and
+    re-contacts (integrals, force PI, carried bias, basis re-seeding) its torques equal those of a law built
+    anew at every switch, to 1e-12 N·m."""
+    R0 = panda.frame_placement(Q0, FRAME).rotation
+    runs = []
+    for kept in (True, False):
+        tl = TaskLaw("qv", panda, FRAME, "contact", Q0, R0, redundancy_joint="panda_joint3")
+        tl.s.ki_motion = 3600.0
+        if not kept:
+            tl.switching._law_for = tl.switching.factory       # a new build at every switch
+        tl.warm(Q0)
+        p0 = panda.frame_placement(Q0, FRAME).translation
+        rng = np.random.default_rng(3)
+        taus = []
+        for k in range(240):
+            t = 1e-3 * k
+            contact = (k // 40) % 2 == 1                         # three touch-downs, two losses
+            panda.set_active("contact", contact)
+            point = {"p": p0 + [0.0, 1e-4 * k, 0.0], "v": np.zeros(3), "a": np.zeros(3), "lambda": -5.0,
+                     "contact": contact, "phase": "reacquire" if k // 40 == 2 else "contact"}
+            lam = np.array([-5.0 + rng.standard_normal()]) if contact else None
+            q = Q0 + 1e-3 * rng.standard_normal(7)
+            taus.append(tl.law.compute(State(t=t, q=q, qdot=1e-2 * rng.standard_normal(7), lambda_meas=lam),
+                                       tl.reference(point)).copy())
+        panda.set_active("contact", False)
+        runs.append((np.array(taus), tl.switching.rebuilds, len(tl.switching._laws)))
+    (kept, n_kept, sets), (fresh, n_fresh, _) = runs
+    assert n_kept == n_fresh == 6 and sets == 2
+    assert np.abs(kept - fresh).max() < 1e-12, np.abs(kept - fresh).max()
+    assert np.abs(kept).max() > 1.0                               # torques, not zeros

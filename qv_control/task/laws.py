@@ -66,16 +66,18 @@ class TaskLaw:
             self.law = FrictionCompensation(self.law, system, frame, contact, **friction)
 
     def warm(self, q) -> None:
-        """Build and run the law of each constraint set once at ``q`` (then forget them): the one-time costs
-        of a set (kernels, caches: ~5 ms for the first contact law) are paid before the task, not at its
-        first touch-down, where every late period pushes on the surface with the free-motion command."""
+        """Build the law of each constraint set (kept by the switching law, :meth:`SwitchingLaw.prepare`) and run
+        it once at ``q``: the one-time costs of a set (construction, kernels, caches: ~5 ms for the first contact
+        law) are paid before the task, not at its first touch-down, where every late period pushes on the
+        surface with the free-motion command. The switch to a set resets its law first."""
         sysm, was = self.system, self.system.constraint(self.contact).active
         q = np.asarray(q, float)
         p = sysm.frame_placement(q, self.frame).translation
         try:
             for contact in (False, True):
                 sysm.set_active(self.contact, contact)
-                law = self._build(tuple(c.name for c in sysm.active_constraints))
+                active = tuple(c.name for c in sysm.active_constraints)
+                law = self.switching.prepare(active) if self.switching.rebuild else self._build(active)
                 point = {"p": p, "v": np.zeros(3), "a": np.zeros(3), "lambda": 0.0, "contact": contact}
                 lam = np.zeros(len(sysm.row_labels)) if contact else None
                 law.compute(State(t=0.0, q=q, qdot=np.zeros(sysm.nv), lambda_meas=lam), self.reference(point))
