@@ -40,6 +40,7 @@ WRENCH = "/qv_mujoco/tool_ft/wrench"
 #: command prefixes of the node processes, as mujoco.launch.py's ``controller_prefix`` / ``dynamics_prefix``
 #: (the dynamics node's default is the launch file's: a lower priority); ``--prefix NODE=COMMAND`` replaces one
 PREFIXES: dict[str, str] = {}
+RECORDER_FIRST = False   # --recorder-first: the plant first, the others once this recorder reads its states
 EVENT = re.compile(r"\[t=([0-9.]+) s\] (.*)")
 SAVE = ""    # --save DIR: each run's samples (npz) and process logs (json) there
 
@@ -102,6 +103,8 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
     try:
         for name in NODES:                      # as ros2 launch: all at once
             procs[name] = _start(_node_cmd(name, config), env, t0)
+            while RECORDER_FIRST and name == "qv_mujoco" and not watch.js and time.monotonic() < t0 + 120.0:
+                ex.spin_once(timeout_sec=0.01)  # (the recorder's DDS discovery of the plant done first)
         procs["qv_spawner"] = _start([sys.executable, "-m", "qv_control.ros.spawner", "qv_controller"], env, t0)
         end, t_end = t0 + seconds + 120.0, None
         while time.monotonic() < end:
@@ -241,10 +244,15 @@ def main(argv=None) -> int:
     ap.add_argument("--prefix", action="append", default=[], metavar="NODE=COMMAND",
                     help="run a node behind a command, as mujoco.launch.py's controller_prefix / dynamics_prefix do, "
                          "e.g. 'qv_controller=taskset -c 1' (the dynamics node's default: 'nice -n 10')")
+    ap.add_argument("--recorder-first", action="store_true",
+                    help="start the plant first and the other nodes once this recorder reads its states (no DDS "
+                         "participant discovered while the task runs)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.busy < 0:
         ap.error("--runs >= 1 and --busy >= 0")
     set_prefixes(ap, args.prefix, NODES, PREFIXES)
+    global RECORDER_FIRST
+    RECORDER_FIRST = args.recorder_first
     if args.save:
         global SAVE
         SAVE = args.save
