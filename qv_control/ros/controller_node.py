@@ -33,6 +33,7 @@ parameters are validated at start (unknown joint -> refused with the reason) and
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -49,6 +50,7 @@ from qv_dynamics.ros.free_body import FreeBodySync
 from qv_dynamics.ros.health import EpisodeCounter, reject_kind
 from qv_dynamics.ros.messages import JointLayout, lambda_desired_from_message
 from qv_dynamics.ros.params import declare, node_model_config, validate
+from qv_dynamics.ros.params_file import named_path, resolve_config_path
 from qv_dynamics.ros.stamps import StampGate
 from qv_dynamics.state import Reference, State
 
@@ -98,15 +100,18 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
     def prepare_configure(self) -> None:
         """A managed node waiting for its configure (:mod:`.lifecycle`): the model and law built once from the
         parameters as they are now and dropped, which loads numba and the law's compiled kernels into the
-        process (most of a configure's time, the same for any later parameters); configure then builds its own
-        from the parameters as they are when it runs. Nothing is created, refused or reported here: a model or
-        law that cannot be built is configure's to refuse."""
+        process (most of a configure's time, the same for any later parameters); configure then builds its law
+        from the parameters as they are when it runs, and takes the model built here when the parameters naming it
+        (:meth:`_model_key`) are unchanged. Nothing is created, refused or reported here: a model or law that
+        cannot be built is configure's to refuse."""
         if any(self._injected_objects.get(k) is not None for k in ("system", "law")):
             return                                  # in-process objects: nothing to load
         gp, t0 = self.get_parameter, time.monotonic()
         try:
+            key = self._model_key()
             self.system, _ = node_model_config(self, floating=bool(gp("odom_topic").value))
             self._build_law()
+            self._prepared_model = (key, self.system)   # configure takes it while its parameters are these
         except Exception:  # noqa: BLE001 - configure builds them again and says why they cannot be
             return
         finally:
@@ -114,11 +119,26 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         self.get_logger().info(f"unconfigured (managed): the law's compiled kernels loaded in "
                                f"{time.monotonic() - t0:.2f} s; waiting for configure (~/change_state)")
 
+    def _model_key(self) -> tuple:
+        """What the model is built from: the parameters naming it and the files they name as they are now (a
+        changed file builds it again)."""
+        gp = self.get_parameter
+        path, base = named_path(self, "model_config")
+        try:
+            found = resolve_config_path(path, base) if path else ""
+            stamp = os.stat(found).st_mtime_ns if found else 0
+        except (OSError, QVError):
+            found, stamp = path, None
+        return gp("robot_description").value, bool(gp("odom_topic").value), path, base, found, stamp
+
     def configure_core(self, system=None, law=None, reference=None, task=None) -> None:
         """The configure transition (:mod:`.lifecycle`): model, law, task, topics, timers, callbacks."""
         gp = self.get_parameter
         validate(CONTROLLER_NODE, {p.name: gp(p.name).value for p in CONTROLLER_NODE})  # as set while unconfigured
         odom_topic = gp("odom_topic").value
+        prepared, self._prepared_model = getattr(self, "_prepared_model", None), None
+        if system is None and prepared is not None and prepared[0] == self._model_key():
+            system = prepared[1]                     # built while unconfigured from the same parameters
         if system is None:
             system, _ = node_model_config(self, floating=bool(odom_topic))
         self.system = system
