@@ -266,3 +266,29 @@ def test_spawner_activates_a_managed_node_and_stops_at_a_final_refusal(ros, tmp_
             assert node.active == (code == 0)
         finally:
             retire(ex, node)
+
+
+def test_configure_takes_the_model_built_while_waiting_unless_its_file_changed(ros, tmp_path):
+    """A managed node builds its model while unconfigured; configure takes that model object while the parameters
+    and the file naming it are as they were, and builds a new one once the model file was rewritten."""
+    import shutil
+    import time
+
+    ctx, ex, _ = ros
+    model = tmp_path / "demo_model.yaml"
+    shutil.copy(ROOT / "config" / "demo_model.yaml", model)
+    node = ControllerNode("qv_life_model", context=ctx,
+                          parameter_overrides=params("qv_life_model", model_config=str(model)))
+    ex.add_node(node)
+    try:
+        c = Client(ros, "qv_life_model")
+        prepared = node._prepared_model[1]
+        assert c.transition(CONFIGURE) and node.system is prepared
+        assert c.transition(CLEANUP) and c.state() == "unconfigured"
+        node._prepared_model = (node._model_key(), prepared)       # as prepared again; then the file rewritten
+        model.write_text(model.read_text() + "\n")
+        os.utime(model, ns=(time.time_ns(), time.time_ns() + 10**9))
+        assert c.transition(CONFIGURE) and node.system is not prepared and node.system.nv == prepared.nv
+    finally:
+        ex.remove_node(node)
+        node.destroy_node()

@@ -110,8 +110,8 @@ class ControllerNode(ControllerParameters, Measurements, SafeHoldMixin, Controll
         try:
             key = self._model_key()
             self.system, _ = node_model_config(self, floating=bool(gp("odom_topic").value))
-            self._build_law()
             self._prepared_model = (key, self.system)   # configure takes it while its parameters are these
+            self._build_law()
         except Exception:  # noqa: BLE001 - configure builds them again and says why they cannot be
             return
         finally:
