@@ -148,11 +148,13 @@ def test_states_round_trip_through_the_broadcaster(rig):
         np.testing.assert_allclose(by_name(m, "position", PANDA_JOINTS), rig.q0, rtol=0, atol=1e-12)
         np.testing.assert_array_equal(by_name(m, "velocity", PANDA_JOINTS), 0.0)
     js_stamps = {stamp(m) for m in js}
-    answered = [stamp(m) for m in rig.rec.get("cmd", t0)]
+    last = max(js_stamps)   # answers to states the recorder had not yet received when it took ``js`` are left out
+    answered = [stamp(m) for m in rig.rec.get("cmd", t0) if stamp(m) <= last]
+    assert len(answered) >= 50
     assert set(answered) <= js_stamps, "a command answers a state joint_state_broadcaster never published"
     assert len(set(answered)) == len(answered), "a state answered twice"
-    v = rig.rec.get("v", t0)
-    assert {stamp(m) for m in v} <= js_stamps
+    v = [m for m in rig.rec.get("v", t0) if stamp(m) <= last]
+    assert len(v) >= 10 and {stamp(m) for m in v} <= js_stamps
     assert all(np.all(np.asarray(m.position) == 0.0) for m in v), "v = Qᵀq̇ is not 0 at q̇ = 0"
 
 
