@@ -292,3 +292,24 @@ def test_configure_takes_the_model_built_while_waiting_unless_its_file_changed(r
     finally:
         ex.remove_node(node)
         node.destroy_node()
+
+
+def test_spawner_stopped_by_a_signal_says_so_in_one_line(tmp_path):
+    """qv_spawner waiting for a node that never comes, stopped by SIGTERM (as ros2 launch stops it) once it
+    reports it waits: exit 1 and one line naming the signal, no traceback."""
+    import signal
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(DOMAIN))
+    proc = subprocess.Popen([sys.executable, "-m", "qv_control.ros.spawner", "qv_nobody_here"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()                 # the handshake: rclpy (and its signal handlers) is up
+        assert "waiting for the lifecycle services of qv_nobody_here" in first, first
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, (proc.returncode, out, err)
+    assert "Traceback" not in out + err and err.strip().splitlines() == [
+        "qv_spawner: stopped by a signal before qv_nobody_here was active"], (out, err)

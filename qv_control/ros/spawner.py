@@ -117,6 +117,7 @@ def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout:
 def main(argv: list[str] | None = None) -> int:
     """Entry point ``qv_spawner`` (module doc)."""
     import rclpy
+    from rclpy.executors import ExternalShutdownException
     from rclpy.utilities import remove_ros_args
 
     from qv_dynamics.ros.runner import make_executor
@@ -132,8 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     node = rclpy.create_node(f"qv_spawner_{args.node.strip('/').replace('/', '_')}")
     ex = make_executor(node.context)
     ex.add_node(node)
+    print(f"qv_spawner: waiting for the lifecycle services of {args.node}", flush=True)
     try:
         code, msg = spawn(Spawner(node, args.node, ex), args.inactive, args.service_timeout, args.activate_timeout)
+    except (KeyboardInterrupt, ExternalShutdownException):     # SIGINT / SIGTERM (rclpy's handlers): one line
+        code, msg = 1, f"stopped by a signal before {args.node} was active"
+    except Exception:  # noqa: BLE001 - rcl calls on a context a signal shut down meanwhile fail with RCLError
+        if node.context.ok():
+            raise
+        code, msg = 1, f"stopped by a signal before {args.node} was active"
     finally:
         ex.shutdown()
         node.destroy_node()
