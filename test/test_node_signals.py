@@ -12,6 +12,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -56,16 +57,21 @@ def _start(args: list[str], prefix: str = "") -> subprocess.Popen:
 
 
 def _wait_for(proc: subprocess.Popen, text: str, timeout: float = 120.0) -> str:
-    """Read the process output until a line contains ``text``; returns what was read."""
+    """Read the process output until a line contains ``text``; returns what was read. A process that prints
+    nothing more is killed at ``timeout`` (a blocking read has no timeout of its own: the kill ends it)."""
     seen = []
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return "".join(seen)
+    killer = threading.Timer(timeout, proc.kill)
+    killer.start()
+    try:
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if text in line:
+                return "".join(seen)
+    finally:
+        killer.cancel()
     proc.kill()
     pytest.fail(f"process did not print {text!r} within {timeout} s; output:\n{''.join(seen)}")
 
