@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky
+from qv_dynamics.kernels.quasi_linalg import cholesky, mtv_into
 
 from . import osc_layout as L
 from .coordinates import log3
@@ -131,11 +131,7 @@ def _tool_int(S, Jx, Lam, ti) -> None:
         for r in range(kx):
             for c in range(kx):
                 f3[r] += Lam[r, c] * S[L.A_INT, int(S[L.AXES, c])]
-        for j in range(n):
-            s = 0.0
-            for r in range(kx):
-                s += Jx[r, j] * f3[r]
-            ti[j] = s
+        mtv_into(Jx, f3, ti)
 
 
 @njit(cache=True)

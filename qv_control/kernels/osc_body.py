@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from qv_dynamics.kernels.loader import kernel
-from qv_dynamics.kernels.quasi_linalg import cholesky
+from qv_dynamics.kernels.quasi_linalg import cholesky, mtv_into
 
 from . import osc_layout as L
 from .osc_frames import constraint_rows, coordinates, frames
@@ -281,12 +281,7 @@ def _force(S, A, U, s2, order, rd, lam, meas, t, has_meas, out) -> None:
     f = out[L.F_CMD, :m]
     for i in range(m):
         f[i] = lam[i] + corr[i] if fb else lam[i]
-    force = out[L.FORCE, :n]
-    for j in range(n):
-        s = 0.0
-        for i in range(m):
-            s += A[i, j] * f[i]
-        force[j] = s
+    mtv_into(A, f, out[L.FORCE, :n])
 
 
 @njit(cache=True)
