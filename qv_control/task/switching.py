@@ -69,14 +69,12 @@ class SwitchingLaw:
 
     def _law_for(self, active: tuple):
         """The law of ``active``: the kept one after its reset, else a new build (kept)."""
-        law = self._laws.get(active)
-        if law is None:
-            law = self._laws[active] = self.factory(active)
-        elif callable(getattr(law, "reset", None)):
-            law.reset()
-        else:
-            law = self._laws[active] = self.factory(active)
-        return law
+        kept = self._laws.get(active)
+        if kept is None or not callable(getattr(kept, "reset", None)):
+            self._laws.pop(active, None)
+            return self.prepare(active)
+        kept.reset()
+        return kept
 
     def prepare(self, active: tuple):
         """Build (once) and keep the law of the active set ``active`` without switching to it; returns it."""
