@@ -268,6 +268,47 @@ def test_spawner_activates_a_managed_node_and_stops_at_a_final_refusal(ros, tmp_
             retire(ex, node)
 
 
+def test_spawner_recovers_answers_the_middleware_dropped(ros, monkeypatch):
+    """The first answer of each lifecycle service is dropped on the spawner's side (its request reaches the node,
+    which acts on it, as when the node had not yet discovered the response reader): the spawner asks again
+    (get_state) or reads the node's state (configure, activate) and brings the node to active all the same."""
+    from rclpy.task import Future
+
+    from qv_control.ros import spawner
+
+    monkeypatch.setattr(spawner, "RESEND", 0.2)
+    ctx, ex, _ = ros
+    name = "qv_life_lost"
+    node = ControllerNode(name, context=ctx, parameter_overrides=params(name))
+    ex.add_node(node)
+    sp_node = rclpy.create_node("qv_life_lost_spawner", context=ctx)
+    ex.add_node(sp_node)
+    try:
+        c = Client(ros, name)
+        sp = spawner.Spawner(sp_node, name, ex)
+        dropped = []
+
+        def drop_first(client):
+            send = client.call_async
+
+            def call_async(request):
+                future = send(request)
+                if client not in dropped:
+                    dropped.append(client)
+                    return Future()        # the request went out; its answer never arrives here
+                return future
+            client.call_async = call_async
+
+        drop_first(sp.get_state)
+        drop_first(sp.change)
+        sp_node.create_timer(0.01, lambda: c.send(np.array(Q0), 0.01))   # the robot's states meanwhile
+        code, msg = spawner.spawn(sp, inactive=False, service_timeout=60.0, activate_timeout=30.0)
+        assert (code, msg) == (0, f"/{name} is active") and node.active
+        assert dropped == [sp.get_state, sp.change]
+    finally:
+        retire(ex, sp_node, node)
+
+
 def test_configure_takes_the_model_built_while_waiting_unless_its_file_changed(ros, tmp_path):
     """A managed node builds its model while unconfigured; configure takes that model object while the parameters
     and the file naming it are as they were, and builds a new one once the model file was rewritten."""

@@ -111,14 +111,13 @@ def test_spinning_node_stops_cleanly(node, sig):
 def _wait_spinning(proc: subprocess.Popen, name: str, timeout: float = 120.0) -> None:
     """The handshake that ``name`` spins: its parameter service answers a call (served by the executor only)."""
     from rcl_interfaces.srv import GetParameters
-    from ros_helpers import ros_session, spin_until
+    from ros_helpers import call, ros_session
 
     with ros_session(DOMAIN, f"{name}_spin_probe") as (_, ex, probe):
         client = probe.create_client(GetParameters, f"/{name}/get_parameters")
-        assert spin_until(ex, lambda: client.service_is_ready() or proc.poll() is not None, timeout), name
-        future = client.call_async(GetParameters.Request(names=["use_sim_time"]))
-        assert spin_until(ex, lambda: future.done() or proc.poll() is not None, timeout) and future.done(), \
-            f"{name} never answered (exit code {proc.poll()})"
+        answer = call(ex, client, GetParameters.Request(names=["use_sim_time"]), timeout,
+                      alive=lambda: proc.poll() is None)
+        assert answer is not None, f"{name} never answered (exit code {proc.poll()})"
 
 
 STARTING = """

@@ -23,7 +23,7 @@ import yaml
 rclpy = pytest.importorskip("rclpy")
 from rcl_interfaces.srv import GetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from ros_helpers import ros_session, spin_until, stop_processes  # noqa: E402
+from ros_helpers import call, ros_session, stop_processes  # noqa: E402
 from test_contact_task_node import params as task_params  # noqa: E402
 from test_ros_nodes import arm_params  # noqa: E402
 
@@ -338,16 +338,15 @@ def test_nodes_find_relative_paths_next_to_the_parameters_file_from_another_fold
     try:
         for name in ("qv_sim", "qv_dynamics", "qv_controller"):
             client = probe.create_client(GetParameters, f"/{name}/get_parameters")
-            ready = spin_until(ex, lambda: client.service_is_ready() or any(p.poll() is not None for p in procs),
-                               120.0)
-            assert ready and all(p.poll() is None for p in procs), [p.poll() for p in procs]
-            future = client.call_async(GetParameters.Request(names=["model_config"]))
-            assert spin_until(ex, future.done, 30.0)
-            assert future.result().values[0].string_value == "my_arm_model.yaml"
+            answer = call(ex, client, GetParameters.Request(names=["model_config"]),
+                          alive=lambda: all(p.poll() is None for p in procs))
+            assert answer is not None, (name, [p.poll() for p in procs])
+            assert answer.values[0].string_value == "my_arm_model.yaml"
             probe.destroy_client(client)
     finally:
         results = stop_processes(procs)
-    assert [r[0] for r in results] == [0, 0, 0], [(r[0], r[1][-1500:]) for r in results]
+    assert [r[0] for r in results] == [0, 0, 0], "\n".join(f"exit {r[0]}:\n{r[1][-4000:]}" for r in results
+                                                            if r[0] != 0)
 
     from qv_control.ros.launch_actions import model_of_params, model_urdf
 

@@ -11,6 +11,11 @@ follows the first state the node reads) for up to ``--activate-timeout`` s. A re
 final in its /diagnostics (``activation_refused_final``: the robot is not at the task's start pose) ends the
 spawner at once with the node's reason. Exit codes: 0 the node is active (or inactive with ``--inactive``),
 1 it refused or did not answer in time (one line on stderr), 2 a usage error.
+
+A service answer can be lost: a server that has not yet discovered the client's response reader drops it
+(rmw_fastrtps waits 100 ms for the match; likely on a loaded machine, seen as a call never answered). So a
+``get_state`` is sent again after each ``RESEND`` s without an answer, and a transition left unanswered that
+long is checked against the node's state (a node in the transition's goal state took it).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ CONFIGURE, ACTIVATE = 1, 3          # lifecycle_msgs/Transition ids
 UNCONFIGURED, INACTIVE, ACTIVE = 1, 2, 3   # lifecycle_msgs/State ids
 RETRY = 0.02                         # s between activation attempts (the states come within ms of configure)
 REFUSAL_WAIT = 0.25                  # s: longest wait for the /diagnostics of a refusal (module doc)
+RESEND = 2.0                         # s without an answer before a query is sent again (module doc)
 
 
 class Spawner:
@@ -46,12 +52,21 @@ class Spawner:
                 self.diag = {kv.key: kv.value for kv in s.values}
                 self.diag_count += 1
 
-    def _call(self, client, request, timeout: float):
-        future = client.call_async(request)
+    def _call(self, client, request, timeout: float, resend: float | None = None):
+        """The first answer within ``timeout`` s (None without one); the request sent again every ``resend`` s
+        (queries only: module doc)."""
+        futures = [client.call_async(request)]
         end = time.monotonic() + timeout
-        while not future.done() and time.monotonic() < end:
+        again = time.monotonic() + resend if resend else float("inf")
+        while time.monotonic() < end:
+            for f in futures:
+                if f.done():
+                    return f.result()
+            if time.monotonic() >= again:
+                futures.append(client.call_async(request))
+                again += resend
             self.ex.spin_once(timeout_sec=0.05)
-        return future.result() if future.done() else None
+        return next((f.result() for f in futures if f.done()), None)
 
     def wait_services(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
@@ -64,17 +79,27 @@ class Spawner:
     def state(self, timeout: float = 10.0) -> int | None:
         from lifecycle_msgs.srv import GetState
 
-        res = self._call(self.get_state, GetState.Request(), timeout)
+        res = self._call(self.get_state, GetState.Request(), timeout, resend=RESEND)
         return None if res is None else res.current_state.id
 
-    def transition(self, tid: int, timeout: float) -> bool | None:
-        """True/False: the node's answer; None: no answer within ``timeout`` s."""
+    def transition(self, tid: int, goal: int, timeout: float) -> bool | None:
+        """True/False: the node's answer; None: no answer within ``timeout`` s. Unanswered for ``RESEND`` s,
+        the node's state is asked: in ``goal`` it took the transition (its answer was lost: module doc)."""
         from lifecycle_msgs.srv import ChangeState
 
         req = ChangeState.Request()
         req.transition.id = tid
-        res = self._call(self.change, req, timeout)
-        return None if res is None else bool(res.success)
+        future = self.change.call_async(req)
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            wait = time.monotonic() + min(RESEND, left)
+            while not future.done() and time.monotonic() < wait:
+                self.ex.spin_once(timeout_sec=0.05)
+            if not future.done() and self.state(min(RESEND, max(end - time.monotonic(), 0.05))) == goal:
+                return True
+            if future.done():
+                return bool(future.result().success)
+        return None
 
     def refusal(self, since: int, wait: float = REFUSAL_WAIT) -> tuple[str, bool]:
         """The node's last activation refusal from its /diagnostics (it publishes one at each refusal; right
@@ -91,8 +116,10 @@ def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout:
     if not sp.wait_services(service_timeout):
         return 1, f"no lifecycle services of {sp.target} within {service_timeout:g} s (is the node running?)"
     state = sp.state()
+    if state is None:
+        return 1, f"{sp.target} did not answer get_state within 10 s"
     if state == UNCONFIGURED:
-        ok = sp.transition(CONFIGURE, service_timeout)
+        ok = sp.transition(CONFIGURE, INACTIVE, service_timeout)
         if not ok:
             return 1, (f"{sp.target} refused to configure (its log names the reason)" if ok is False else
                        f"{sp.target} did not answer configure within {service_timeout:g} s")
@@ -103,7 +130,7 @@ def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout:
     reason = ""
     while True:
         seen = sp.diag_count
-        ok = sp.transition(ACTIVATE, 10.0)
+        ok = sp.transition(ACTIVATE, ACTIVE, 10.0)
         if ok:
             return 0, f"{sp.target} is active"
         reason, final = sp.refusal(seen)
