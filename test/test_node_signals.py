@@ -220,32 +220,49 @@ def test_signal_with_a_node_the_middleware_does_not_release(sig):
     assert "did not release the node within 0.5 s" in out and f"stopped by {signal.Signals(sig).name}" in out
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_with_a_node_whose_destruction_holds_the_gil(sig):
+    """The middleware's fini blocked inside a native call that holds the GIL (as a publisher's fini did under
+    load, in CI): no Python thread can run, so the runner's wait cannot end it; the C-level backstop ends the
+    process with code 0 within BACKSTOP s of the teardown, the stop line already written (a native sleep
+    through ctypes.PyDLL, which keeps the GIL, stands in for the blocked fini)."""
+    from qv_dynamics.ros.runner import BACKSTOP
+
+    script = SLOW_TEARDOWN.replace("time.sleep(5.0)", "import ctypes; ctypes.PyDLL(None).usleep(5_000_000)")
+    proc = _start(["-c", script])
+    _wait_for(proc, "spinning")
+    rc, took, out = _signal_and_reap(proc, sig)
+    _assert_clean(rc, took, out, within=BACKSTOP + 1.0)
+    assert f"stopped by {signal.Signals(sig).name}" in out
+
+
 def test_controller_in_watchdog_state_stops_cleanly():
     """The controller got states, then none for longer than its watchdog timeout: it publishes the safe
-    output on its watchdog timer; a signal still ends it at once."""
-    import rclpy
-    from rclpy.context import Context
+    output on its watchdog timer; a signal still ends it at once. Handshakes: states are sent until the
+    controller has answered one (its command received), then none; its watchdog line is then awaited."""
+    from ros_helpers import ros_session, spin_until
     from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
 
     proc = _start(_node_args("qv_controller_node", "-r", "__node:=qv_controller"))
     _wait_for(proc, READY["qv_controller_node"])
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=DOMAIN, args=[])
-    try:
-        probe = rclpy.create_node("signal_probe", context=ctx)
+    with ros_session(DOMAIN, "signal_probe") as (_, ex, probe):
+        commands = []
+        probe.create_subscription(Float64MultiArray, "/effort_controller/commands", commands.append, 10)
         pub = probe.create_publisher(JointState, "/joint_states", 10)
         msg = JointState(name=["joint1", "joint2", "joint3"], position=[1.0, -1.0, -1.0], velocity=[0.0] * 3)
-        end = time.monotonic() + 60.0  # (the handshake: the controller's subscription matched)
-        while pub.get_subscription_count() < 1 and time.monotonic() < end:
-            time.sleep(0.001)
-        for k in range(20):
-            msg.header.stamp.nanosec = k * 1_000_000
+        k = 0
+
+        def send():
+            nonlocal k
+            k += 1
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(k * 1_000_000, 1_000_000_000)
             pub.publish(msg)
-            time.sleep(0.005)
-        _wait_for(proc, "watchdog")
-        probe.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=ctx)
+        timer = probe.create_timer(0.005, send)
+        answered = spin_until(ex, lambda: len(commands) > 0 or proc.poll() is not None, 120.0)
+        timer.cancel()
+    assert answered and proc.poll() is None, f"no command (exit code {proc.poll()})"
+    _wait_for(proc, "watchdog")
     _assert_clean(*_signal_and_reap(proc, signal.SIGTERM), within=LAUNCH_GRACE)
 
 

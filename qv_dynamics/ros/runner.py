@@ -37,7 +37,12 @@ After a signal the node is destroyed on a helper thread that the main thread wai
 ``destroy_node`` can fail to return (the stack ends in rclpy's ``destroy_when_not_in_use``, i.e. in the
 middleware's node fini), and the watchdog would end it with code 1 after 3 s. A middleware that does not
 release the node in time is reported in one line and the process ends with code 0, as the signal asked
-(peers then see the node leave when its participant's lease runs out, not at once).
+(peers then see the node leave when its participant's lease runs out, not at once). That wait is itself
+Python: where the blocked native call holds the GIL (a publisher's fini inside the middleware, seen under
+load), the main thread cannot return from it either. So the teardown also arms a C-level backstop
+(:func:`_exit_backstop`: a POSIX timer whose expiry calls the C library's ``_exit(0)`` on a thread of its
+own, no GIL needed) ``BACKSTOP`` s after it starts; the stop line is written before the teardown, so the
+output says why the process ended whichever way it does.
 """
 from __future__ import annotations
 
@@ -66,6 +71,7 @@ POLL = 0.05  # s: longest wait in spin_once, so a signal ends an idle node withi
 OBSERVER_PREFIX = "nice -n 10"
 TEARDOWN_LIMIT = 3.0  # s from the signal: a teardown still running then is dumped and ended (code 1)
 NODE_DESTROY_LIMIT = 0.5  # s: after a signal, the longest wait for the middleware to release the node
+BACKSTOP = 1.0  # s from the start of a signal's teardown: the C-level _exit(0) (module doc), < TEARDOWN_LIMIT
 
 
 def make_executor(context=None):
@@ -86,11 +92,9 @@ def publish_if_lockstep(node: Node) -> None:
         node.publish_state()
 
 
-def _exit_now(name: str, signum: int) -> None:
-    """End the process with code 0 after a signal: flush Python's and C's stdio, say so, skip finalization.
-
-    Safe inside the handler: a flush the signal interrupted (a reentrant call) is given up, the line is
-    written with ``os.write``."""
+def _say_stopped(name: str, signum: int) -> None:
+    """Flush Python's and C's stdio, then write the stop line. Safe inside the handler: a flush the signal
+    interrupted (a reentrant call) is given up, the line is written with ``os.write``."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -101,7 +105,52 @@ def _exit_now(name: str, signum: int) -> None:
         os.write(2, f"{name}: stopped by {signal.Signals(signum).name}\n".encode())
     except OSError:  # nobody reads stderr any more
         pass
+
+
+def _exit_now(name: str, signum: int | None) -> None:
+    """End the process with code 0 after a signal: flush, say so (unless ``signum`` is None: said already),
+    skip finalization."""
+    if signum is None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (RuntimeError, OSError, ValueError):
+                pass
+        ctypes.CDLL(None).fflush(None)
+    else:
+        _say_stopped(name, signum)
     os._exit(0)
+
+
+class _SigEvent(ctypes.Structure):
+    """``struct sigevent`` for SIGEV_THREAD (Linux: value, signo, notify, then the function and attributes
+    in a 48-byte union)."""
+    _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("function", ctypes.c_void_p), ("attributes", ctypes.c_void_p), ("_pad", ctypes.c_byte * 32)]
+
+
+class _ITimerSpec(ctypes.Structure):
+    _fields_ = [("interval_s", ctypes.c_long), ("interval_ns", ctypes.c_long),
+                ("value_s", ctypes.c_long), ("value_ns", ctypes.c_long)]
+
+
+def _exit_backstop(after: float) -> bool:
+    """Arm a one-shot POSIX timer (CLOCK_MONOTONIC, SIGEV_THREAD) whose expiry calls the C library's
+    ``_exit`` with the timer's value 0 on a thread of its own: the process ends with code 0 ``after`` s from
+    now even while a native call holds the GIL (module doc). False where the C library does not offer it
+    (then only the teardown watchdog remains)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ev = _SigEvent(value=0, signo=0, notify=2,   # SIGEV_THREAD
+                       function=ctypes.cast(libc._exit, ctypes.c_void_p).value, attributes=None)
+        timer = ctypes.c_void_p()
+        if libc.timer_create(1, ctypes.byref(ev), ctypes.byref(timer)) != 0:  # CLOCK_MONOTONIC
+            return False
+        sec, frac = divmod(after, 1.0)
+        spec = _ITimerSpec(0, 0, int(sec), int(frac * 1e9))
+        return libc.timer_settime(timer, 0, ctypes.byref(spec), None) == 0
+    except (AttributeError, OSError):
+        return False
 
 
 class _Signals:
@@ -194,6 +243,10 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
             code = _spin(node, ex, sig)
     finally:
         sig.starting = False
+        said = sig.received
+        if said is not None:   # the stop line first, then a teardown that cannot outlast BACKSTOP
+            _say_stopped(name, said)
+            _exit_backstop(BACKSTOP)
         # the executor first, then the node (rclpy's order): a node destroyed under a live EventsExecutor
         # left it spinning in an event handler's __exit__ at shutdown (seen once in CI, 100 % CPU, no exit)
         if ex is not None:
@@ -203,8 +256,8 @@ def run_node(name: str, factory: Callable[[], Node], argv: list[str] | None = No
             rclpy.try_shutdown()
         if sig.received is None:
             sig.restore()
-    if sig.received is not None:
-        _exit_now(name, sig.received)
+    if sig.received is not None:   # (a signal that came during the teardown is said here)
+        _exit_now(name, None if said is not None else sig.received)
     return code
 
 
