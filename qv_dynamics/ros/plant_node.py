@@ -112,6 +112,13 @@ class PlantNodeMixin:
 
     def publish_diagnostics(self) -> None:
         """One DiagnosticStatus (module doc): the figures since the previous one and the totals."""
+        self.publish_plant_status("plant")
+
+    def publish_plant_status(self, kind: str, extra: dict | None = None, error: str | None = None) -> None:
+        """The plants' common /diagnostics status ``<node>: <kind>``: steps, real-time factor over the last
+        period (plant s per wall s), states and commands, overruns, dropped real time, clipped and rejected
+        commands, the drives' hold, the pacing thread's wake-up latency, plus ``extra``; ERROR with ``error``
+        (the plant stopped), WARN while the drives hold or behind real time."""
         now = time.monotonic()
         wall, steps = self._diag_prev
         rtf = (self.steps - steps) * self.dt / (now - wall) if now > wall else 0.0
@@ -120,10 +127,12 @@ class PlantNodeMixin:
                   "states_published": self.states_published, "commands_received": self.commands_received,
                   "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
                   "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
-                  **self.hold_values()}
+                  **(extra or {}), **self.hold_values()}
         if getattr(self, "_rt_loop", None) is not None:  # wake-up latency of the pacing thread past its deadlines
             values["wake_late_ms"] = 1e3 * self._rt_loop.late
-        if not self.started:
+        if error:
+            level, message = DiagnosticStatus.ERROR, f"stopped: {error}"
+        elif not self.started:
             level, message = DiagnosticStatus.OK, "waiting for the first effort command"
         elif self.holding and self._cmd_step is not None:
             level, message = DiagnosticStatus.WARN, f"no effort command for {self.command_timeout:g} s: drives holding"
@@ -131,7 +140,7 @@ class PlantNodeMixin:
             level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
         else:
             level, message = DiagnosticStatus.OK, "ok"
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: plant",
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level, f"{self.get_name()}: {kind}",
                                                message, self.system.name, values))
 
     def hold_values(self) -> dict:

@@ -29,7 +29,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock as RosClock
@@ -41,7 +41,7 @@ from sensor_msgs.msg import JointState
 from ..errors import ConvergenceError, ModelError, NonFiniteError, QVError
 from ..robots import scale_inertias
 from ..sim.stepper import length_scale
-from .health import EpisodeCounter, diagnostic_array
+from .health import EpisodeCounter
 from .messages import array_to_wrench, arrays_to_joint_state, constraint_wrench
 from .odometry import base_to_odometry
 from .params import SIM_NODE
@@ -249,34 +249,13 @@ class SimNode(PlantNodeMixin, Node):
             f(self)
 
     def publish_diagnostics(self) -> None:
-        """Steps, real-time factor over the last period (sim s per wall s), dropped real time, clipped and
-        rejected commands, substep rescues, NR stalls, whether the stepper runs the compiled kernels and the
-        pacing thread's wake-up latency; ERROR once the simulation stopped."""
-        now = time.monotonic()
-        wall, steps = self._diag_prev
-        rtf = (self.steps - steps) * self.dt / (now - wall) if now > wall else 0.0
-        self._diag_prev = (now, self.steps)
+        """The plant's status (:meth:`PlantNodeMixin.publish_plant_status`) plus substep rescues, NR stalls,
+        the constraint residual and whether the stepper runs the compiled kernels; ERROR once the simulation
+        stopped."""
         st = self.stepper.stepper
-        values = {"mode": self.mode, "steps": self.steps, "t": self.t, "real_time_factor": rtf,
-                  "states_published": self.states_published, "commands_received": self.commands_received,
-                  "overruns": self.overruns, "dropped_real_time_s": self.dropped_time,
-                  "clipped_commands": self.clipped, "rejected_commands": self.rejects.total,
-                  "substep_retries": self.stepper.substep_retries, "nr_stalls": st.nr_stalls,
-                  "phi_norm": st.phi_norm, "compiled_stepper": st.compiled, **self.hold_values()}
-        if self._rt_loop is not None:  # wake-up latency of the pacing thread past its deadlines
-            values["wake_late_ms"] = 1e3 * self._rt_loop.late
-        if self.error:
-            level, message = DiagnosticStatus.ERROR, f"stopped: {self.error}"
-        elif not self.started:
-            level, message = DiagnosticStatus.OK, "waiting for the first effort command"
-        elif self.holding and self._cmd_step is not None:
-            level, message = DiagnosticStatus.WARN, f"no effort command for {self.command_timeout:g} s: drives holding"
-        elif self.mode == "realtime" and rtf < 0.99 * self.rtf:
-            level, message = DiagnosticStatus.WARN, f"behind real time: factor {rtf:.3f}"
-        else:
-            level, message = DiagnosticStatus.OK, "ok"
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), level,
-                                               f"{self.get_name()}: simulator", message, self.system.name, values))
+        self.publish_plant_status("simulator", {"substep_retries": self.stepper.substep_retries,
+                                                "nr_stalls": st.nr_stalls, "phi_norm": st.phi_norm,
+                                                "compiled_stepper": st.compiled}, self.error)
 
 
 def main(argv: list[str] | None = None) -> int:
