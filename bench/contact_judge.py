@@ -160,8 +160,9 @@ def figures(a: np.ndarray | None, c: dict, system, diag: dict) -> dict:
     prof = _profile(c)
     rel = c.get("task.release_at", -1.0)
     w = steady & (t < t0 + rel) if rel and rel > 0 else steady
-    for tau_i in steps[::2]:
-        w &= ~((t >= t0 + tau_i) & (t < t0 + tau_i + 0.05))
+    half = 0.5 * float(np.median(np.diff(t))) if t.size > 1 else 0.0
+    for tau_i in steps[::2]:   # each step's transient from its instant on (half a sample early: stamps are floats)
+        w &= ~((t >= t0 + tau_i - half) & (t < t0 + tau_i + 0.05))
     fd = np.array([prof(x - t0) for x in t[w]])
     q0 = np.asarray(c["task.start_q"], float)
     p0 = system.frame_placement(q0, c["task.frame"]).translation
