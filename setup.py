@@ -22,6 +22,7 @@ for entry in (
     share("urdf/*.md", "urdf"),
     share("config/*.yaml", "config"),
     share("config/*.rviz", "config"),
+    share("config/*.xml", "config"),
 ):
     if entry:
         data_files.append(entry)

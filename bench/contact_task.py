@@ -91,8 +91,10 @@ def run_deployed(config: str, seconds: float, domain_id: int) -> dict:
     from qv_dynamics.ros.runner import make_executor
 
     _, c, system = setup(config)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
-               RCUTILS_LOGGING_BUFFERED_STREAM="0")
+    from qv_control.ros.launch_actions import discovery_env
+
+    env = discovery_env(dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
+                             RCUTILS_LOGGING_BUFFERED_STREAM="0"))   # the nodes as the launch file starts them
     ctx = Context()
     rclpy.init(context=ctx, domain_id=domain_id, args=[])
     node = rclpy.create_node("contact_task_watch", context=ctx)

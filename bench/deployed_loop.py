@@ -144,10 +144,11 @@ def run_deployed(config: str, seconds: float, domain_id: int, overrides=(), sche
     import rclpy
     from rclpy.context import Context
 
+    from qv_control.ros.launch_actions import discovery_env
     from qv_dynamics.ros.runner import make_executor
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
-               RCUTILS_LOGGING_BUFFERED_STREAM="0")
+    env = discovery_env(dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
+                             RCUTILS_LOGGING_BUFFERED_STREAM="0"))   # the nodes as the launch files start them
     procs = {}
     ctx = Context()
     rclpy.init(context=ctx, domain_id=domain_id, args=[])

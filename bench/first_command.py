@@ -148,13 +148,14 @@ def main(argv=None) -> int:
     import rclpy
     from rclpy.context import Context
 
+    from qv_control.ros.launch_actions import discovery_env
     from qv_dynamics.ros.runner import make_executor
 
     config = Path(args.config).resolve()
     plant, ctrl = sections(config)
     domain = (int(os.environ.get("ROS_DOMAIN_ID", "41")) + 170) % 230
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
-               RCUTILS_LOGGING_BUFFERED_STREAM="0", MUJOCO_GL=os.environ.get("MUJOCO_GL", "disable"))
+    env = discovery_env(dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
+                             RCUTILS_LOGGING_BUFFERED_STREAM="0", MUJOCO_GL=os.environ.get("MUJOCO_GL", "disable")))
     py = sys.executable
     params = ["--ros-args", "--params-file", str(config)]
     plant_cmd = [py, "-m", PLANTS[plant], *params, "-r", f"__node:={plant}", "-p", "mode:=realtime"]

@@ -36,8 +36,11 @@ ODOM_EVERY = 5              # the odometry decoded every this many messages (the
 
 
 def node_env(domain: int) -> dict:
-    """The environment of the node processes: this worktree first, the ROS domain, MuJoCo without rendering."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1")
+    """The environment of the node processes: this worktree first, the ROS domain, MuJoCo without rendering, the
+    launch files' discovery profile."""
+    from qv_control.ros.launch_actions import discovery_env
+
+    env = discovery_env(dict(os.environ, PYTHONPATH=str(ROOT), ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1"))
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.setdefault("MUJOCO_GL", "disable")
     return env

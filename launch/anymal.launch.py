@@ -16,7 +16,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import MANAGED, checked_params_file, qv_spawner, resolve_launch
+from qv_control.ros.launch_actions import MANAGED, checked_params_file, discovery_profile, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 # every (package, executable) this file starts, resolved before any starts; OPTIONAL: per true launch flag
@@ -44,6 +44,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("params_file", default_value="", description="override config/anymal.yaml"),
         DeclareLaunchArgument("mode", default_value="realtime", choices=["realtime", "lockstep"],
                               description="plant pacing: wall clock, or one step per effort command"),

@@ -27,7 +27,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from qv_control.ros.launch_actions import MANAGED, checked_params_file, qv_spawner, resolve_launch
+from qv_control.ros.launch_actions import MANAGED, checked_params_file, discovery_profile, qv_spawner, resolve_launch
 
 PACKAGE = "qv_ros"
 PARAMS = "config/bimanual_ros.yaml"
@@ -55,6 +55,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("params_file", default_value="", description="override config/bimanual_ros.yaml"),
         DeclareLaunchArgument("mode", default_value="lockstep", choices=["lockstep", "realtime"],
                               description="plant pacing: one step per effort command (exact at any load), or the "

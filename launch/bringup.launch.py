@@ -108,9 +108,10 @@ def generate_launch_description():
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
     from launch import LaunchDescription
-    from qv_control.ros.launch_actions import prefix_arguments
+    from qv_control.ros.launch_actions import discovery_profile, prefix_arguments
 
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS),
                               description="demo robot (urdf/<robot>.urdf, config/<robot>.yaml)"),
         DeclareLaunchArgument("params_file", default_value="", description="override config/<robot>.yaml"),

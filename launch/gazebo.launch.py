@@ -28,6 +28,7 @@ from launch import LaunchDescription
 from qv_control.ros.launch_actions import (
     CONTROL_ROBOTS,
     ORDERED_BRINGUP,
+    discovery_profile,
     ordered_qv_bringup,
     prefix_arguments,
     resolve_launch,
@@ -70,6 +71,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
         *prefix_arguments(),
         DeclareLaunchArgument("world", default_value="empty.sdf", description="gz sim world"),

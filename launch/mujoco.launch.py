@@ -24,6 +24,7 @@ from launch_ros.actions import Node
 from launch import LaunchDescription
 from qv_control.ros.launch_actions import (
     MANAGED,
+    discovery_profile,
     launch_flag,
     model_urdf,
     params_and_model,
@@ -70,6 +71,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("robot", default_value="panda", choices=sorted(ROBOTS)),
         DeclareLaunchArgument("params_file", default_value="",
                               description="your own parameters file (sections qv_mujoco, qv_dynamics, qv_controller); "

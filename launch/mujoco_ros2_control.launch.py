@@ -51,6 +51,7 @@ from qv_control.ros.launch_actions import (
     FT_TOPIC,
     MANAGED,
     ORDERED_BRINGUP,
+    discovery_profile,
     launch_flag,
     prefix_arguments,
     qv_node,
@@ -143,6 +144,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
         *prefix_arguments(),
         DeclareLaunchArgument("headless", default_value="false", description="run MuJoCo without its viewer"),

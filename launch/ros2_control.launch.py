@@ -25,6 +25,7 @@ from qv_control.ros.launch_actions import (
     CONTROL_ROBOTS,
     FT_TOPIC,
     ORDERED_BRINGUP,
+    discovery_profile,
     launch_flag,
     ordered_qv_bringup,
     prefix_arguments,
@@ -59,6 +60,7 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
+        discovery_profile(),   # Fast DDS: discovery done during start-up (config/fastdds_discovery.xml)
         DeclareLaunchArgument("robot", default_value="planar_3link", choices=sorted(ROBOTS)),
         *prefix_arguments(),
         DeclareLaunchArgument("use_mock_hardware", default_value="true",

@@ -299,3 +299,50 @@ def test_bringup_shows_the_model_of_a_users_parameters_file(tmp_path):
     mine = tmp_path / "my_arm.yaml"
     mine.write_text("qv_controller: {ros__parameters: {model_config: ur5_table_model}}\n")
     assert mod._model_urdf(str(mine)).endswith("ur_description/urdf/ur5_robot.urdf")
+
+
+def test_launch_files_give_their_processes_the_discovery_profile():
+    """Every launch file sets the Fast DDS discovery profile first, before any process it starts (the first
+    action of its description); the benches' environment keeps a user's own profile file."""
+    from qv_control.ros.launch_actions import PROFILES_VARIABLE, discovery_env, discovery_profile_path
+
+    for path in sorted(LAUNCH.glob("*.launch.py")):
+        desc = next(c for c in _calls(_tree(path.name), "LaunchDescription"))
+        first = desc.args[0].elts[0]
+        assert isinstance(first, ast.Call) and first.func.id == "discovery_profile", path.name
+    assert Path(discovery_env({})[PROFILES_VARIABLE]).resolve() == (ROOT / "config" / "fastdds_discovery.xml")
+    assert discovery_env({PROFILES_VARIABLE: "/mine.xml"})[PROFILES_VARIABLE] == "/mine.xml"
+    assert Path(discovery_profile_path()).resolve().is_file()
+
+
+def test_fast_dds_reads_the_discovery_profile(tmp_path):
+    """The profile announces through start-up (≥ 3 s) and then every second; a node process given it (as the
+    launch files give it) starts with no Fast DDS XML error, and a copy with one value broken makes Fast DDS
+    say so: the variable is read by this middleware, the file is not silently ignored."""
+    pytest.importorskip("rclpy")
+    import os
+    import subprocess
+    import sys
+
+    from qv_control.ros.launch_actions import PROFILES_VARIABLE, discovery_env
+
+    good = discovery_env({})[PROFILES_VARIABLE]
+    root = ET.parse(good).getroot()
+    ns = {"d": "http://www.eprosima.com"}
+    count = int(root.find(".//d:initialAnnouncements/d:count", ns).text)
+    period = int(root.find(".//d:initialAnnouncements/d:period/d:nanosec", ns).text) * 1e-9
+    lease = int(root.find(".//d:leaseAnnouncement/d:sec", ns).text)
+    assert count * period >= 3.0 and lease <= 1   # announced through start-up, then every second
+    bad = tmp_path / "broken.xml"
+    bad.write_text(Path(good).read_text().replace("<count>30</count>", "<count>thirty</count>"))
+    script = ("import rclpy; rclpy.init(); n = rclpy.create_node('qv_profile_probe'); print('started', flush=True); "
+              "n.destroy_node(); rclpy.shutdown()")
+    outs = {}
+    for name, profile in (("good", good), ("bad", str(bad))):
+        env = dict(os.environ, ROS_DOMAIN_ID="199", ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+                   **{PROFILES_VARIABLE: profile})
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        outs[name] = run.stdout + run.stderr
+        assert run.returncode == 0 and "started" in outs[name], outs[name]
+    assert "XMLPARSER" not in outs["good"] and "Error" not in outs["good"], outs["good"]
+    assert "XMLPARSER" in outs["bad"] and "broken.xml" in outs["bad"], outs["bad"]

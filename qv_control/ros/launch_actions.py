@@ -18,6 +18,11 @@ leaves an active effort controller without its commanding node:
 
 A launch file that starts a qv controller node on its own passes :data:`MANAGED` with its parameters and
 starts :func:`qv_spawner` beside it.
+
+Every launch file starts with :func:`discovery_profile`: the Fast DDS discovery settings of
+``config/fastdds_discovery.xml`` (announce for 3 s after start, then every second) for every process it
+starts, unless ``FASTDDS_DEFAULT_PROFILES_FILE`` names the user's own file; the benchmarks start their
+processes the same way (:func:`discovery_env`).
 """
 from __future__ import annotations
 
@@ -43,6 +48,34 @@ CONTROL_ROBOTS = {
 ORDERED_BRINGUP = [("controller_manager", "spawner"), (PACKAGE, "qv_dynamics_node"), (PACKAGE, "qv_controller_node"),
                    (PACKAGE, "qv_spawner")]
 MANAGED = {"managed": True}   # a qv controller node started by a launch file waits for its qv_spawner
+DISCOVERY_PROFILE = "config/fastdds_discovery.xml"   # (share/ or the source tree)
+PROFILES_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
+
+
+def discovery_profile_path() -> str:
+    """The installed ``config/fastdds_discovery.xml``, or the source tree's when the package is not installed."""
+    try:
+        return os.path.join(get_package_share_directory(PACKAGE), DISCOVERY_PROFILE)
+    except Exception:  # noqa: BLE001 - PackageNotFoundError (not installed: a source checkout)
+        return os.path.join(os.path.dirname(__file__), "..", "..", DISCOVERY_PROFILE)
+
+
+def discovery_env(env: dict) -> dict:
+    """``env`` with :data:`PROFILES_VARIABLE` set to the package's discovery profile unless it names one
+    already (the user's own file wins), as :func:`discovery_profile` does in the launch files."""
+    out = dict(env)
+    if not out.get(PROFILES_VARIABLE):
+        out[PROFILES_VARIABLE] = os.path.abspath(discovery_profile_path())
+    return out
+
+
+def discovery_profile():
+    """The launch action that gives every process the launch file starts the discovery profile (module doc)."""
+    from launch.actions import SetEnvironmentVariable
+    from launch.substitutions import EnvironmentVariable
+
+    return SetEnvironmentVariable(PROFILES_VARIABLE, EnvironmentVariable(
+        PROFILES_VARIABLE, default_value=os.path.abspath(discovery_profile_path())))
 
 
 def resolve_executables(pairs, launch_file: str, hint: str = "") -> list[str]:
