@@ -92,15 +92,20 @@ def publish_if_lockstep(node: Node) -> None:
         node.publish_state()
 
 
-def _say_stopped(name: str, signum: int) -> None:
-    """Flush Python's and C's stdio, then write the stop line. Safe inside the handler: a flush the signal
-    interrupted (a reentrant call) is given up, the line is written with ``os.write``."""
+def _flush() -> None:
+    """Flush Python's and C's stdio (rcutils logs through C stdio, which os._exit does not flush). Safe inside
+    the signal handler: a flush the signal interrupted (a reentrant call) is given up."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (RuntimeError, OSError, ValueError):  # reentrant, closed pipe, closed file: exit all the same
             pass
-    ctypes.CDLL(None).fflush(None)  # rcutils logs through C stdio, which os._exit does not flush
+    ctypes.CDLL(None).fflush(None)
+
+
+def _say_stopped(name: str, signum: int) -> None:
+    """Flush, then write the stop line (with ``os.write``: safe inside the handler)."""
+    _flush()
     try:
         os.write(2, f"{name}: stopped by {signal.Signals(signum).name}\n".encode())
     except OSError:  # nobody reads stderr any more
@@ -111,12 +116,7 @@ def _exit_now(name: str, signum: int | None) -> None:
     """End the process with code 0 after a signal: flush, say so (unless ``signum`` is None: said already),
     skip finalization."""
     if signum is None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (RuntimeError, OSError, ValueError):
-                pass
-        ctypes.CDLL(None).fflush(None)
+        _flush()
     else:
         _say_stopped(name, signum)
     os._exit(0)
