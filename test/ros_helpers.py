@@ -51,21 +51,17 @@ def call(ex, client, request, timeout: float = 120.0, resend: float = 5.0,
          alive: Callable[[], bool] = lambda: True):
     """Call a query service (one whose repeated request changes nothing: get_parameters, get_state, ...) once
     it is ready, spinning ``ex`` until answered; the request is sent again after each ``resend`` s without an
-    answer. The reason: a server that has not yet discovered the client's response reader drops its answer
-    (rmw_fastrtps waits 100 ms for the match, ros2/rmw_fastrtps#390/#467), which a loaded machine makes
-    likely; ``service_is_ready`` only says the client found the server. Returns the response, or None when
-    ``timeout`` s pass or ``alive()`` turns False (the serving process ended)."""
+    answer (:func:`qv_control.ros.spawner.first_answer`). The reason: a server that has not yet discovered the
+    client's response reader drops its answer (rmw_fastrtps waits 100 ms for the match,
+    ros2/rmw_fastrtps#390/#467), which a loaded machine makes likely; ``service_is_ready`` only says the client
+    found the server. Returns the response, or None when ``timeout`` s pass or ``alive()`` turns False (the
+    serving process ended)."""
+    from qv_control.ros.spawner import first_answer
+
     end = time.monotonic() + timeout
     if not spin_until(ex, lambda: client.service_is_ready() or not alive(), timeout) or not alive():
         return None
-    futures = []
-    while time.monotonic() < end and alive():
-        futures.append(client.call_async(request))
-        spin_until(ex, lambda: any(f.done() for f in futures) or not alive(), min(resend, end - time.monotonic()))
-        for f in futures:
-            if f.done():
-                return f.result()
-    return None
+    return first_answer(ex, client, request, max(end - time.monotonic(), 0.0), resend, alive)
 
 
 def retire(ex, *nodes) -> None:

@@ -56,7 +56,7 @@ def discovery_profile_path() -> str:
     """The installed ``config/fastdds_discovery.xml``, or the source tree's when the package is not installed."""
     try:
         return os.path.join(get_package_share_directory(PACKAGE), DISCOVERY_PROFILE)
-    except Exception:  # noqa: BLE001 - PackageNotFoundError (not installed: a source checkout)
+    except (LookupError, OSError):   # PackageNotFoundError, or no AMENT_PREFIX_PATH: a source checkout
         return os.path.join(os.path.dirname(__file__), "..", "..", DISCOVERY_PROFILE)
 
 

@@ -22,12 +22,33 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Callable
 
 CONFIGURE, ACTIVATE = 1, 3          # lifecycle_msgs/Transition ids
 UNCONFIGURED, INACTIVE, ACTIVE = 1, 2, 3   # lifecycle_msgs/State ids
 RETRY = 0.02                         # s between activation attempts (the states come within ms of configure)
 REFUSAL_WAIT = 0.25                  # s: longest wait for the /diagnostics of a refusal (module doc)
 RESEND = 2.0                         # s without an answer before a query is sent again (module doc)
+STATE_TIMEOUT = 10.0                 # s: longest wait for the node's get_state answer
+
+
+def first_answer(ex, client, request, timeout: float, resend: float | None = None,
+                 alive: Callable[[], bool] | None = None):
+    """Send ``request`` and spin ``ex`` until it is answered: the first answer, or None once ``timeout`` s pass
+    or ``alive()`` turns False. With ``resend`` the request is sent again after each ``resend`` s without an
+    answer (queries only, whose repetition changes nothing: module doc)."""
+    futures = [client.call_async(request)]
+    end = time.monotonic() + timeout
+    again = time.monotonic() + resend if resend else float("inf")
+    while time.monotonic() < end and (alive is None or alive()):
+        for f in futures:
+            if f.done():
+                return f.result()
+        if time.monotonic() >= again:
+            futures.append(client.call_async(request))
+            again += resend
+        ex.spin_once(timeout_sec=0.05)
+    return next((f.result() for f in futures if f.done()), None)
 
 
 class Spawner:
@@ -52,22 +73,6 @@ class Spawner:
                 self.diag = {kv.key: kv.value for kv in s.values}
                 self.diag_count += 1
 
-    def _call(self, client, request, timeout: float, resend: float | None = None):
-        """The first answer within ``timeout`` s (None without one); the request sent again every ``resend`` s
-        (queries only: module doc)."""
-        futures = [client.call_async(request)]
-        end = time.monotonic() + timeout
-        again = time.monotonic() + resend if resend else float("inf")
-        while time.monotonic() < end:
-            for f in futures:
-                if f.done():
-                    return f.result()
-            if time.monotonic() >= again:
-                futures.append(client.call_async(request))
-                again += resend
-            self.ex.spin_once(timeout_sec=0.05)
-        return next((f.result() for f in futures if f.done()), None)
-
     def wait_services(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -76,10 +81,10 @@ class Spawner:
             self.ex.spin_once(timeout_sec=0.05)
         return False
 
-    def state(self, timeout: float = 10.0) -> int | None:
+    def state(self, timeout: float = STATE_TIMEOUT) -> int | None:
         from lifecycle_msgs.srv import GetState
 
-        res = self._call(self.get_state, GetState.Request(), timeout, resend=RESEND)
+        res = first_answer(self.ex, self.get_state, GetState.Request(), timeout, resend=RESEND)
         return None if res is None else res.current_state.id
 
     def transition(self, tid: int, goal: int, timeout: float) -> bool | None:
@@ -117,7 +122,7 @@ def spawn(sp: Spawner, inactive: bool, service_timeout: float, activate_timeout:
         return 1, f"no lifecycle services of {sp.target} within {service_timeout:g} s (is the node running?)"
     state = sp.state()
     if state is None:
-        return 1, f"{sp.target} did not answer get_state within 10 s"
+        return 1, f"{sp.target} did not answer get_state within {STATE_TIMEOUT:g} s"
     if state == UNCONFIGURED:
         ok = sp.transition(CONFIGURE, INACTIVE, service_timeout)
         if not ok:
